@@ -1,0 +1,18 @@
+"""portgemm: variable-size batched GEMM in one launch, planned by an occupancy model.
+
+    C_i = alpha_i * op(A_i) @ op(B_i) + beta_i * C_i      for i in range(batch)
+"""
+from .errors import (CompileError, DeviceError, DeviceUnavailable, DtypeError, LayoutError,
+                     PortgemmError, ResourceError, ShapeMismatch, UnknownArch, UnknownStrategy,
+                     ValidationError)
+from .plan import Plan
+from .planner import plan, strategies
+from .api import gemm_vbatched
+
+__all__ = [
+    "gemm_vbatched", "plan", "Plan", "strategies",
+    "PortgemmError", "ValidationError", "ShapeMismatch", "DtypeError", "LayoutError",
+    "UnknownArch", "UnknownStrategy", "ResourceError", "DeviceUnavailable", "CompileError",
+    "DeviceError",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,64 @@
+"""The backend protocol and the registry that picks one.
+
+A backend is a device: it describes arrays it can take (pointer, shape, strides), knows
+its architecture (with the real CU/SM count), and executes a Plan over a validated
+Batch on its current stream. Backends import their GPU library lazily, inside the
+module that implements them, so ``import portgemm`` works with none installed.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Protocol
+
+from ..errors import DeviceUnavailable
+
+# Tried in this order when backend=None.
+ORDER = ("cuda", "hip", "numpy")
+MODULES = {"cuda": "portgemm.backends.cuda", "hip": "portgemm.backends.hip",
+           "numpy": "portgemm.backends.numpy"}
+
+
+class Backend(Protocol):
+    name: str
+
+    def device_name(self) -> str: ...
+
+    def arch(self):
+        """The device's Arch (occupancy.archs), with its real compute-unit count."""
+
+    def array_info(self, x):
+        """ArrayInfo of an array this backend can compute on; LayoutError/TypeError otherwise."""
+
+    def execute(self, plan, batch) -> None:
+        """Launch the plan over the batch (asynchronously on the current stream)."""
+
+    def synchronize(self) -> None: ...
+
+
+_instances: dict[str, Backend] = {}
+
+
+def get_backend(name: str | None = None) -> Backend:
+    """The named backend, or the first available in ORDER. A named backend that cannot
+    run here raises DeviceUnavailable saying why."""
+    if name is None:
+        reasons = []
+        for n in ORDER:
+            try:
+                return get_backend(n)
+            except DeviceUnavailable as e:
+                reasons.append(str(e))
+        raise DeviceUnavailable("no backend available: " + "; ".join(reasons))
+    if isinstance(name, str) and name in _instances:
+        return _instances[name]
+    if not isinstance(name, str):
+        return name  # an object implementing the protocol
+    if name not in MODULES:
+        raise DeviceUnavailable(f"unknown backend {name!r}; known: {', '.join(ORDER)}")
+    try:
+        mod = importlib.import_module(MODULES[name])
+    except ImportError as e:
+        raise DeviceUnavailable(f"{name} backend cannot be imported: {e}") from e
+    inst = mod.create()  # raises DeviceUnavailable when the device/runtime is missing
+    _instances[name] = inst
+    return inst

@@ -1,0 +1,205 @@
+"""CUDA backend through CuPy: NVRTC-compiled variants of the one kernel source, launched
+on the current CuPy stream over device arrays (CuPy, PyTorch, anything exposing
+__cuda_array_interface__ or DLPack), with no host round trip.
+
+After the first call with a given set of arrays, Plan.run neither allocates nor
+synchronises: the plan's tile arrays are uploaded once per plan, and the per-GEMM
+descriptors (pointers, strides, alpha, beta) are cached by their bytes, so the call can
+be captured in a CUDA graph.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+
+import numpy as np
+
+from ..arrays import ArrayInfo, info as generic_info
+from ..errors import DeviceError, DeviceUnavailable, DtypeError, LayoutError, ValidationError
+from ..kernels import nvrtc, resources as kres
+from ..kernels.render import DEVICE_TILE_DTYPE, render
+from ..kernels.variants import variants_for
+from ..occupancy.resources import KernelResources
+from .launch import descriptors, grid_z_launches, per_kind_layout
+
+DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in rotation)
+GRID_Z_MAX = 65535
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError as e:
+        raise DeviceUnavailable("cuda backend needs CuPy (pip install 'portgemm[cuda]')") from e
+    return cupy
+
+
+def create():
+    cupy = _cupy()
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # no driver, or a driver without a device
+        raise DeviceUnavailable(f"cuda backend: no CUDA device ({e})") from e
+    if n < 1:
+        raise DeviceUnavailable("cuda backend: no CUDA device")
+    return CudaBackend(cupy)
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def __init__(self, cupy):
+        self.cp = cupy
+        self._functions: dict[tuple[int, str], object] = {}
+        self._modules: dict[tuple[int, str], object] = {}
+        self._arch: dict[int, object] = {}
+
+    # -- device ---------------------------------------------------------------------
+    def _dev(self) -> int:
+        return self.cp.cuda.runtime.getDevice()
+
+    def _props(self):
+        return self.cp.cuda.runtime.getDeviceProperties(self._dev())
+
+    def device_name(self) -> str:
+        name = self._props()["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+
+    def arch(self):
+        dev = self._dev()
+        if dev not in self._arch:
+            from ..occupancy import get_arch
+            p = self._props()
+            a = get_arch(f"sm_{p['major']}{p['minor']}")
+            self._arch[dev] = dataclasses.replace(
+                a, compute_units=int(p["multiProcessorCount"]), part=self.device_name())
+        return self._arch[dev]
+
+    def synchronize(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+
+    def to_device(self, x):
+        return self.cp.asarray(x)
+
+    def to_host(self, x):
+        return self.cp.asnumpy(x)
+
+    # -- arrays ---------------------------------------------------------------------
+    def array_info(self, x) -> ArrayInfo:
+        cp = self.cp
+        if isinstance(x, cp.ndarray):  # fast path: no interface dict per call
+            if x.ndim != 2:
+                raise ValidationError(f"expected a 2-D array, got shape {x.shape}")
+            item = x.itemsize
+            st = x.strides
+            if any(s % item for s in st):
+                raise LayoutError("strides are not a multiple of the item size")
+            return ArrayInfo(x.data.ptr, x.shape, tuple(s // item for s in st), x.dtype, "cuda")
+        if isinstance(x, np.ndarray):
+            raise DtypeError("cuda backend takes device arrays (CuPy, PyTorch CUDA, "
+                            "__cuda_array_interface__ or DLPack); got a NumPy array - "
+                            "copy it with cupy.asarray or use backend='numpy'")
+        if hasattr(x, "__cuda_array_interface__"):
+            return generic_info(x)
+        if hasattr(x, "__dlpack__"):
+            return self.array_info(cp.from_dlpack(x))  # a view: no copy
+        raise DtypeError(f"cuda backend cannot take {type(x).__name__}")
+
+    # -- kernels --------------------------------------------------------------------
+    def function(self, variant):
+        """Compiled, loaded entry point for ``variant`` on the current device; registers
+        its real resource usage (kernel attributes) for the occupancy model."""
+        dev = self._dev()
+        key = (dev, variant.name)
+        fn = self._functions.get(key)
+        if fn is None:
+            arch = self.arch()
+            r = render(variant)
+            cubin, res = nvrtc.compile(r.source, r.name, arch.name)
+            mod = self.cp.cuda.function.Module()
+            mod.load(cubin)
+            fn = mod.get_function(r.name)
+            self._modules[key] = mod  # the function lives as long as its module
+            attrs = self.function_attributes(fn)
+            kres.register(arch.name, variant.name, KernelResources(
+                registers=attrs["num_regs"], shared_bytes=attrs["shared_size_bytes"],
+                spill_bytes=res.spill_bytes,
+                source=f"{nvrtc.version()} ({arch.name}, kernel attributes)"))
+            self._functions[key] = fn
+        return fn
+
+    def function_attributes(self, fn) -> dict:
+        drv = self.cp.cuda.driver
+        # CUfunction_attribute: 1 shared, 3 local, 4 registers (cuda.h)
+        get = lambda attr: int(drv.funcGetAttribute(attr, fn.ptr))
+        return {"shared_size_bytes": get(1), "local_size_bytes": get(3), "num_regs": get(4)}
+
+    def max_active_blocks(self, fn, threads: int) -> int:
+        return int(self.cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, threads, 0))
+
+    # -- execution ------------------------------------------------------------------
+    def _upload(self, host: np.ndarray):
+        cp = self.cp
+        dev = cp.empty(host.nbytes, dtype=cp.uint8)
+        dev.set(host.view(np.uint8).reshape(-1))
+        return dev
+
+    def _plan_state(self, plan, trans_a, trans_b):
+        """Device copies of the plan's tile arrays and its loaded kernels, made once."""
+        key = ("cuda", self._dev(), trans_a, trans_b)
+        st = plan._device.get(key)
+        if st is None:
+            dtype = np.dtype(plan.dtype).name
+            variants = variants_for(plan.kinds, plan.mode, dtype, trans_a, trans_b)
+            st = {"variants": variants, "fns": {}, "desc": OrderedDict()}
+            if plan.mode == "grid-z":
+                st["launches"] = grid_z_launches(plan, GRID_Z_MAX)
+                st["tiles"] = st["block_ptr"] = None
+            else:
+                tiles, block_ptr, launches = per_kind_layout(plan) if plan.mode == "per-kind" \
+                    else (plan.tiles, plan.block_ptr, [(0, 0, plan.n_blocks)])
+                dt = np.empty(len(tiles), DEVICE_TILE_DTYPE)
+                for f in ("gemm", "m0", "n0", "kind"):
+                    dt[f] = tiles[f]
+                if plan.mode == "per-kind":
+                    dt["kind"] = 0  # each per-kind entry point holds one kind, id 0
+                st["tiles"] = self._upload(dt) if len(dt) else None
+                st["block_ptr"] = self._upload(np.ascontiguousarray(block_ptr, np.int32))
+                st["launches"] = launches
+            plan._device[key] = st
+        return st
+
+    def _descriptors(self, st, batch):
+        host = descriptors(batch)
+        k = host.tobytes()
+        cache = st["desc"]
+        dev = cache.get(k)
+        if dev is None:
+            dev = self._upload(host)
+            cache[k] = dev
+            if len(cache) > DESCRIPTOR_CACHE:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(k)
+        return dev
+
+    def execute(self, plan, batch) -> None:
+        if plan.n_tiles == 0:
+            return
+        st = self._plan_state(plan, bool(batch.trans_a), bool(batch.trans_b))
+        gemms = self._descriptors(st, batch)
+        stream = self.cp.cuda.get_current_stream()
+        tiles = st["tiles"].data.ptr if st["tiles"] is not None else 0
+        bptr = st["block_ptr"].data.ptr if st["block_ptr"] is not None else 0
+        for which, base, grid in st["launches"]:
+            variant = st["variants"][which]
+            fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
+            grid = grid if isinstance(grid, tuple) else (grid, 1, 1)
+            if min(grid) <= 0:
+                continue
+            try:  # CuPy checks cuLaunchKernel's status and raises CUDADriverError
+                fn(grid, (variant.threads, 1, 1),
+                   (np.uint64(gemms.data.ptr), np.uint64(tiles), np.uint64(bptr), np.int32(base)),
+                   stream=stream)
+            except self.cp.cuda.driver.CUDADriverError as e:
+                raise DeviceError(f"launch of {variant.name} failed: {e}") from e

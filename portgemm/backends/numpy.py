@@ -1,0 +1,99 @@
+"""The NumPy backend: executes a Plan on host arrays, tile by tile.
+
+It is the reference that proves a plan right, so it does exactly what the plan says
+and nothing more: every tile (clipped to M x N) is updated once per occurrence, in
+plan order. A tile the plan misses is never written; a tile it lists twice is updated
+twice (beta applied twice). Arithmetic stays in the arrays' dtype, as on the GPU.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..arrays import info
+from ..errors import DtypeError, ValidationError
+
+
+class NumpyBackend:
+    name = "numpy"
+
+    def device_name(self) -> str:
+        return "NumPy (host)"
+
+    def arch(self):
+        """The target whose plans this backend emulates ($PORTGEMM_ARCH, default sm_90)."""
+        from ..occupancy import get_arch
+        return get_arch(os.environ.get("PORTGEMM_ARCH", "sm_90"))
+
+    def array_info(self, x):
+        a = info(x)
+        if a.device != "cpu":
+            raise DtypeError(f"the numpy backend takes host arrays (numpy.ndarray); got a "
+                             f"{a.device} array ({type(x).__name__}): copy it to the host or "
+                             f"pick its device's backend")
+        return a
+
+    def to_device(self, x):
+        return np.array(x, copy=True)
+
+    def to_host(self, x):
+        return np.array(x, copy=True)
+
+    def synchronize(self) -> None:
+        pass
+
+    def execute(self, plan, batch) -> None:
+        if batch.size == 0:
+            return
+        tiles = plan.tiles
+        _check_tiles(tiles, batch.size)
+        order = np.argsort(tiles["gemm"], kind="stable")  # group by GEMM, keep plan order
+        t = tiles[order]
+        g = t["gemm"]
+        bounds = np.searchsorted(g, np.arange(batch.size + 1), side="left").tolist()
+        m0, n0 = t["m0"].tolist(), t["n0"].tolist()
+        m1 = (t["m0"] + t["tm"]).tolist()
+        n1 = (t["n0"] + t["tn"]).tolist()
+        dt = batch.dtype.type
+        for i in range(batch.size):
+            lo, hi = bounds[i], bounds[i + 1]
+            if lo == hi:
+                continue
+            M, N, K = (int(v) for v in batch.shapes[i])
+            alpha, beta = float(batch.alpha[i]), float(batch.beta[i])
+            c = batch.C[i]
+            a = batch.A[i].T if batch.trans_a else batch.A[i]
+            b = batch.B[i].T if batch.trans_b else batch.B[i]
+            use_ab = alpha != 0.0 and K > 0  # alpha == 0: A and B are not read (BLAS)
+            al, be = dt(alpha), dt(beta)
+            for k in range(lo, hi):
+                r0, r1, c0, c1 = m0[k], min(m1[k], M), n0[k], min(n1[k], N)
+                if r0 >= r1 or c0 >= c1:
+                    continue  # wholly outside C: the kernel's guards make it a no-op
+                if use_ab:
+                    prod = a[r0:r1] @ b[:, c0:c1]
+                    prod *= al
+                    if beta != 0.0:  # beta == 0: C is not read, so NaN in C cannot leak
+                        prod += be * c[r0:r1, c0:c1]
+                    c[r0:r1, c0:c1] = prod
+                elif beta != 0.0:
+                    c[r0:r1, c0:c1] *= be
+                else:
+                    c[r0:r1, c0:c1] = 0
+
+
+def _check_tiles(tiles, size):
+    """A malformed tile would index out of bounds on a GPU; refuse it here."""
+    if tiles.size == 0:
+        return
+    g = tiles["gemm"]
+    bad = (g < 0) | (g >= size) | (tiles["m0"] < 0) | (tiles["n0"] < 0) \
+        | (tiles["tm"] <= 0) | (tiles["tn"] <= 0)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ValidationError(f"plan tile {k} is malformed: {tiles[k]}")
+
+
+def create() -> NumpyBackend:
+    return NumpyBackend()

@@ -1,0 +1,126 @@
+"""clang (HIP mode) compile for AMD targets, no GPU needed: the targets hiprtc does not
+know (gfx940 with clang-15; gfx942 needs clang-19), and LLVM's own resource report.
+
+``-Rpass-analysis=kernel-resource-usage`` makes LLVM print, per kernel, the SGPRs, arch
+VGPRs, AGPRs, scratch, LDS, spills and its "Occupancy [waves/SIMD]" — an independent
+cross-check of our occupancy model and of the figures we read from the code object.
+
+The compiler, HIP headers and device libraries are found on this machine (Debian's
+clang-15 + libamdhip64-dev + rocm-device-libs, or /opt/rocm); override with
+PORTGEMM_AMD_CLANG, PORTGEMM_ROCM_PATH, PORTGEMM_ROCM_DEVICE_LIBS.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import CompileError, DeviceUnavailable
+from ..occupancy.resources import KernelResources
+from . import amd_codeobject
+
+OPTIONS = ("-O3", "-std=c++17")
+TIMEOUT_S = 600
+_ARCH = re.compile(r"^gfx[0-9a-f]{3,4}(:[a-z0-9_]+[+-])*$")
+
+_CLANGS = ("clang++-15", "clang++", "/usr/lib/llvm-15/bin/clang++", "/opt/rocm/llvm/bin/clang++")
+_ROCM_PATHS = ("/usr", "/opt/rocm")  # where include/hip/hip_runtime.h lives
+_DEVICE_LIBS = ("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode", "/usr/lib/amdgcn/bitcode",
+                "/opt/rocm/amdgcn/bitcode", "/opt/rocm/lib/llvm/lib/clang/*/lib/amdgcn/bitcode")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    clang: str
+    rocm_path: str
+    device_libs: str
+    version: str            # e.g. "Debian clang version 15.0.6"
+
+
+@lru_cache(maxsize=1)
+def toolchain() -> Toolchain:
+    """The clang, HIP headers and device libraries to use; DeviceUnavailable if absent."""
+    clang = os.environ.get("PORTGEMM_AMD_CLANG") or next(
+        (p for p in map(shutil.which, _CLANGS) if p), None)
+    if clang is None:
+        raise DeviceUnavailable("no clang for AMD targets (apt-get install hipcc, or set "
+                                "PORTGEMM_AMD_CLANG)")
+    rocm = os.environ.get("PORTGEMM_ROCM_PATH") or next(
+        (p for p in _ROCM_PATHS if Path(p, "include/hip/hip_runtime.h").exists()), None)
+    libs = os.environ.get("PORTGEMM_ROCM_DEVICE_LIBS") or next(
+        (hit for pat in _DEVICE_LIBS for hit in sorted(glob.glob(pat))
+         if Path(hit, "ockl.bc").exists()), None)
+    if rocm is None or libs is None:
+        raise DeviceUnavailable("HIP headers or ROCm device libraries not found (apt-get "
+                                "install hipcc rocm-device-libs, or set PORTGEMM_ROCM_PATH "
+                                "and PORTGEMM_ROCM_DEVICE_LIBS)")
+    out = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout
+    return Toolchain(clang, rocm, libs, out.splitlines()[0].strip() if out else clang)
+
+
+def version() -> str:
+    return toolchain().version
+
+
+@dataclass(frozen=True)
+class ClangResult:
+    code: bytes                   # the linked code object (ELF)
+    resources: KernelResources    # read from the code object's metadata
+    remark: dict                  # LLVM's kernel-resource-usage remark for the kernel
+    log: str
+
+
+# "file:l:c: remark:     VGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]"
+_REMARK = re.compile(r"remark:\s+(?P<key>[^:\[]+?(?: \[[^\]]+\])?):\s*(?P<val>\S+)\s+"
+                     r"\[-Rpass-analysis=kernel-resource-usage\]")
+
+
+def parse_remarks(log: str) -> dict[str, dict]:
+    """Kernel name -> {remark key: value} from the kernel-resource-usage remarks. Keys as
+    LLVM prints them: "SGPRs", "VGPRs", "AGPRs", "ScratchSize [bytes/lane]",
+    "Occupancy [waves/SIMD]", "SGPRs Spill", "VGPRs Spill", "LDS Size [bytes/block]"."""
+    out: dict[str, dict] = {}
+    current = None
+    for m in _REMARK.finditer(log):
+        key, val = m.group("key").strip(), m.group("val")
+        if key == "Function Name":
+            current = out.setdefault(val, {})
+        elif current is not None:
+            current[key] = int(val) if val.lstrip("-").isdigit() else val
+    return out
+
+
+def compile(source: str, name: str, arch: str = "gfx940",
+            options: tuple[str, ...] = OPTIONS) -> ClangResult:
+    """Compile ``source`` (CUDA dialect + compat.h) for ``arch`` in clang's HIP mode."""
+    if not _ARCH.match(arch):
+        raise CompileError(f"{arch!r} is not an AMD target name (like gfx90a or gfx940)")
+    tc = toolchain()
+    with tempfile.TemporaryDirectory(prefix="portgemm-clang-") as d:
+        src, out = Path(d, f"{name}.hip"), Path(d, f"{name}.co")
+        src.write_text(source)
+        cmd = [tc.clang, "-x", "hip", f"--offload-arch={arch}", "--cuda-device-only",
+               "--no-gpu-bundle-output", "-c", f"--rocm-path={tc.rocm_path}",
+               f"--rocm-device-lib-path={tc.device_libs}",
+               "-Rpass-analysis=kernel-resource-usage", *options, "-o", str(out), str(src)]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:
+            raise CompileError(f"clang compile of {name} for {arch} took over {TIMEOUT_S} s") from e
+        log = p.stderr
+        if p.returncode != 0 or not out.exists():
+            raise CompileError(f"clang ({tc.version}) compile of {name} for {arch} failed "
+                               f"(exit {p.returncode}):\n{log[-8000:]}")
+        code = out.read_bytes()
+    co = amd_codeobject.parse(code)
+    res = amd_codeobject.resources(co, name, source=f"{tc.version} ({co.arch})")
+    remark = parse_remarks(log).get(name)
+    if remark is None:
+        raise CompileError(f"no kernel-resource-usage remark for {name} in clang's output:\n{log[-4000:]}")
+    return ClangResult(code=code, resources=res, remark=remark, log=log)

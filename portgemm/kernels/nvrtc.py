@@ -1,0 +1,83 @@
+"""NVRTC compile (cuda-bindings), with no GPU needed: source -> cubin + resource usage
+from the ptxas report (-Xptxas=-v). Cached by compile_cache."""
+from __future__ import annotations
+
+import re
+
+from ..errors import CompileError, DeviceUnavailable
+from ..occupancy.resources import KernelResources
+from . import compile_cache
+
+OPTIONS = ("-std=c++17", "--ptxas-options=-v")
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:
+        raise DeviceUnavailable("NVRTC needs the cuda-bindings and nvidia-cuda-nvrtc packages "
+                                "(pip install 'portgemm[nvrtc]')") from e
+    return nvrtc
+
+
+def _check(nvrtc, result, prog=None, what=""):
+    err = result[0]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        log = _log(nvrtc, prog) if prog is not None else ""
+        raise CompileError(f"NVRTC {what} failed: {err.name}\n{log}")
+    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+
+
+def _log(nvrtc, prog) -> str:
+    size = _check(nvrtc, nvrtc.nvrtcGetProgramLogSize(prog))
+    buf = b" " * size
+    _check(nvrtc, nvrtc.nvrtcGetProgramLog(prog, buf))
+    return buf.rstrip(b"\0 ").decode(errors="replace")
+
+
+def version() -> str:
+    nvrtc = _nvrtc()
+    major, minor = _check(nvrtc, nvrtc.nvrtcVersion())
+    return f"nvrtc {major}.{minor}"
+
+
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_SPILL = re.compile(r"(\d+) bytes spill stores")
+
+
+def parse_ptxas_log(log: str, name: str) -> dict:
+    """Registers, shared bytes and spill stores of entry point ``name`` from a -v log."""
+    # The report for a function starts at the "Compiling entry function 'name'" line.
+    start = log.find(f"'{name}'")
+    text = log[start:] if start >= 0 else log
+    regs, smem, spill = _USED.search(text), _SMEM.search(text), _SPILL.search(text)
+    if regs is None:
+        raise CompileError(f"no ptxas resource report for {name} in the NVRTC log:\n{log}")
+    return {"registers": int(regs.group(1)), "shared_bytes": int(smem.group(1)) if smem else 0,
+            "spill_bytes": int(spill.group(1)) if spill else 0}
+
+
+def compile(source: str, name: str, arch: str = "sm_90") -> tuple[bytes, KernelResources]:
+    """Compile to a cubin for ``arch`` (e.g. "sm_90"); returns it with the resource report."""
+    nvrtc = _nvrtc()
+    ver = version()
+    options = OPTIONS + (f"-arch={arch}",)
+    k = compile_cache.key(source, options, arch, ver)
+    hit = compile_cache.get(k)
+    if hit is not None:
+        return hit
+    prog = _check(nvrtc, nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []),
+                  what="create")
+    try:
+        _check(nvrtc, nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options]),
+               prog, what=f"compile of {name} for {arch}")
+        log = _log(nvrtc, prog)
+        size = _check(nvrtc, nvrtc.nvrtcGetCUBINSize(prog))
+        cubin = b" " * size
+        _check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin))
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    res = KernelResources(**parse_ptxas_log(log, name), source=f"{ver} ({arch})")
+    compile_cache.put(k, cubin, res)
+    return cubin, res

@@ -1,0 +1,72 @@
+"""Variant -> kernel source: the one kernel source, specialised by a rendered prefix of
+#defines (after the compat header). Also the host-side mirrors of the device structs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .variants import DTYPES, Variant
+
+HERE = Path(__file__).parent
+SOURCE_FILE = HERE / "vbatched_gemm.cu"
+COMPAT_FILE = HERE / "compat.h"
+
+# Mirrors `struct PgGemm` (80 bytes, 8-byte aligned) and `struct PgTile` (16 bytes).
+GEMM_DTYPE = np.dtype({
+    "names": ["A", "B", "C", "lda", "ldb", "ldc", "M", "N", "K", "pad", "alpha", "beta"],
+    "formats": ["<u8", "<u8", "<u8", "<i8", "<i8", "<i8", "<i4", "<i4", "<i4", "<i4", "<f8", "<f8"],
+    "offsets": [0, 8, 16, 24, 32, 40, 48, 52, 56, 60, 64, 72],
+    "itemsize": 80,
+})
+DEVICE_TILE_DTYPE = np.dtype([("gemm", "<i4"), ("m0", "<i4"), ("n0", "<i4"), ("kind", "<i4")])
+
+
+def pad_elems(dtype: str) -> int:
+    """Row padding of the shared tiles: 16 bytes, so rows stay 16-byte aligned."""
+    return 16 // np.dtype(dtype).itemsize
+
+
+def smem_elems(kinds, dtype: str = "float32") -> int:
+    """Shared-memory elements an entry point declares: two stages of the A and B tiles
+    of its largest kind."""
+    p = pad_elems(dtype)
+    return max(2 * k.tk * (k.tm + p) + 2 * k.tk * (k.tn + p) for k in kinds)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    source: str
+    name: str
+    threads: int
+
+
+@lru_cache(maxsize=None)
+def _texts() -> tuple[str, str]:
+    return COMPAT_FILE.read_text(), SOURCE_FILE.read_text()
+
+
+def defines(variant: Variant) -> dict[str, str]:
+    kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn})"
+                     for i, k in enumerate(variant.kinds))
+    return {
+        "PG_T": DTYPES[variant.dtype],
+        "PG_TRANS_A": str(int(variant.trans_a)),
+        "PG_TRANS_B": str(int(variant.trans_b)),
+        "PG_THREADS": str(variant.threads),
+        "PG_NAME": variant.name,
+        "PG_GRIDZ": str(int(variant.layout == "grid-z")),
+        "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),
+        "PG_PAD": str(pad_elems(variant.dtype)),
+        "PG_KINDS(X)": kinds,
+    }
+
+
+@lru_cache(maxsize=None)
+def render(variant: Variant) -> Rendered:
+    compat, body = _texts()
+    prefix = "".join(f"#define {k} {v}\n" for k, v in defines(variant).items())
+    source = f"// portgemm variant {variant.name}\n{compat}\n{prefix}\n{body}"
+    return Rendered(source=source, name=variant.name, threads=variant.threads)

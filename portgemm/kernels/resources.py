@@ -1,0 +1,72 @@
+"""Where a variant's resource figures come from, best first:
+
+1. figures a backend registered after compiling the variant in this process
+   (kernel attributes on a device, or the compiler's own report);
+2. recorded figures (``recorded_resources.json``, written by
+   ``tools/record_resources.py``, each stamped with its compiler and version);
+3. an estimate from the tile shape, marked ``source="estimate"``.
+
+The planner and the occupancy CLI read figures only through :func:`lookup`, so they
+never import a GPU library.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from ..occupancy.resources import KernelResources
+from .variants import Variant
+
+RECORDED_PATH = Path(__file__).with_name("recorded_resources.json")
+
+_registered: dict[tuple[str, str], KernelResources] = {}
+_lock = threading.Lock()
+
+
+def register(arch: str, variant_name: str, res: KernelResources) -> None:
+    """Record figures measured in this process (called by backends after a compile)."""
+    with _lock:
+        _registered[(arch, variant_name)] = res
+
+
+@lru_cache(maxsize=1)
+def _recorded() -> dict:
+    if not RECORDED_PATH.exists():
+        return {}
+    return json.loads(RECORDED_PATH.read_text())
+
+
+def recorded(arch: str, variant_name: str) -> KernelResources | None:
+    row = _recorded().get("archs", {}).get(arch, {}).get(variant_name)
+    return KernelResources(**row) if row else None
+
+
+def estimate(variant: Variant, vendor: str) -> KernelResources:
+    """A rough figure until a compiler has spoken: accumulators + staged loads +
+    addressing. Shared memory is exact (it is fixed by the tile shape)."""
+    elem = 4 if variant.dtype == "float32" else 8
+    words = elem // 4
+    acc = max(k.rm * k.rn for k in variant.kinds)
+    loads = max(-(-k.tk * (k.tm + k.tn) // k.threads) for k in variant.kinds)
+    regs = (acc + loads) * words + max(k.rm + k.rn for k in variant.kinds) * words + 40
+    regs = min(255, regs)
+    return KernelResources(registers=regs, shared_bytes=shared_bytes(variant),
+                           sgprs=40 if vendor == "amd" else 0, source="estimate")
+
+
+def shared_bytes(variant: Variant) -> int:
+    """Static shared memory the kernel source declares for this variant (keep in step
+    with ``PG_SMEM_ELEMS`` in render.py): two stages of A and B tiles."""
+    from .render import smem_elems
+    elem = 4 if variant.dtype == "float32" else 8
+    return smem_elems(variant.kinds, variant.dtype) * elem
+
+
+def lookup(arch, variant: Variant) -> KernelResources:
+    """Best available figures for ``variant`` on ``arch`` (an Arch or its name)."""
+    from ..occupancy.archs import get_arch
+    a = get_arch(arch) if isinstance(arch, str) else arch
+    hit = _registered.get((a.name, variant.name)) or recorded(a.name, variant.name)
+    return hit if hit is not None else estimate(variant, a.vendor)

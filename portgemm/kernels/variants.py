@@ -1,0 +1,84 @@
+"""A kernel variant: what one compiled entry point of the kernel source computes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tiles import FAMILIES, TileConfig
+
+DTYPES = {"float32": "float", "float64": "double"}
+
+# Execution modes. "fused": the paper's multi-thread kernel, one launch, every kind of a
+# family in one entry point with max(threads) per block (extra threads leave at once).
+# "per-kind": one launch per tile kind, each with its own block size and registers.
+# "grid-z": MAGMA's layout, one config, grid (tiles_m, tiles_n, batch), early exit.
+MODES = ("fused", "per-kind", "grid-z")
+
+
+@dataclass(frozen=True)
+class Variant:
+    kinds: tuple[TileConfig, ...]
+    dtype: str = "float32"
+    layout: str = "tile-list"  # "tile-list" (flat tile list) or "grid-z"
+    trans_a: bool = False
+    trans_b: bool = False
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unsupported dtype {self.dtype!r}")
+        if self.layout not in ("tile-list", "grid-z"):
+            raise ValueError(f"unknown layout {self.layout!r}")
+        if self.layout == "grid-z" and len(self.kinds) != 1:
+            raise ValueError("grid-z variants hold exactly one tile config")
+
+    @property
+    def threads(self) -> int:
+        return max(k.threads for k in self.kinds)
+
+    @property
+    def fused(self) -> bool:
+        return len(self.kinds) > 1
+
+    @property
+    def name(self) -> str:
+        d = "f32" if self.dtype == "float32" else "f64"
+        op = ("t" if self.trans_a else "n") + ("t" if self.trans_b else "n")
+        if self.layout == "grid-z":
+            what = "gridz_" + self.kinds[0].ident
+        elif self.fused:
+            fam = self.kinds[0].family
+            what = "fused_" + fam.replace("-", "_")
+            if self.kinds != FAMILIES.get(fam):  # a subset or mix: name its kinds
+                what += "_" + "_".join(k.ident for k in self.kinds)
+        else:
+            what = self.kinds[0].ident
+        return f"pg_{d}_{op}_{what}"
+
+
+def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
+                 trans_a: bool = False, trans_b: bool = False) -> tuple[Variant, ...]:
+    """The variants a plan's kinds need in one execution mode."""
+    dtype = np.dtype(dtype).name
+    if mode == "fused":
+        return (Variant(tuple(kinds), dtype, "tile-list", trans_a, trans_b),)
+    if mode == "per-kind":
+        return tuple(Variant((k,), dtype, "tile-list", trans_a, trans_b) for k in kinds)
+    if mode == "grid-z":
+        return tuple(Variant((k,), dtype, "grid-z", trans_a, trans_b) for k in kinds)
+    raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+
+
+def catalogue_variants(dtypes=("float32", "float64"), trans=((False, False),)) -> list[Variant]:
+    """Every variant the catalogue defines: per-kind for each tile, a fused kernel for
+    each tile-list family, grid-z for MAGMA's configs."""
+    out = []
+    for dtype in dtypes:
+        for ta, tb in trans:
+            for fam, kinds in FAMILIES.items():
+                if fam == "magma":
+                    out += variants_for(kinds, "grid-z", dtype, ta, tb)
+                    continue
+                out += variants_for(kinds, "per-kind", dtype, ta, tb)
+                out += variants_for(kinds, "fused", dtype, ta, tb)
+    return out

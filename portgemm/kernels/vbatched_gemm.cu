@@ -1,0 +1,215 @@
+// portgemm: the one variable-size batched GEMM kernel source, CUDA dialect, compiled by
+// NVRTC and hiprtc alike. render.py prepends the #defines that specialise it:
+//   PG_T            float | double
+//   PG_TRANS_A/_B   0 | 1: op(X) = X^T
+//   PG_THREADS      block size (max over the kinds)
+//   PG_NAME         extern "C" entry point
+//   PG_GRIDZ        0: flat tile list (block -> tiles via block_ptr); 1: MAGMA grid.z layout
+//   PG_SMEM_ELEMS   shared-memory elements (max over the kinds)
+//   PG_PAD          shared-memory row padding in elements (keeps 16-byte alignment)
+//   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN) for every tile kind this entry point runs
+//
+// C_i = alpha_i * op(A_i) @ op(B_i) + beta_i * C_i, all matrices row-major with
+// leading dimensions (row strides, in elements). beta == 0 never reads C; alpha == 0
+// never reads A or B (BLAS semantics).
+
+struct PgGemm {                 // one per GEMM; layout mirrored by render.GEMM_DTYPE
+    const PG_T* A;
+    const PG_T* B;
+    PG_T* C;
+    pg_i64 lda, ldb, ldc;
+    int M, N, K, pad_;
+    double alpha, beta;
+};
+
+struct alignas(16) PgTile {     // one per tile; layout mirrored by render.DEVICE_TILE_DTYPE
+    int gemm, m0, n0, kind;
+};
+
+// One workgroup computes one BM x BN tile of C. Thread (ty, tx) holds an RM x RN
+// micro-tile of contiguous rows/columns (so shared-memory reads can be vectorised).
+// Global -> register -> shared staging is double-buffered: the next K-step's loads are
+// in flight while the current one is multiplied, with one barrier per step.
+template <int BM, int BN, int BK, int NT, int RM, int RN>
+__device__ __forceinline__ void pg_tile(const PgGemm& g, int m0, int n0, PG_T* smem)
+{
+    constexpr int TX = BN / RN;
+    constexpr int TY = BM / RM;
+    static_assert(TX * TY == NT, "micro-tile layout must use every thread");
+    constexpr int LA = (BM * BK + NT - 1) / NT;  // A elements each thread stages per step
+    constexpr int LB = (BK * BN + NT - 1) / NT;
+    constexpr int SA = BM + PG_PAD;             // row stride of As[k][m]
+    constexpr int SB = BN + PG_PAD;             // row stride of Bs[k][n]
+
+    const int tid = threadIdx.x;
+    const int tx = tid % TX, ty = tid / TX;
+    PG_T* As = smem;                 // [2][BK][SA]
+    PG_T* Bs = smem + 2 * BK * SA;   // [2][BK][SB]
+
+    const int M = g.M, N = g.N;
+    const int K = (g.alpha == 0.0) ? 0 : g.K;
+    const PG_T* __restrict__ A = g.A;
+    const PG_T* __restrict__ B = g.B;
+
+    PG_T acc[RM][RN];
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc[i][j] = PG_T(0);
+
+    PG_T ra[LA], rb[LB];
+
+    // Element e of the staged A tile is op(A)[m0 + m][k0 + k]; the index split follows
+    // the stored layout so consecutive threads read consecutive addresses.
+    auto load = [&](int k0) {
+#pragma unroll
+        for (int l = 0; l < LA; ++l) {
+            const int e = tid + l * NT;
+#if PG_TRANS_A
+            const int m = e % BM, k = e / BM;
+            const bool ok = e < BM * BK && m0 + m < M && k0 + k < K;
+            ra[l] = ok ? PG_LDG(A + (pg_i64)(k0 + k) * g.lda + (m0 + m)) : PG_T(0);
+#else
+            const int k = e % BK, m = e / BK;
+            const bool ok = e < BM * BK && m0 + m < M && k0 + k < K;
+            ra[l] = ok ? PG_LDG(A + (pg_i64)(m0 + m) * g.lda + (k0 + k)) : PG_T(0);
+#endif
+        }
+#pragma unroll
+        for (int l = 0; l < LB; ++l) {
+            const int e = tid + l * NT;
+#if PG_TRANS_B
+            const int k = e % BK, n = e / BK;
+            const bool ok = e < BK * BN && n0 + n < N && k0 + k < K;
+            rb[l] = ok ? PG_LDG(B + (pg_i64)(n0 + n) * g.ldb + (k0 + k)) : PG_T(0);
+#else
+            const int n = e % BN, k = e / BN;
+            const bool ok = e < BK * BN && n0 + n < N && k0 + k < K;
+            rb[l] = ok ? PG_LDG(B + (pg_i64)(k0 + k) * g.ldb + (n0 + n)) : PG_T(0);
+#endif
+        }
+    };
+    auto store = [&](int buf) {
+        PG_T* as = As + buf * BK * SA;
+        PG_T* bs = Bs + buf * BK * SB;
+#pragma unroll
+        for (int l = 0; l < LA; ++l) {
+            const int e = tid + l * NT;
+#if PG_TRANS_A
+            const int m = e % BM, k = e / BM;
+#else
+            const int k = e % BK, m = e / BK;
+#endif
+            if (e < BM * BK) as[k * SA + m] = ra[l];
+        }
+#pragma unroll
+        for (int l = 0; l < LB; ++l) {
+            const int e = tid + l * NT;
+#if PG_TRANS_B
+            const int k = e % BK, n = e / BK;
+#else
+            const int n = e % BN, k = e / BN;
+#endif
+            if (e < BK * BN) bs[k * SB + n] = rb[l];
+        }
+    };
+
+    if (K > 0) {
+        load(0);
+        store(0);
+        __syncthreads();
+        int buf = 0;
+        for (int k0 = 0; k0 < K; k0 += BK) {
+            const bool more = k0 + BK < K;
+            if (more) load(k0 + BK);
+            const PG_T* as = As + buf * BK * SA + ty * RM;
+            const PG_T* bs = Bs + buf * BK * SB + tx * RN;
+#pragma unroll
+            for (int kk = 0; kk < BK; ++kk) {
+                PG_T a[RM], b[RN];
+#pragma unroll
+                for (int i = 0; i < RM; ++i) a[i] = as[kk * SA + i];
+#pragma unroll
+                for (int j = 0; j < RN; ++j) b[j] = bs[kk * SB + j];
+#pragma unroll
+                for (int i = 0; i < RM; ++i)
+#pragma unroll
+                    for (int j = 0; j < RN; ++j) acc[i][j] += a[i] * b[j];
+            }
+            if (more) store(buf ^ 1);
+            // One barrier per step: the buffer just filled was last read before the
+            // previous barrier, and the next step reads it only after this one.
+            __syncthreads();
+            buf ^= 1;
+        }
+    }
+
+    const PG_T alpha = PG_T(g.alpha), beta = PG_T(g.beta);
+    PG_T* __restrict__ C = g.C;
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+        const int r = m0 + ty * RM + i;
+        if (r >= M) continue;
+        PG_T* crow = C + (pg_i64)r * g.ldc;
+#pragma unroll
+        for (int j = 0; j < RN; ++j) {
+            const int c = n0 + tx * RN + j;
+            if (c >= N) continue;
+            PG_T v = alpha * acc[i][j];
+            if (beta != PG_T(0)) v += beta * crow[c];
+            crow[c] = v;
+        }
+    }
+}
+
+#define PG_CASE(id, bm, bn, bk, nt, rm, rn) \
+    case id: pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem); break;
+#define PG_THREADS_OF(id, bm, bn, bk, nt, rm, rn) case id: return nt;
+
+__device__ __forceinline__ int pg_threads_of(int kind)
+{
+    switch (kind) { PG_KINDS(PG_THREADS_OF) }
+    return 0;
+}
+
+#if PG_GRIDZ
+// MAGMA layout: grid (tiles along M, tiles along N, GEMMs); blocks past a GEMM's edge
+// leave at once (early termination). `base` offsets blockIdx.z, so batches beyond the
+// 65535 grid.z limit run as several launches.
+extern "C" __global__ void __launch_bounds__(PG_THREADS)
+PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
+        const int* __restrict__ block_ptr, int base)
+{
+    alignas(16) __shared__ PG_T smem[PG_SMEM_ELEMS];  // alignas first: clang (HIP) rejects it after __shared__
+    const PgGemm g = gemms[base + blockIdx.z];
+    const int kind = 0;
+    switch (kind) {
+#define PG_GZ(id, bm, bn, bk, nt, rm, rn)                                   \
+    case id: {                                                              \
+        const int m0 = blockIdx.x * bm, n0 = blockIdx.y * bn;               \
+        if (m0 >= g.M || n0 >= g.N) return;                                 \
+        pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem);                   \
+    } break;
+        PG_KINDS(PG_GZ)
+    }
+}
+#else
+// Flat tile list: block `base + blockIdx.x` runs tiles[block_ptr[b] .. block_ptr[b+1]),
+// which all share one thread count, so threads a smaller tile does not need leave at once
+// (the paper's multi-thread kernel; barriers only count the threads still running).
+extern "C" __global__ void __launch_bounds__(PG_THREADS)
+PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
+        const int* __restrict__ block_ptr, int base)
+{
+    alignas(16) __shared__ PG_T smem[PG_SMEM_ELEMS];  // alignas first: clang (HIP) rejects it after __shared__
+    const int b = base + blockIdx.x;
+    const int t0 = block_ptr[b], t1 = block_ptr[b + 1];
+    if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;
+    for (int t = t0; t < t1; ++t) {
+        const PgTile tl = tiles[t];
+        const PgGemm g = gemms[tl.gemm];
+        const int m0 = tl.m0, n0 = tl.n0;
+        switch (tl.kind) { PG_KINDS(PG_CASE) }
+    }
+}
+#endif

@@ -1,0 +1,191 @@
+"""Planners: shapes -> Plan. One module per strategy, registered here by name.
+
+    plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, **options) -> Plan
+
+Strategies: "wavefront-tlp" (default; zhang2025 Algorithm 1 with Eq. 4), "workgroup-tlp"
+(the same with Eq. 3), "coordinated" (li2019 tiling + batching), "magma" (one config,
+grid.z, early exit). Identical requests return the same Plan object from a small LRU
+cache, so backends can keep per-plan device state in ``plan._device``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import DtypeError, UnknownStrategy, ValidationError
+
+DEFAULT_STRATEGY = "wavefront-tlp"
+# Mode for the tile-list strategies when the caller names none (the paper's one
+# 256-thread launch). The lead may switch it to "per-kind" after measuring.
+DEFAULT_MODE = "fused"
+DEFAULT_ARCH = "sm_90"
+CACHE_SIZE = 64
+DTYPES = ("float32", "float64")
+_INT_LIMIT = 2**31 - 1   # tile coordinates and block_ptr are int32
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    fn: Callable
+    modes: tuple[str, ...]
+    options: tuple[str, ...]
+
+    @property
+    def default_mode(self) -> str:
+        return DEFAULT_MODE if DEFAULT_MODE in self.modes else self.modes[0]
+
+
+_registry: dict[str, Strategy] = {}
+
+
+def register(name: str, modes: tuple[str, ...], options: tuple[str, ...] = ()):
+    """Decorator: register ``fn(request) -> Plan`` as strategy ``name``."""
+    def deco(fn):
+        _registry[name] = Strategy(name, fn, tuple(modes), tuple(options))
+        return fn
+    return deco
+
+
+def strategies() -> list[str]:
+    return list(_registry)
+
+
+def strategy_info(name: str) -> Strategy:
+    try:
+        return _registry[name]
+    except KeyError:
+        raise UnknownStrategy(f"unknown strategy {name!r}; known: {', '.join(_registry)}") from None
+
+
+# --- validation ---------------------------------------------------------------------
+
+def _shapes(shapes) -> np.ndarray:
+    try:
+        a = np.asarray(shapes)
+    except Exception as e:  # ragged lists and the like
+        raise ValidationError(f"shapes must be an array-like (batch, 3) of M, N, K: {e}") from None
+    if (a.ndim == 1 and a.size == 0) or (a.ndim == 2 and a.shape[0] == 0 and a.shape[1] in (0, 3)):
+        return np.zeros((0, 3), dtype=np.int64)
+    if a.ndim != 2 or a.shape[1] != 3:
+        raise ValidationError(f"shapes must have shape (batch, 3) (M, N, K); got {a.shape}")
+    if a.dtype.kind in "iu":
+        out = a.astype(np.int64, copy=True)
+    elif a.dtype.kind == "f":
+        bad = ~np.isfinite(a).all(axis=1) | (a != np.round(a)).any(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValidationError(f"M, N, K must be integers, got {a[i].tolist()}", gemm=i)
+        out = a.astype(np.int64)
+    else:
+        raise ValidationError(f"shapes must be integers, got dtype {a.dtype}")
+    if out.size and (out.min() < 0 or out.max() > _INT_LIMIT):
+        neg = (out < 0).any(axis=1)
+        if neg.any():
+            i = int(np.flatnonzero(neg)[0])
+            raise ValidationError(f"M, N, K must be >= 0, got {out[i].tolist()}", gemm=i)
+        i = int(np.flatnonzero((out > _INT_LIMIT).any(axis=1))[0])
+        raise ValidationError(f"M, N, K must be < 2**31, got {out[i].tolist()}", gemm=i)
+    out.flags.writeable = False
+    return out
+
+
+def _dtype(dtype) -> str:
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        raise DtypeError(f"unsupported dtype {dtype!r}; portgemm computes in {', '.join(DTYPES)}") from None
+    if name not in DTYPES:
+        raise DtypeError(f"unsupported dtype {name}; portgemm computes in {', '.join(DTYPES)}")
+    return name
+
+
+def _arch(arch):
+    from ..occupancy import get_arch
+    if arch is None:
+        arch = os.environ.get("PORTGEMM_ARCH", DEFAULT_ARCH)
+    return get_arch(arch) if isinstance(arch, str) else arch
+
+
+# --- the cache ----------------------------------------------------------------------
+
+_cache: OrderedDict = OrderedDict()
+_cache_lock = threading.Lock()
+_stats = {"hits": 0, "misses": 0}
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+        _stats.update(hits=0, misses=0)
+
+
+def cache_info() -> dict:
+    return {**_stats, "size": len(_cache), "maxsize": CACHE_SIZE}
+
+
+def _key(shapes, dtype, arch, strategy, mode, options):
+    try:
+        opts = tuple(sorted(options.items()))
+        hash(opts)
+    except TypeError:
+        return None  # unhashable option values: do not cache
+    return (shapes.tobytes(), shapes.shape[0], dtype, arch.name, int(arch.compute_units),
+            strategy, mode, opts)
+
+
+# --- the entry point ----------------------------------------------------------------
+
+def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
+         **options):
+    """Plan a batch of GEMMs with shapes (batch, 3) = M, N, K of op(A) @ op(B).
+
+    dtype: float32 | float64. arch: an occupancy Arch or a name (None: $PORTGEMM_ARCH,
+    else sm_90). strategy: one of strategies() (None: "wavefront-tlp"). mode: "fused" |
+    "per-kind" for the tile-list strategies, "grid-z" for magma (None: the strategy's
+    default). options (None means default): tlp_factor, tlp_threshold, occupancy_model
+    ("exact" | "paper"); coordinated also theta and batching; magma also config.
+    """
+    s = _shapes(shapes)
+    dt = _dtype(dtype)
+    a = _arch(arch)
+    info = strategy_info(DEFAULT_STRATEGY if strategy is None else strategy)
+    m = info.default_mode if mode is None else mode
+    if m not in info.modes:
+        raise ValidationError(f"strategy {info.name!r} has no mode {m!r}; "
+                              f"it supports {', '.join(info.modes)}")
+    options = {k: v for k, v in options.items() if v is not None}   # None = default
+    unknown = sorted(set(options) - set(info.options))
+    if unknown:
+        raise ValidationError(f"strategy {info.name!r} takes no option(s) {', '.join(unknown)}; "
+                              f"it takes {', '.join(info.options) or 'none'}")
+    key = _key(s, dt, a, info.name, m, options) if use_cache else None
+    if key is not None:
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+                _stats["hits"] += 1
+                return hit
+    from .tiling import Request
+    p = info.fn(Request(s, dt, a, m, dict(options)))
+    if key is not None:
+        with _cache_lock:
+            _stats["misses"] += 1
+            _cache[key] = p
+            _cache.move_to_end(key)
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return p
+
+
+# Strategies register themselves on import; they import ``register`` from here.
+from . import wavefront_tlp  # noqa: E402,F401  (import order = strategies() order)
+from . import workgroup_tlp  # noqa: E402,F401
+from . import coordinated  # noqa: E402,F401
+from . import magma  # noqa: E402,F401

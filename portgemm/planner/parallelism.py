@@ -1,0 +1,158 @@
+"""Thread-level-parallelism (TLP) formulas and the architecture-derived thresholds.
+
+- Eq. 3 of zhang2025 (= Eq. 1 of li2019): workgroups x threads per workgroup.
+- Eq. 4 of zhang2025: active wavefronts phi(workgroups) x wave size, where phi comes
+  from the occupancy model (how many workgroups of each kind one CU holds at once).
+- Thresholds are CUs x max waves per CU x wave size x a factor, never a per-device
+  constant, so a new part only needs its row in the architecture table.
+
+Occupancy is evaluated per (arch, kernel variant), never per GEMM, and memoised.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from ..errors import ResourceError
+from ..kernels.resources import lookup
+from ..kernels.variants import variants_for
+
+# Fraction of the device's resident-thread capacity the wavefront TLP of a tiling
+# scheme must reach before Algorithm 1 stops shrinking tiles. 0.5 until calibrated by
+# a documented sweep (li2019 §4.2.3: start from a huge case, lower the TLP, take the
+# inflection point); plan(..., tlp_factor=x) overrides it per call.
+TLP_FACTOR = 0.5
+
+# li2019 set 65536 on V100 = 80 SMs x 2048 threads x 0.4; we keep their 0.4 and take
+# the SM count and threads per SM from the architecture table.
+LI2019_FACTOR = 0.4
+
+
+def device_threads(arch) -> int:
+    """Threads the whole device can hold resident at once."""
+    return int(arch.compute_units) * int(arch.max_waves_per_cu) * int(arch.wave_size)
+
+
+def tlp_threshold(arch, factor: float | None = None) -> float:
+    """zhang2025's TLP_threshold, derived from the architecture (factor None: TLP_FACTOR,
+    read at call time)."""
+    return device_threads(arch) * float(TLP_FACTOR if factor is None else factor)
+
+
+def li2019_threshold(arch, factor: float | None = None) -> float:
+    """li2019's tiling threshold: CUs x max threads per CU x factor (None: LI2019_FACTOR),
+    65536 on V100."""
+    return device_threads(arch) * float(LI2019_FACTOR if factor is None else factor)
+
+
+def workgroup_tlp(n_wg: np.ndarray, threads: np.ndarray) -> float:
+    """zhang2025 Eq. 3 / li2019 Eq. 1: sum over kinds of workgroups x threads."""
+    return float(np.dot(n_wg, threads))
+
+
+def cu_demand(n_wg: np.ndarray, active_wg: np.ndarray) -> float:
+    """CUs the workgroups would fill if all were resident: sum_k n_wg[k] / active_wg[k]."""
+    return float(np.dot(n_wg, 1.0 / active_wg))
+
+
+def phi(n_wg: np.ndarray, waves: np.ndarray, active_wg: np.ndarray, compute_units: int) -> float:
+    """Active wavefronts the device holds at once for ``n_wg[k]`` workgroups of kind k.
+
+    A kind-k workgroup occupies 1/active_wg[k] of a CU, so the batch asks for
+    S = sum_k n_wg[k] / active_wg[k] CUs. If S <= CUs everything is resident at once;
+    otherwise only the fraction CUs / S is. The result never exceeds
+    CUs x max waves per CU.
+    """
+    total = float(np.dot(n_wg, waves))
+    demand = cu_demand(n_wg, active_wg)
+    if demand <= compute_units:
+        return total
+    return total * compute_units / demand
+
+
+def wavefront_tlp(n_wg, waves, active_wg, arch) -> float:
+    """zhang2025 Eq. 4: TLP_new = phi x T_wavefront."""
+    return phi(n_wg, waves, active_wg, arch.compute_units) * arch.wave_size
+
+
+# --- occupancy per kind, memoised per (arch, variant, resources, model) -------------
+
+_memo: dict = {}
+_memo_lock = threading.Lock()
+
+
+def _arch_key(arch):
+    try:
+        hash(arch)
+        return arch
+    except TypeError:
+        return (arch.name, arch.compute_units)
+
+
+def variant_occupancy(arch, variant, model: str = "exact"):
+    """Occupancy of ``variant`` on ``arch`` with the best resource figures known now.
+
+    The resource lookup runs on every call (cheap), so figures a backend registers
+    after compiling replace estimates in later plans; the occupancy model itself runs
+    once per distinct (arch, variant, resources, model)."""
+    from ..occupancy import occupancy
+    res = lookup(arch, variant)
+    key = (_arch_key(arch), variant, res, model)
+    hit = _memo.get(key)
+    if hit is None:
+        hit = occupancy(arch, variant.threads, res, model=model)
+        if hit.active_workgroups <= 0:
+            raise ResourceError(f"{variant.name} cannot launch on {arch.name} "
+                                f"(limited by {hit.limited_by})")
+        with _memo_lock:
+            if len(_memo) > 4096:
+                _memo.clear()
+            _memo[key] = hit
+    return hit
+
+
+def _resources_version():
+    """Changes whenever a backend registers new resource figures (kernels.resources)."""
+    from ..kernels import resources as r
+    return getattr(r, "generation", None), len(r._registered)
+
+
+_tables: dict = {}
+
+
+def kind_table(arch, kinds, mode: str, dtype: str, model: str = "exact") -> "KindTable":
+    """KindTable, memoised until the registered resource figures change."""
+    key = (_arch_key(arch), tuple(kinds), mode, dtype, model, _resources_version())
+    hit = _tables.get(key)
+    if hit is None:
+        hit = KindTable(arch, kinds, mode, dtype, model)
+        with _memo_lock:
+            if len(_tables) > 1024:
+                _tables.clear()
+            _tables[key] = hit
+    return hit
+
+
+class KindTable:
+    """Per-kind launch facts for one family in one mode: the variant each kind runs in,
+    its threads per workgroup, waves per workgroup and resident workgroups per CU.
+    Read-only once built (shared through :func:`kind_table`)."""
+
+    __slots__ = ("kinds", "variants", "occupancy", "threads", "waves", "active")
+
+    def __init__(self, arch, kinds, mode: str, dtype: str, model: str = "exact"):
+        self.kinds = tuple(kinds)
+        if mode == "fused":   # one entry point: every kind gets the fused kernel's figures
+            v = variants_for(self.kinds, "fused", dtype)[0]
+            self.variants = (v,) * len(self.kinds)
+            occ = [variant_occupancy(arch, v, model)] * len(self.kinds)
+        else:
+            self.variants = variants_for(self.kinds, mode, dtype)
+            occ = [variant_occupancy(arch, v, model) for v in self.variants]
+        self.occupancy = {k.name: o for k, o in zip(self.kinds, occ)}
+        self.threads = np.array([v.threads for v in self.variants], dtype=np.float64)
+        self.waves = np.array([math.ceil(v.threads / arch.wave_size) for v in self.variants],
+                              dtype=np.float64)
+        self.active = np.array([o.active_workgroups for o in occ], dtype=np.float64)

@@ -1,0 +1,314 @@
+"""Validate a variable-size batch and describe it as flat arrays (a Batch).
+
+One Python pass collects each array's pointer/shape/strides/dtype; every check after
+that is a numpy expression over the whole batch. Each error is a typed portgemm error
+naming the offending GEMM. Validation never writes to any array.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .arrays import info as _default_info
+from .errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
+
+SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_OPERANDS = "ABC"
+
+
+@dataclass(eq=False)
+class Batch:
+    A: list
+    B: list
+    C: list
+    shapes: np.ndarray      # (batch, 3) int64: M, N, K of op(A) @ op(B)
+    ptr: np.ndarray         # (batch, 3) uint64: data pointers of A, B, C
+    ld: np.ndarray          # (batch, 3) int64: row strides in elements of A, B, C as stored
+    alpha: np.ndarray       # (batch,) float64
+    beta: np.ndarray        # (batch,) float64
+    trans_a: bool
+    trans_b: bool
+    dtype: np.dtype
+    size: int
+    device: str = "cpu"
+
+
+def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
+             array_info=_default_info) -> Batch:
+    """Check a batch ``C_i = alpha_i op(A_i) op(B_i) + beta_i C_i`` and describe it.
+
+    ``array_info(x) -> ArrayInfo`` is the backend's: it decides which arrays it takes.
+    Raises ShapeMismatch, DtypeError, LayoutError or ValidationError (ValueError or
+    TypeError), naming the GEMM index where there is one.
+    """
+    trans_a = _flag(trans_a, "trans_a")
+    trans_b = _flag(trans_b, "trans_b")
+    A, B, C = _matrices(A, "A"), _matrices(B, "B"), _matrices(C, "C")
+    n = len(A)
+    if len(B) != n or len(C) != n:
+        raise ShapeMismatch(f"A, B and C hold {len(A)}, {len(B)} and {len(C)} matrices")
+    alpha = _scalars(alpha, n, "alpha")
+    beta = _scalars(beta, n, "beta")
+    if n == 0:
+        z = np.zeros((0, 3), np.int64)
+        return Batch(A, B, C, z, z.astype(np.uint64), z.copy(), alpha, beta, trans_a, trans_b,
+                     SUPPORTED_DTYPES[0], 0)
+
+    infos = _infos(A, "A", array_info) + _infos(B, "B", array_info) + _infos(C, "C", array_info)
+    ptrs, shapes, strides, dtypes, devices, readonly = zip(*infos)
+    dtype = _one_dtype(dtypes, n)
+    device = _one_device(devices, n)
+
+    if not all(len(s) == 2 for s in shapes):  # backends' own array_info may skip this check
+        k = next(k for k, s in enumerate(shapes) if len(s) != 2)
+        raise ValidationError(f"{_OPERANDS[k // n]}: expected a 2-D array, got shape "
+                              f"{tuple(shapes[k])}", gemm=k % n)
+    shp = np.array(shapes, dtype=np.int64)           # (3n, 2) rows, cols as stored
+    st = np.array(strides, dtype=np.int64)           # (3n, 2) in elements
+    ptr_u = np.array(ptrs, dtype=np.uint64)
+    ptr = ptr_u.view(np.int64)                       # user/device addresses are < 2**63
+
+    shapes_mnk = _shapes(shp, n, trans_a, trans_b)
+    ld, lo, hi = _layout(shp, st, ptr, np.array(readonly[2 * n:]), dtype.itemsize, n)
+    _overlaps(shp, ld, lo, hi, dtype.itemsize, n)
+
+    return Batch(A, B, C, shapes_mnk, np.ascontiguousarray(ptr_u.reshape(3, n).T),
+                 np.ascontiguousarray(ld.reshape(3, n).T), alpha, beta, trans_a, trans_b,
+                 dtype, n, device)
+
+
+# ---- arguments ---------------------------------------------------------------------------
+
+def _flag(t, name):
+    if type(t) is bool or isinstance(t, np.bool_):
+        return bool(t)
+    raise DtypeError(f"{name} must be a bool, got {t!r}")
+
+
+def _matrices(X, name):
+    if isinstance(X, (list, tuple)):
+        return list(X)
+    if isinstance(X, np.ndarray) or hasattr(X, "__cuda_array_interface__"):
+        raise DtypeError(f"{name} must be a list or tuple of 2-D arrays, not one array "
+                         f"(for a stack of matrices pass list({name}))")
+    if isinstance(X, (str, bytes)) or not isinstance(X, Sequence):
+        raise DtypeError(f"{name} must be a list or tuple of 2-D arrays, got {type(X).__name__}")
+    return list(X)
+
+
+def _scalars(x, n, name):
+    """alpha or beta: a real scalar or one real per GEMM -> (n,) float64, all finite."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):  # the common case
+        v = float(x) if isinstance(x, float) or abs(x) < 2**1023 else math.inf
+        if not math.isfinite(v):
+            raise ValidationError(f"{name} = {x} is not finite (a scalar {name} applies to "
+                                  f"every GEMM)", gemm=0 if n else None)
+        return np.full(n, v)
+    try:
+        arr = np.asarray(x)
+    except ValueError as e:  # ragged nested lists
+        raise ShapeMismatch(f"{name} must be a scalar or a sequence of {n} numbers ({e})") from None
+    except Exception as e:  # e.g. a device array numpy cannot read
+        raise DtypeError(f"{name} must be a real scalar or a host sequence of {n} real "
+                         f"numbers, got {type(x).__name__} ({e})") from None
+    if arr.ndim == 0:
+        arr = np.full(n, arr[()], dtype=arr.dtype)
+    elif arr.shape != (n,):
+        raise ShapeMismatch(f"{name} has shape {arr.shape}; expected a scalar or {n} values")
+    if arr.dtype.kind == "c":
+        bad = np.flatnonzero(arr.imag != 0)
+        raise DtypeError(f"{name} must be real, got complex {arr.dtype}",
+                         gemm=int(bad[0]) if bad.size else (0 if n else None))
+    if arr.dtype.kind not in "iuf":
+        # Find the first non-real value in what the caller passed (asarray may have turned
+        # every element into a string because of one).
+        values = x if isinstance(x, (list, tuple)) and arr.ndim == 1 else arr.tolist()
+        for i, v in enumerate(values):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+                raise DtypeError(f"{name} must be a real number, got {v!r}", gemm=i)
+        # e.g. Python ints too large for int64 (held as objects); too large for a double -> inf
+        arr = np.array([float(v) if abs(v) < 2**1023 else math.inf for v in values])
+    v = arr.astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(v))
+    if bad.size:
+        i = int(bad[0])
+        raise ValidationError(f"{name} = {arr[i]} is not finite", gemm=i)
+    return v
+
+
+def _infos(X, name, array_info):
+    try:
+        return [array_info(x) for x in X]
+    except (ValidationError, DtypeError):
+        pass
+    for i, x in enumerate(X):  # error path: say which GEMM and operand
+        try:
+            array_info(x)
+        except (ValidationError, DtypeError) as e:
+            if e.gemm is not None:
+                raise
+            raise type(e)(f"{name}: {e}", gemm=i) from None
+    raise AssertionError("array_info failed once and then succeeded")  # pragma: no cover
+
+
+def _one_dtype(dtypes, n):
+    if len(set(dtypes)) == 1 and dtypes[0] in SUPPORTED_DTYPES:
+        return dtypes[0]
+    first = dtypes[0]
+    for k, d in enumerate(dtypes):
+        if d not in SUPPORTED_DTYPES:
+            raise DtypeError(f"{_OPERANDS[k // n]} has unsupported dtype {d}; portgemm "
+                             f"supports float32 and float64", gemm=k % n)
+        if d != first:
+            raise DtypeError(f"mixed dtypes: {_OPERANDS[k // n]} is {d}, A of GEMM 0 is "
+                             f"{first}", gemm=k % n)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _one_device(devices, n):
+    if len(set(devices)) == 1:
+        return devices[0]
+    k = next(k for k, d in enumerate(devices) if d != devices[0])
+    raise ValidationError(f"{_OPERANDS[k // n]} is on {devices[k]}, A of GEMM 0 on "
+                          f"{devices[0]}", gemm=k % n)
+
+
+# ---- checks over the whole batch ----------------------------------------------------------
+
+def _first(mask):
+    return int(np.flatnonzero(mask)[0])
+
+
+def _shapes(shp, n, trans_a, trans_b):
+    a, b, c = shp[:n], shp[n:2 * n], shp[2 * n:]
+    M, K = (a[:, 1], a[:, 0]) if trans_a else (a[:, 0], a[:, 1])
+    Kb, N = (b[:, 1], b[:, 0]) if trans_b else (b[:, 0], b[:, 1])
+    bad = K != Kb
+    if bad.any():
+        i = _first(bad)
+        raise ShapeMismatch(f"inner dimensions differ: op(A) is {M[i]}x{K[i]}, op(B) is "
+                            f"{Kb[i]}x{N[i]}", gemm=i)
+    bad = (c[:, 0] != M) | (c[:, 1] != N)
+    if bad.any():
+        i = _first(bad)
+        raise ShapeMismatch(f"C is {c[i, 0]}x{c[i, 1]}, op(A) @ op(B) is {M[i]}x{N[i]}", gemm=i)
+    return np.stack([M, N, K], axis=1)
+
+
+def _layout(shp, st, ptr, c_readonly, isz, n):
+    """Stride and alignment checks; returns (ld in elements, span start, span end in bytes)."""
+    rows, cols = shp[:, 0], shp[:, 1]
+    s0, s1 = st[:, 0], st[:, 1]
+    full = (rows > 0) & (cols > 0)
+
+    def fail(mask, what):
+        k = _first(mask)
+        raise LayoutError(f"{_OPERANDS[k // n]} {what(k)}", gemm=k % n)
+
+    # A stride of a length-1 dimension is never used, so it may be anything.
+    bad = full & (cols > 1) & (s1 != 1)
+    if bad.any():
+        fail(bad, lambda k: f"has inner (column) stride {s1[k]} elements; rows must be "
+                            f"contiguous (for a column-major X pass X.T and flip the trans flag)")
+    bad = full & (rows > 1) & (s0 < 0)
+    if bad.any():
+        fail(bad, lambda k: f"has negative row stride {s0[k]}")
+    bad = full & (ptr % isz != 0)
+    if bad.any():
+        fail(bad, lambda k: f"data pointer {ptr[k]:#x} is not aligned to its itemsize {isz}")
+    cfull = full[2 * n:]
+    bad = cfull & c_readonly
+    if bad.any():
+        i = _first(bad)
+        raise LayoutError("C is read-only", gemm=i)
+    # Rows of C that share memory would be written by several threads at once.
+    bad = cfull & (rows[2 * n:] > 1) & (s0[2 * n:] < cols[2 * n:])
+    if bad.any():
+        i = _first(bad)
+        raise LayoutError(f"C's rows overlap (row stride {s0[2 * n + i]} < {cols[2 * n + i]} "
+                          f"columns)", gemm=i)
+    ld = np.where(full & (rows > 1), s0, np.maximum(s0, cols))
+    lo = ptr
+    hi = lo + np.where(full, (rows - 1) * ld + cols, 0) * isz
+    return ld, lo, hi
+
+
+def _overlaps(shp, ld, lo, hi, isz, n):
+    """C_i may share no memory with any C_j (j != i), A_j or B_j. A and B may overlap freely.
+
+    First a test of byte spans; only arrays it flags are refined exactly, by listing
+    their rows as byte intervals (so column slices of one buffer that interleave
+    without sharing elements pass)."""
+    nonempty = hi > lo
+    c_ids = np.flatnonzero(nonempty[2 * n:]) + 2 * n
+    if c_ids.size == 0:
+        return
+    ab_ids = np.flatnonzero(nonempty[:2 * n])
+    flag_c, flag_ab = _span_flags(lo[c_ids], hi[c_ids], lo[ab_ids], hi[ab_ids])
+    if not flag_c.any() and not flag_ab.any():
+        return
+    ids = np.concatenate([ab_ids[flag_ab], c_ids[flag_c]])
+    owner, start, end = _row_intervals(ids, shp, ld, lo, hi, isz)
+    is_c = owner >= 2 * n
+
+    co, cs, ce = owner[is_c], start[is_c], end[is_c]
+    order = np.argsort(cs, kind="stable")
+    co, cs, ce = co[order], cs[order], ce[order]
+    reach = np.maximum.accumulate(ce)
+    bad = cs[1:] < reach[:-1]
+    if bad.any():
+        k = _first(bad) + 1
+        j = _first(ce[:k] > cs[k])
+        gi, gj = sorted((int(co[k]) - 2 * n, int(co[j]) - 2 * n))
+        raise LayoutError(f"C overlaps C of GEMM {gj} (one launch would write both at once)",
+                          gemm=gi)
+    # C intervals are now disjoint and sorted, so their ends are sorted too.
+    ao, as_, ae = owner[~is_c], start[~is_c], end[~is_c]
+    j = np.searchsorted(cs, ae, side="left") - 1
+    hit = (j >= 0) & (ce[np.maximum(j, 0)] > as_)
+    if hit.any():
+        cg = co[j[hit]] - 2 * n
+        k = int(np.argmin(cg))
+        gi, other = int(cg[k]), int(ao[hit][k])
+        op, gj = _OPERANDS[other // n], other % n
+        whose = "its own " + op if gj == gi else f"{op} of GEMM {gj}"
+        raise LayoutError(f"C overlaps {whose}", gemm=gi)
+
+
+def _span_flags(cs, ce, as_, ae):
+    """Which C spans overlap another C span or any A/B span, and which A/B spans overlap a C."""
+    order = np.argsort(cs, kind="stable")
+    s, e = cs[order], ce[order]
+    reach = np.maximum.accumulate(e)
+    f = np.zeros(s.size, bool)
+    f[1:] |= s[1:] < reach[:-1]
+    f[:-1] |= e[:-1] > s[1:]
+    # A/B span [a, b) meets some C iff a C starting before b reaches past a.
+    j = np.searchsorted(s, ae, side="left")
+    flag_ab = (j > 0) & (reach[np.maximum(j - 1, 0)] > as_)
+    if as_.size:
+        o2 = np.argsort(as_, kind="stable")
+        s2, reach2 = as_[o2], np.maximum.accumulate(ae[o2])
+        j2 = np.searchsorted(s2, e, side="left")
+        f |= (j2 > 0) & (reach2[np.maximum(j2 - 1, 0)] > s)
+    flag_c = np.empty_like(f)
+    flag_c[order] = f
+    return flag_c, flag_ab
+
+
+def _row_intervals(ids, shp, ld, lo, hi, isz):
+    """Byte intervals [start, end) covering exactly the elements of arrays ``ids``: one per
+    row when rows have gaps between them (ld > cols), else the whole span."""
+    rows, cols, l = shp[ids, 0], shp[ids, 1], ld[ids]
+    split = (rows > 1) & (l > cols)
+    count = np.where(split, rows, 1)
+    owner_pos = np.repeat(np.arange(ids.size), count)
+    first = np.cumsum(count) - count
+    r = np.arange(owner_pos.size) - first[owner_pos]
+    start = lo[ids][owner_pos] + r * l[owner_pos] * isz
+    width = np.where(split, cols * isz, hi[ids] - lo[ids])
+    return ids[owner_pos], start, start + width[owner_pos]

@@ -1,0 +1,110 @@
+"""The tile catalogue, as data.
+
+A tile config says what one workgroup computes: a ``tm x tn`` block of C, stepping
+through K by ``tk``, with ``threads`` threads each holding an ``rm x rn`` register
+micro-tile (rows strided by ``tm // rm``, columns by ``tn // rn``), so
+``rm * rn * threads == tm * tn``.
+
+Families:
+- ``zhang2025``: Table 3 of the paper we implement (five tiles, 128/256 threads, Tk 16).
+- ``li2019-128`` / ``li2019-256``: li2019 Table 2, the 128- and 256-thread versions (BK 8).
+- ``magma``: MAGMA's sgemm vbatched configs V504/V510/V512/V518 (DIM_X 16, DIM_Y 8,
+  128 threads, BLK_K 16; micro-tile BLK_M/16 x BLK_N/8).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    family: str
+    kind: str
+    tm: int
+    tn: int
+    tk: int
+    threads: int
+    rm: int
+    rn: int
+
+    def __post_init__(self):
+        if self.rm * self.rn * self.threads != self.tm * self.tn:
+            raise ValueError(f"{self.name}: rm*rn*threads != tm*tn")
+        if self.tm % self.rm or self.tn % self.rn:
+            raise ValueError(f"{self.name}: micro-tile does not divide the tile")
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}.{self.kind}"
+
+    @property
+    def area(self) -> int:
+        return self.tm * self.tn
+
+    @property
+    def ident(self) -> str:
+        """A C identifier fragment naming this config."""
+        return f"{self.family}_{self.kind}".replace("-", "_").replace(".", "_")
+
+
+def _family(family: str, rows) -> tuple[TileConfig, ...]:
+    return tuple(TileConfig(family, *row) for row in rows)
+
+
+#            kind            tm   tn  tk  threads rm  rn
+ZHANG2025 = _family("zhang2025", [
+    ("small",         16,  16, 16, 128,  2, 1),
+    ("small-medium",  16,  32, 16, 128,  2, 2),
+    ("medium",        32,  32, 16, 128,  4, 2),
+    ("medium-large",  32,  64, 16, 256,  4, 2),
+    ("large",         64,  64, 16, 256,  4, 4),
+])
+
+# li2019 Table 2 sub-tiles are given as rows x cols.
+LI2019_128 = _family("li2019-128", [
+    ("small",   16,  16, 8, 128,  2, 1),
+    ("medium",  32,  32, 8, 128,  4, 2),
+    ("large",   64,  64, 8, 128,  8, 4),
+    ("tall",   128,  64, 8, 128,  8, 8),
+    ("wide",    64, 128, 8, 128,  8, 8),
+    ("huge",   128, 128, 8, 128, 16, 8),
+])
+LI2019_256 = _family("li2019-256", [
+    ("small",   16,  16, 8, 256,  1, 1),
+    ("medium",  32,  32, 8, 256,  2, 2),
+    ("large",   64,  64, 8, 256,  4, 4),
+    ("tall",   128,  64, 8, 256,  8, 4),
+    ("wide",    64, 128, 8, 256,  8, 4),
+    ("huge",   128, 128, 8, 256,  8, 8),
+])
+
+MAGMA = _family("magma", [
+    ("V504",  48, 40, 16, 128, 3, 5),
+    ("V510",  64, 16, 16, 128, 4, 2),
+    ("V512",  64, 24, 16, 128, 4, 3),
+    ("V518",  64, 56, 16, 128, 4, 7),
+])
+
+FAMILIES: dict[str, tuple[TileConfig, ...]] = {
+    "zhang2025": ZHANG2025,
+    "li2019-128": LI2019_128,
+    "li2019-256": LI2019_256,
+    "magma": MAGMA,
+}
+
+CATALOGUE: dict[str, TileConfig] = {t.name: t for fam in FAMILIES.values() for t in fam}
+
+
+def family(name: str) -> tuple[TileConfig, ...]:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise KeyError(f"unknown tile family {name!r}; known: {', '.join(FAMILIES)}") from None
+
+
+def tile(name: str) -> TileConfig:
+    """Look a config up by ``family.kind``."""
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"unknown tile {name!r}") from None

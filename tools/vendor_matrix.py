@@ -1,0 +1,237 @@
+"""The vendor matrix, on a machine with no GPU: compile every kernel variant for
+gfx908 and gfx90a (hiprtc), gfx940 (clang) and sm_80 / sm_90 (NVRTC), print what each
+compiler reports and what our occupancy model makes of it, and check the model against
+LLVM's own occupancy for every AMD variant.
+
+    python tools/vendor_matrix.py [--jobs N] [--arch gfx90a ...] [--family zhang2025 ...]
+                                  [--json out.json]
+
+Exit status 1 on: a compile error (any variant, any arch); a spill or scratch use in a
+default variant (DEFAULT_FAMILIES, fused and per-kind, float32 and float64); a
+disagreement between our model and LLVM's "Occupancy [waves/SIMD]" remark.
+
+On gfx908/gfx90a the figure columns are hiprtc's (what the hip backend runs). LLVM's
+remark comes from clang compiling the same source (hiprtc cannot print remarks), so the
+model is checked on clang's figures from that same compile: "LLVM" and "model" columns.
+hiprtc's pipeline (source -> bitcode with -amdgpu-prelink, link, optimise again) gives
+slightly different register counts than clang's, so both are shown.
+
+Nothing is cached across runs: NVRTC's cache goes to a fresh temporary directory and
+hiprtc runs uncached.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tabulate import tabulate  # noqa: E402
+
+from portgemm.errors import PortgemmError  # noqa: E402
+from portgemm.kernels import amd_codeobject, clang_amd, offline  # noqa: E402
+from portgemm.kernels.render import render  # noqa: E402
+from portgemm.kernels.variants import Variant, catalogue_variants  # noqa: E402
+
+# The variants whose spills fail CI: the paper's family, fused and per-kind, both dtypes.
+DEFAULT_FAMILIES = ("zhang2025",)
+ARCHS = ("gfx908", "gfx90a", "gfx940", "sm_80", "sm_90")
+OCC_KEY = "Occupancy [waves/SIMD]"
+
+
+def is_default(v: Variant) -> bool:
+    return v.layout == "tile-list" and all(k.family in DEFAULT_FAMILIES for k in v.kinds) \
+        and v.dtype in ("float32", "float64")
+
+
+REGISTER_LIMITS = ("waves", "vgpr", "agpr", "sgpr")
+
+
+def _model(arch: str, threads: int, res) -> dict:
+    from portgemm.occupancy import get_arch, occupancy
+    a = get_arch(arch)
+    try:
+        o = occupancy(a, threads, res)
+    except PortgemmError as e:
+        return {"error": str(e)}
+    out = {"waves": o.active_waves, "occ": o.occupancy, "limit": o.limited_by}
+    if a.vendor == "amd":
+        simds = a.rules.simds
+        out["per_simd"] = o.active_waves / simds
+        # The per-SIMD wave limit of the register files alone: what LLVM computes
+        # exactly as the hardware does (getOccupancyWithNumVGPRs/SGPRs).
+        out["reg_per_simd"] = min(o.wave_limits[k] for k in REGISTER_LIMITS
+                                  if o.wave_limits.get(k) is not None) / simds
+        out["llvm_lds"] = llvm_lds_waves(a, threads, res.shared_bytes)
+    return out
+
+
+def llvm_lds_waves(a, threads: int, lds: int) -> int:
+    """LLVM's own LDS term (AMDGPUSubtarget::getOccupancyWithLocalMemSize, clang 15 and
+    later): ceil(workgroups fitting in LDS x waves per workgroup / SIMDs), capped. It
+    is not the hardware rule - no LDS granule, and a ceiling where the CU holds a whole
+    number of workgroups spread over 4 SIMDs (LLVM's own FIXMEs) - so the check below
+    uses it only where LDS is what bounds LLVM's figure; our model keeps the exact rule."""
+    r = a.rules
+    nw = -(-threads // a.wave_size)
+    max_wg = a.max_waves_per_cu if nw == 1 else min(a.max_waves_per_cu // nw, r.barriers)
+    groups = a.shared_per_cu // max(lds, 1)
+    if groups == 0:
+        return 1
+    return min(r.waves_per_simd, -(-min(groups, max_wg) * nw // r.simds))
+
+
+def job(args) -> dict:
+    """One (variant, arch) cell: compile, read resources, run the model; for AMD also
+    clang's compile with LLVM's remark. Errors come back as text, never raised."""
+    variant, arch = args
+    row = {"variant": variant.name, "arch": arch, "default": is_default(variant),
+           "threads": variant.threads}
+    t0 = time.perf_counter()
+    try:
+        which = offline.compiler_for(arch)
+        row["compiler"] = which
+        r, c = render(variant), None
+        if which == "clang":  # its own compile carries LLVM's remark
+            c = clang_amd.compile(r.source, r.name, arch)
+            code, res = c.code, c.resources
+        else:
+            code, res = offline.compile_variant(variant, arch, cache=False)
+        if which == "hiprtc":  # hiprtc prints no remarks: clang compiles the same source
+            c = clang_amd.compile(r.source, r.name, arch)
+        if c is not None:
+            row["scratch"] = amd_codeobject.parse(code).kernels[variant.name].scratch_bytes
+        clang_res, remark = (c.resources, c.remark) if c is not None else (None, None)
+        row["resources"] = res.as_dict()
+        row["model"] = _model(arch, variant.threads, res)
+        if remark is not None:
+            row["clang"] = clang_res.as_dict()
+            row["remark"] = remark
+            row["clang_model"] = _model(arch, variant.threads, clang_res)
+    except PortgemmError as e:
+        row["error"] = f"{type(e).__name__}: {e}"
+    row["seconds"] = time.perf_counter() - t0
+    return row
+
+
+def check(row: dict) -> list[str]:
+    """The reasons this cell fails CI (empty: it passes)."""
+    if "error" in row:
+        return [f"compile error: {row['error'].splitlines()[0]}"]
+    bad = []
+    res = row["resources"]
+    scratch = row.get("scratch", 0)
+    if row["default"] and (res["spill_bytes"] or scratch):
+        bad.append(f"default variant spills ({res['spill_bytes']} bytes spilled, "
+                   f"{scratch} bytes scratch)")
+    if "error" in row["model"]:
+        bad.append(f"model: {row['model']['error']}")
+    if "remark" in row:
+        llvm, m, c = row["remark"].get(OCC_KEY), row["clang_model"], row["clang"]
+        # Registers are checked against our model; LDS through LLVM's own formula.
+        expect = None if "error" in m else min(m["reg_per_simd"], m["llvm_lds"])
+        if llvm is None or expect != llvm:
+            bad.append(f"model {expect} waves/SIMD != LLVM {llvm} (model: registers "
+                       f"{m.get('reg_per_simd')}, LLVM's LDS term {m.get('llvm_lds')}; clang "
+                       f"VGPR {c['registers']} AGPR {c['agprs']} SGPR {c['sgprs']} "
+                       f"LDS {c['shared_bytes']})")
+    return bad
+
+
+def _fmt_per_simd(x) -> str:
+    return "-" if x is None else (f"{x:g}")
+
+
+def table(rows: list[dict]) -> str:
+    body = []
+    for r in rows:
+        if "error" in r:
+            body.append([r["variant"], r["arch"], r.get("compiler", "?"), "ERROR", *[""] * 10])
+            continue
+        res, m = r["resources"], r["model"]
+        occ = "err" if "error" in m else f"{m['waves']} ({m['occ']:.0%}, {m['limit']})"
+        llvm = cm = ""
+        if "remark" in r:
+            llvm = r["remark"].get(OCC_KEY, "?")
+            cm = _fmt_per_simd(r["clang_model"].get("per_simd"))
+            if r["compiler"] == "hiprtc":
+                llvm = f"{llvm} (clang V{r['clang']['registers']})"
+        amd = r["arch"].startswith("gfx")
+        body.append([r["variant"] + (" *" if r["default"] else ""), r["arch"], r["compiler"],
+                     res["registers"], res["sgprs"] if amd else "-", res["agprs"] if amd else "-",
+                     res["shared_bytes"], res["spill_bytes"],
+                     r.get("scratch", "-"),
+                     occ, llvm, cm, "FAIL" if check(r) else "ok"])
+    return tabulate(body, headers=["variant (* default)", "arch", "compiler", "VGPR/regs", "SGPR",
+                                   "AGPR", "LDS/smem", "spill", "scratch",
+                                   "waves/CU (occ, limit)", "LLVM w/SIMD", "model w/SIMD", ""])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--arch", action="append", choices=ARCHS, help="default: all")
+    p.add_argument("--family", action="append", help="only variants of these tile families")
+    p.add_argument("--json", type=Path, help="also write every cell as JSON")
+    args = p.parse_args(argv)
+    os.environ["PORTGEMM_CACHE_DIR"] = tempfile.mkdtemp(prefix="portgemm-matrix-")
+
+    archs = args.arch or list(ARCHS)
+    variants = [v for v in catalogue_variants()
+                if not args.family or all(k.family in args.family for k in v.kinds)]
+    t0 = time.perf_counter()
+    print("compilers:")
+    for a in archs:
+        try:
+            print(f"  {a:7s} {offline.compiler_for(a):7s} {offline.version(a)}")
+        except PortgemmError as e:
+            print(f"  {a:7s} unavailable: {e}")
+    if any(a.startswith("gfx") for a in archs):
+        try:
+            print(f"  LLVM remarks from {clang_amd.version()} ({clang_amd.toolchain().clang})")
+        except PortgemmError as e:
+            print(f"  LLVM remarks unavailable: {e}")
+    sys.stdout.flush()
+
+    jobs = [(v, a) for v in variants for a in archs]
+    # Slow cells first (fused, f64, big tiles) so the pool does not end on a straggler.
+    jobs.sort(key=lambda j: (not j[0].fused, j[0].dtype != "float64"))
+    with ProcessPoolExecutor(max_workers=args.jobs) as ex:
+        rows = list(ex.map(job, jobs))
+    order = {(v.name, a): i for i, (v, a) in enumerate((v, a) for v in variants for a in archs)}
+    rows.sort(key=lambda r: order[(r["variant"], r["arch"])])
+    wall = time.perf_counter() - t0
+
+    print(table(rows))
+    failures = [(r, why) for r in rows for why in check(r)]
+    amd = [r for r in rows if "remark" in r]
+    agree = sum(1 for r in amd if not any("LLVM" in w for w in check(r)))
+    hip_vs_clang = [r for r in amd if r["compiler"] == "hiprtc"
+                    and r["resources"]["registers"] != r["clang"]["registers"]]
+    print(f"\n{len(rows)} cells ({len(variants)} variants x {len(archs)} archs), "
+          f"{sum(1 for r in rows if 'error' in r)} compile errors, "
+          f"model vs LLVM: {agree}/{len(amd)} AMD cells agree, "
+          f"hiprtc vs clang VGPRs differ in {len(hip_vs_clang)} cells; "
+          f"{wall:.0f} s wall with {args.jobs} jobs "
+          f"({sum(r['seconds'] for r in rows):.0f} s of compiling)")
+    if args.json:
+        args.json.write_text(json.dumps({"wall_s": wall, "rows": rows}, indent=1))
+    lds_notes = [r for r in amd if not check(r) and r["clang_model"]["per_simd"] != r["remark"][OCC_KEY]]
+    for r in lds_notes:
+        m = r["clang_model"]
+        print(f"note {r['variant']} {r['arch']}: LDS-bound; exact model {m['per_simd']:g} "
+              f"waves/SIMD (whole workgroups per CU), LLVM {r['remark'][OCC_KEY]} "
+              f"(its LDS term rounds up per SIMD); registers agree at {m['reg_per_simd']:g}")
+    for r, why in failures:
+        print(f"FAIL {r['variant']} {r['arch']}: {why}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
