@@ -10,20 +10,18 @@ be captured in a CUDA graph.
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 
 import numpy as np
 
 from ..arrays import ArrayInfo, info as generic_info
 from ..errors import DeviceError, DeviceUnavailable, DtypeError, LayoutError, ValidationError
 from ..kernels import nvrtc, resources as kres
-from ..kernels.render import DEVICE_TILE_DTYPE, render
-from ..kernels.variants import variants_for
+from ..kernels.render import render
 from ..occupancy.resources import KernelResources
-from .launch import descriptors, grid_z_launches, per_kind_layout
+from .launch import cached_descriptors, plan_state
 
-DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in rotation)
-GRID_Z_MAX = 65535
+_new_info = tuple.__new__  # builds the NamedTuple without its Python-level __new__
+
 
 
 def _cupy():
@@ -52,6 +50,7 @@ class CudaBackend:
         self.cp = cupy
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
+        self._side: dict[int, list] = {}
         self._arch: dict[int, object] = {}
 
     # -- device ---------------------------------------------------------------------
@@ -87,14 +86,17 @@ class CudaBackend:
     # -- arrays ---------------------------------------------------------------------
     def array_info(self, x) -> ArrayInfo:
         cp = self.cp
-        if isinstance(x, cp.ndarray):  # fast path: no interface dict per call
+        if type(x) is cp.ndarray:  # fast path: plain attribute reads, no interface dict
             if x.ndim != 2:
                 raise ValidationError(f"expected a 2-D array, got shape {x.shape}")
             item = x.itemsize
-            st = x.strides
-            if any(s % item for s in st):
+            s0, s1 = x.strides
+            if s0 % item or s1 % item:
                 raise LayoutError("strides are not a multiple of the item size")
-            return ArrayInfo(x.data.ptr, x.shape, tuple(s // item for s in st), x.dtype, "cuda")
+            return _new_info(ArrayInfo, (x.data.ptr, x.shape, (s0 // item, s1 // item),
+                                         x.dtype, "cuda", False))
+        if isinstance(x, cp.ndarray):  # a subclass: take the same path via the base type
+            return self.array_info(x.view(cp.ndarray))
         if isinstance(x, np.ndarray):
             raise DtypeError("cuda backend takes device arrays (CuPy, PyTorch CUDA, "
                             "__cuda_array_interface__ or DLPack); got a NumPy array - "
@@ -145,61 +147,49 @@ class CudaBackend:
         return dev
 
     def _plan_state(self, plan, trans_a, trans_b):
-        """Device copies of the plan's tile arrays and its loaded kernels, made once."""
         key = ("cuda", self._dev(), trans_a, trans_b)
         st = plan._device.get(key)
         if st is None:
-            dtype = np.dtype(plan.dtype).name
-            variants = variants_for(plan.kinds, plan.mode, dtype, trans_a, trans_b)
-            st = {"variants": variants, "fns": {}, "desc": OrderedDict()}
-            if plan.mode == "grid-z":
-                st["launches"] = grid_z_launches(plan, GRID_Z_MAX)
-                st["tiles"] = st["block_ptr"] = None
-            else:
-                tiles, block_ptr, launches = per_kind_layout(plan) if plan.mode == "per-kind" \
-                    else (plan.tiles, plan.block_ptr, [(0, 0, plan.n_blocks)])
-                dt = np.empty(len(tiles), DEVICE_TILE_DTYPE)
-                for f in ("gemm", "m0", "n0", "kind"):
-                    dt[f] = tiles[f]
-                if plan.mode == "per-kind":
-                    dt["kind"] = 0  # each per-kind entry point holds one kind, id 0
-                st["tiles"] = self._upload(dt) if len(dt) else None
-                st["block_ptr"] = self._upload(np.ascontiguousarray(block_ptr, np.int32))
-                st["launches"] = launches
-            plan._device[key] = st
+            st = plan._device[key] = plan_state(plan, trans_a, trans_b, self._upload)
         return st
-
-    def _descriptors(self, st, batch):
-        host = descriptors(batch)
-        k = host.tobytes()
-        cache = st["desc"]
-        dev = cache.get(k)
-        if dev is None:
-            dev = self._upload(host)
-            cache[k] = dev
-            if len(cache) > DESCRIPTOR_CACHE:
-                cache.popitem(last=False)
-        else:
-            cache.move_to_end(k)
-        return dev
 
     def execute(self, plan, batch) -> None:
         if plan.n_tiles == 0:
             return
         st = self._plan_state(plan, bool(batch.trans_a), bool(batch.trans_b))
-        gemms = self._descriptors(st, batch)
+        gemms = cached_descriptors(st, batch, self._upload)
         stream = self.cp.cuda.get_current_stream()
         tiles = st["tiles"].data.ptr if st["tiles"] is not None else 0
         bptr = st["block_ptr"].data.ptr if st["block_ptr"] is not None else 0
-        for which, base, grid in st["launches"]:
+        launches = st["launches"]
+        # Per-kind launches run side by side (fork/join on side streams), so each kind
+        # keeps its own registers and block size and no launch waits for another's tail.
+        fork = plan.mode == "per-kind" and len(launches) > 1
+        if fork:
+            events = st.setdefault("events", [self.cp.cuda.Event(block=False, disable_timing=True)
+                                              for _ in range(len(launches) + 1)])
+            events[0].record(stream)
+            side = self._side_streams(len(launches))
+        for i, (which, base, grid) in enumerate(launches):
             variant = st["variants"][which]
             fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
             grid = grid if isinstance(grid, tuple) else (grid, 1, 1)
-            if min(grid) <= 0:
-                continue
+            s = stream
+            if fork:
+                s = side[i]
+                s.wait_event(events[0])
             try:  # CuPy checks cuLaunchKernel's status and raises CUDADriverError
                 fn(grid, (variant.threads, 1, 1),
                    (np.uint64(gemms.data.ptr), np.uint64(tiles), np.uint64(bptr), np.int32(base)),
-                   stream=stream)
+                   stream=s)
             except self.cp.cuda.driver.CUDADriverError as e:
                 raise DeviceError(f"launch of {variant.name} failed: {e}") from e
+            if fork:
+                events[i + 1].record(s)
+                stream.wait_event(events[i + 1])
+
+    def _side_streams(self, n: int):
+        pool = self._side.setdefault(self._dev(), [])
+        while len(pool) < n:
+            pool.append(self.cp.cuda.Stream(non_blocking=True))
+        return pool[:n]

@@ -1,9 +1,56 @@
 """Launch geometry and per-call descriptors shared by the GPU backends (no GPU library)."""
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
-from ..kernels.render import GEMM_DTYPE
+from ..kernels.render import DEVICE_TILE_DTYPE, GEMM_DTYPE
+from ..kernels.variants import variants_for
+
+DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in rotation)
+GRID_Z_MAX = 65535     # grid.z limit on both vendors
+
+
+def plan_state(plan, trans_a: bool, trans_b: bool, upload) -> dict:
+    """A plan's launch state, made once per (device, transposes): its variants, the
+    launches [(variant index, base, grid)], the tile list and block pointers uploaded with
+    ``upload(host array) -> device buffer``, and an empty descriptor cache."""
+    dtype = np.dtype(plan.dtype).name
+    st = {"variants": variants_for(plan.kinds, plan.mode, dtype, trans_a, trans_b),
+          "fns": {}, "desc": OrderedDict(), "tiles": None, "block_ptr": None}
+    if plan.mode == "grid-z":
+        st["launches"] = grid_z_launches(plan, GRID_Z_MAX)
+        return st
+    if plan.mode == "per-kind":
+        tiles, block_ptr, st["launches"] = per_kind_layout(plan)
+    else:
+        tiles, block_ptr, st["launches"] = plan.tiles, plan.block_ptr, [(0, 0, plan.n_blocks)]
+    dt = np.empty(len(tiles), DEVICE_TILE_DTYPE)
+    for f in ("gemm", "m0", "n0", "kind"):
+        dt[f] = tiles[f]
+    if plan.mode == "per-kind":
+        dt["kind"] = 0  # each per-kind entry point holds one kind, id 0
+    st["tiles"] = upload(dt)
+    st["block_ptr"] = upload(np.ascontiguousarray(block_ptr, np.int32))
+    return st
+
+
+def cached_descriptors(st: dict, batch, upload):
+    """The batch's device descriptors, uploaded once per distinct set of arrays/scalars
+    (the key is the descriptors' bytes), so repeated calls neither allocate nor copy."""
+    host = descriptors(batch)
+    key = host.tobytes()
+    cache = st["desc"]
+    dev = cache.get(key)
+    if dev is None:
+        dev = upload(host)
+        cache[key] = dev
+        if len(cache) > DESCRIPTOR_CACHE:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return dev
 
 
 def descriptors(batch) -> np.ndarray:

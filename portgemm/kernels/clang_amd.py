@@ -29,7 +29,9 @@ OPTIONS = ("-O3", "-std=c++17")
 TIMEOUT_S = 600
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,4}(:[a-z0-9_]+[+-])*$")
 
-_CLANGS = ("clang++-15", "clang++", "/usr/lib/llvm-15/bin/clang++", "/opt/rocm/llvm/bin/clang++")
+# clang-15 first: the version Debian's ROCm 5.2 device libraries were built for.
+_CLANGS = ("clang++-15", *(f"clang++-{v}" for v in range(16, 21)), "/opt/rocm/llvm/bin/clang++",
+           "clang++")
 _ROCM_PATHS = ("/usr", "/opt/rocm")  # where include/hip/hip_runtime.h lives
 _DEVICE_LIBS = ("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode", "/usr/lib/amdgcn/bitcode",
                 "/opt/rocm/amdgcn/bitcode", "/opt/rocm/lib/llvm/lib/clang/*/lib/amdgcn/bitcode")

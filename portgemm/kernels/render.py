@@ -11,6 +11,11 @@ import numpy as np
 from .variants import DTYPES, Variant
 
 HERE = Path(__file__).parent
+
+# Minimum resident blocks per compute unit for __launch_bounds__; 0 gives no hint. With
+# none, NVRTC gives the fused kernel 128 registers and no variant spills on any target;
+# 2 spills float64 and AMD variants, 3-4 spill float32 too (bench/NOTES.md, "Register cap").
+MIN_BLOCKS = 0
 SOURCE_FILE = HERE / "vbatched_gemm.cu"
 COMPAT_FILE = HERE / "compat.h"
 
@@ -56,6 +61,7 @@ def defines(variant: Variant) -> dict[str, str]:
         "PG_TRANS_A": str(int(variant.trans_a)),
         "PG_TRANS_B": str(int(variant.trans_b)),
         "PG_THREADS": str(variant.threads),
+        "PG_MIN_BLOCKS": str(MIN_BLOCKS),
         "PG_NAME": variant.name,
         "PG_GRIDZ": str(int(variant.layout == "grid-z")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),

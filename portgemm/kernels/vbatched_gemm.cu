@@ -3,6 +3,7 @@
 //   PG_T            float | double
 //   PG_TRANS_A/_B   0 | 1: op(X) = X^T
 //   PG_THREADS      block size (max over the kinds)
+//   PG_MIN_BLOCKS   minimum resident blocks per compute unit (caps registers); 0: no hint
 //   PG_NAME         extern "C" entry point
 //   PG_GRIDZ        0: flat tile list (block -> tiles via block_ptr); 1: MAGMA grid.z layout
 //   PG_SMEM_ELEMS   shared-memory elements (max over the kinds)
@@ -162,6 +163,12 @@ __device__ __forceinline__ void pg_tile(const PgGemm& g, int m0, int n0, PG_T* s
     }
 }
 
+#if PG_MIN_BLOCKS > 0
+#define PG_BOUNDS PG_LAUNCH_BOUNDS_MIN(PG_THREADS, PG_MIN_BLOCKS)
+#else
+#define PG_BOUNDS __launch_bounds__(PG_THREADS)
+#endif
+
 #define PG_CASE(id, bm, bn, bk, nt, rm, rn) \
     case id: pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem); break;
 #define PG_THREADS_OF(id, bm, bn, bk, nt, rm, rn) case id: return nt;
@@ -176,7 +183,7 @@ __device__ __forceinline__ int pg_threads_of(int kind)
 // MAGMA layout: grid (tiles along M, tiles along N, GEMMs); blocks past a GEMM's edge
 // leave at once (early termination). `base` offsets blockIdx.z, so batches beyond the
 // 65535 grid.z limit run as several launches.
-extern "C" __global__ void __launch_bounds__(PG_THREADS)
+extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
@@ -197,7 +204,7 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
 // Flat tile list: block `base + blockIdx.x` runs tiles[block_ptr[b] .. block_ptr[b+1]),
 // which all share one thread count, so threads a smaller tile does not need leave at once
 // (the paper's multi-thread kernel; barriers only count the threads still running).
-extern "C" __global__ void __launch_bounds__(PG_THREADS)
+extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {

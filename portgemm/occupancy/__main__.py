@@ -106,10 +106,15 @@ def _model_cells(arch: Arch, threads: int, res: KernelResources, model: str) -> 
 
 
 def variant_rows(arch: Arch) -> list[dict]:
+    from ..kernels.offline import register_compiled
     from ..kernels.resources import lookup
     from ..kernels.variants import catalogue_variants
+    variants = catalogue_variants(dtypes=("float32", "float64"))
+    # Compiled figures where this arch's compiler is installed (no GPU needed); else
+    # lookup falls back to the recorded ones (tools/record_resources.py), then estimates.
+    register_compiled(arch.name, variants)
     rows = []
-    for v in catalogue_variants(dtypes=("float32", "float64")):
+    for v in variants:
         res = lookup(arch, v)
         row = {"variant": v.name, "threads": v.threads, **res.as_dict()}
         for model in MODELS:

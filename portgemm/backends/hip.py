@@ -1,0 +1,247 @@
+"""ROCm backend through hip-python: hiprtc-compiled variants of the one kernel source
+(compiled in a subprocess, see kernels/hiprtc_compile), loaded with hipModuleLoadData and
+launched with hipModuleLaunchKernel on the backend's stream, over device arrays exposing
+__cuda_array_interface__ (CuPy-ROCm, PyTorch-ROCm) or DLPack (kDLROCM).
+
+The launch contract mirrors backends/cuda.py exactly: per-GEMM descriptors (struct
+PgGemm, render.GEMM_DTYPE) cached per plan by their bytes, the plan's tile list and block
+pointers uploaded once per plan, and the kernel arguments
+(const PgGemm*, const PgTile*, const int* block_ptr, int base).
+
+Every HIP call goes through ``_check``. Untested on hardware so far: there was no AMD GPU
+where this was written (the compile path is exercised by tests/test_amd_toolchain.py).
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+
+import numpy as np
+
+from ..arrays import ArrayInfo, info as generic_info
+from ..errors import DeviceError, DeviceUnavailable, DtypeError, LayoutError, ValidationError
+from ..kernels import hiprtc_compile, resources as kres
+from ..kernels.render import render
+from .launch import cached_descriptors, plan_state
+
+KDL_ROCM = 10          # DLPack device type of ROCm memory
+
+hip = None             # hip-python's runtime module, set by create()
+
+
+def _check(result):
+    """hip-python returns (status, *values): DeviceError on a bad status, else the values."""
+    if (err := result[0]) != hip.hipError_t.hipSuccess:
+        raise DeviceError(f"HIP call failed: {err.name}")
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def create():
+    global hip
+    hip, _ = hiprtc_compile.load_hip()  # DeviceUnavailable without hip-python/libamdhip64
+    try:
+        n = _check(hip.hipGetDeviceCount())  # hipErrorNoDevice where there is none
+    except DeviceError as e:
+        raise DeviceUnavailable(f"hip backend: no AMD GPU ({e})") from None
+    if n < 1:
+        raise DeviceUnavailable("hip backend: no AMD GPU")
+    return HipBackend()
+
+
+class DeviceBuffer:
+    """Bytes of device memory, freed with the object; exposes its address as ``ptr``."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self._mem = _check(hip.hipMalloc(max(nbytes, 1)))
+        self.ptr = int(self._mem)
+
+    def __del__(self):
+        try:
+            _check(hip.hipFree(self._mem))
+        except Exception:  # noqa: BLE001 - a destructor, possibly at interpreter exit
+            pass
+
+
+class HipArray:
+    """A minimal 2-D device array (used by to_device when CuPy-ROCm is absent)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.buffer = DeviceBuffer(int(np.prod(self.shape)) * self.dtype.itemsize)
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.buffer.ptr, False),
+                "strides": None, "version": 3}
+
+
+class HipBackend:
+    name = "hip"
+
+    def __init__(self):
+        self.stream = None  # the null stream; set to a hipStream_t to launch elsewhere
+        self._functions: dict[tuple[int, str], object] = {}
+        self._modules: dict[tuple[int, str], object] = {}
+        self._arch: dict[int, object] = {}
+
+    # -- device ---------------------------------------------------------------------
+    def _dev(self) -> int:
+        return _check(hip.hipGetDevice())
+
+    def _props(self):
+        props = hip.hipDeviceProp_t()
+        _check(hip.hipGetDeviceProperties(props, self._dev()))
+        return props
+
+    @staticmethod
+    def _text(x) -> str:
+        return x.decode(errors="replace").rstrip("\0") if isinstance(x, bytes) else str(x)
+
+    def device_name(self) -> str:
+        return self._text(self._props().name)
+
+    def gcn_arch(self) -> str:
+        """The device's processor, e.g. "gfx90a" (features such as :xnack- dropped, so
+        the code object targets "any" and loads in either xnack mode)."""
+        return self._text(self._props().gcnArchName).split(":")[0]
+
+    def arch(self):
+        dev = self._dev()
+        if dev not in self._arch:
+            from ..occupancy import get_arch
+            p = self._props()
+            a = get_arch(self._text(p.gcnArchName).split(":")[0])
+            self._arch[dev] = dataclasses.replace(
+                a, compute_units=int(p.multiProcessorCount), part=self._text(p.name))
+        return self._arch[dev]
+
+    def synchronize(self) -> None:
+        _check(hip.hipStreamSynchronize(self.stream))
+
+    def to_device(self, x):
+        x = np.ascontiguousarray(x)
+        try:
+            import cupy  # a ROCm build of CuPy, where present, gives full-featured arrays
+            return cupy.asarray(x)
+        except ImportError:
+            pass
+        d = HipArray(x.shape, x.dtype)
+        _check(hip.hipMemcpyHtoD(d.buffer.ptr, x, x.nbytes))
+        return d
+
+    def to_host(self, x):
+        if hasattr(x, "get") and not isinstance(x, HipArray):  # CuPy-ROCm
+            return x.get()
+        a = self.array_info(x)
+        if a.strides != (a.shape[1], 1):
+            raise LayoutError("to_host copies contiguous arrays only")
+        out = np.empty(a.shape, a.dtype)
+        self.synchronize()
+        _check(hip.hipMemcpyDtoH(out, a.ptr, out.nbytes))
+        return out
+
+    # -- arrays ---------------------------------------------------------------------
+    def array_info(self, x) -> ArrayInfo:
+        if isinstance(x, np.ndarray):
+            raise TypeError("hip backend takes device arrays (CuPy-ROCm, PyTorch-ROCm, "
+                            "__cuda_array_interface__ or DLPack); got a NumPy array - copy it "
+                            "with backend.to_device or use backend='numpy'")
+        if hasattr(x, "__cuda_array_interface__"):
+            return generic_info(x)._replace(device="hip")
+        if hasattr(x, "__dlpack__"):
+            return _dlpack_info(x)
+        raise TypeError(f"hip backend cannot take {type(x).__name__}")
+
+    # -- kernels --------------------------------------------------------------------
+    def function(self, variant):
+        """Compiled, loaded entry point for ``variant`` on the current device; registers
+        its resource usage (from the code object's metadata) for the occupancy model."""
+        dev = self._dev()
+        key = (dev, variant.name)
+        fn = self._functions.get(key)
+        if fn is None:
+            arch = self.arch()
+            r = render(variant)
+            code, res = hiprtc_compile.compile(r.source, r.name, arch.name)
+            mod = _check(hip.hipModuleLoadData(code))
+            fn = _check(hip.hipModuleGetFunction(mod, r.name.encode()))
+            self._modules[key] = (mod, code)  # the function lives as long as its module
+            kres.register(arch.name, variant.name, res)
+            self._functions[key] = fn
+        return fn
+
+    # -- execution ------------------------------------------------------------------
+    def _upload(self, host: np.ndarray) -> DeviceBuffer:
+        host = np.ascontiguousarray(host)
+        dev = DeviceBuffer(host.nbytes)
+        if host.nbytes:
+            _check(hip.hipMemcpyHtoD(dev.ptr, host, host.nbytes))
+        return dev
+
+    def _plan_state(self, plan, trans_a, trans_b):
+        key = ("hip", self._dev(), trans_a, trans_b)
+        st = plan._device.get(key)
+        if st is None:
+            st = plan._device[key] = plan_state(plan, trans_a, trans_b, self._upload)
+        return st
+
+    def execute(self, plan, batch) -> None:
+        if plan.n_tiles == 0:
+            return
+        st = self._plan_state(plan, bool(batch.trans_a), bool(batch.trans_b))
+        # _upload copies synchronously, so the host descriptors can go at once; freeing an
+        # evicted buffer (hipFree) waits for launches that may still read it.
+        gemms = cached_descriptors(st, batch, self._upload)
+        tiles = st["tiles"].ptr if st["tiles"] is not None else 0
+        bptr = st["block_ptr"].ptr if st["block_ptr"] is not None else 0
+        for which, base, grid in st["launches"]:
+            variant = st["variants"][which]
+            fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
+            grid = grid if isinstance(grid, tuple) else (grid, 1, 1)
+            if min(grid) <= 0:
+                continue
+            args = (ctypes.c_void_p(gemms.ptr), ctypes.c_void_p(tiles), ctypes.c_void_p(bptr),
+                    ctypes.c_int32(base))
+            _check(hip.hipModuleLaunchKernel(fn, *grid, variant.threads, 1, 1, 0, self.stream,
+                                             None, args))
+
+
+# -- DLPack (ROCm memory) ------------------------------------------------------------
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):  # the first member of DLManagedTensor
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_DL_KINDS = {0: "i", 1: "u", 2: "f"}
+
+
+def _dlpack_info(x) -> ArrayInfo:
+    """ArrayInfo read from a DLPack capsule without consuming it (the capsule's own
+    destructor releases it; the caller keeps ``x`` alive while the kernel runs)."""
+    dev_type = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else None
+    if dev_type != KDL_ROCM:
+        raise TypeError(f"hip backend takes ROCm device memory; DLPack device type {dev_type}")
+    capsule = x.__dlpack__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    t = ctypes.cast(get(capsule, b"dltensor"), ctypes.POINTER(_DLTensor)).contents
+    if t.ndim != 2:
+        raise ValidationError(f"expected a 2-D array, got {t.ndim}-D")
+    kind = _DL_KINDS.get(t.dtype.code)
+    if kind is None or t.dtype.lanes != 1:
+        raise DtypeError(f"unsupported DLPack dtype (code {t.dtype.code}, {t.dtype.bits} bits)")
+    shape = (int(t.shape[0]), int(t.shape[1]))
+    strides = (int(t.strides[0]), int(t.strides[1])) if t.strides else (shape[1], 1)
+    return ArrayInfo((t.data or 0) + t.byte_offset, shape, strides,
+                     np.dtype(f"{kind}{t.dtype.bits // 8}"), "hip")

@@ -1,0 +1,203 @@
+"""The hip backend's launch contract, on a fake HIP runtime (no GPU, no ROCm): device
+memory is host memory, and hipModuleLaunchKernel runs a NumPy emulation of the kernel
+that reads only what the backend passed (descriptor, tile-list and block-pointer
+addresses, base, grid, block size). A wrong pointer, layout or launch shows up as a
+wrong C."""
+from __future__ import annotations
+
+import ctypes
+import enum
+
+import numpy as np
+import pytest
+
+import portgemm
+from portgemm.backends import hip as hipbe
+from portgemm.kernels import hiprtc_compile, resources
+from portgemm.kernels.render import DEVICE_TILE_DTYPE, GEMM_DTYPE
+from portgemm.kernels.variants import catalogue_variants, variants_for
+from portgemm.occupancy import KernelResources
+
+
+class Err(enum.IntEnum):
+    hipSuccess = 0
+    hipErrorNoDevice = 100
+
+
+def _read(ptr: int, dtype, count: int) -> np.ndarray:
+    return np.frombuffer((ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(ptr),
+                         dtype).copy()
+
+
+class FakeHip:
+    hipError_t = Err
+
+    class hipDeviceProp_t:
+        name = b"Fake MI210"
+        gcnArchName = b"gfx90a:sramecc+:xnack-"
+        multiProcessorCount = 104
+
+    def __init__(self, variants, devices=1):
+        self.devices, self.launches, self._keep, self.sizes = devices, [], [], {}
+        self.variants = variants
+
+    def hipGetDeviceCount(self):
+        return (Err.hipSuccess, self.devices) if self.devices else (Err.hipErrorNoDevice, 0)
+
+    def hipGetDevice(self):
+        return Err.hipSuccess, 0
+
+    def hipGetDeviceProperties(self, props, dev):
+        return (Err.hipSuccess,)
+
+    def hipMalloc(self, n):
+        buf = np.zeros(n, np.uint8)
+        self._keep.append(buf)
+        self.sizes[buf.ctypes.data] = n
+        return Err.hipSuccess, buf.ctypes.data
+
+    def hipFree(self, ptr):
+        return (Err.hipSuccess,)
+
+    def hipMemcpyHtoD(self, dst, src, n):
+        ctypes.memmove(dst, np.ascontiguousarray(src).ctypes.data, n)
+        return (Err.hipSuccess,)
+
+    def hipModuleLoadData(self, code):
+        return Err.hipSuccess, "module"
+
+    def hipModuleGetFunction(self, mod, name):
+        return Err.hipSuccess, name.decode()
+
+    def hipStreamSynchronize(self, stream):
+        return (Err.hipSuccess,)
+
+    def hipModuleLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        gemms_p, tiles_p, bptr_p, base = (a.value or 0 for a in extra)
+        v = self.variants[fn]
+        self.launches.append((fn, (gx, gy, gz), bx, base))
+        assert bx == v.threads and (by, bz, shared, params) == (1, 1, 0, None)
+        g = _read(gemms_p, GEMM_DTYPE, self.sizes[gemms_p] // GEMM_DTYPE.itemsize)
+        if v.layout == "grid-z":
+            k = v.kinds[0]
+            work = [(base + z, x * k.tm, y * k.tn, 0) for z in range(gz) for y in range(gy)
+                    for x in range(gx)]
+        else:
+            bp = _read(bptr_p, np.int32, base + gx + 1)
+            ntiles = int(bp[base + gx])
+            tl = _read(tiles_p, DEVICE_TILE_DTYPE, ntiles)
+            work = [tuple(int(x) for x in tl[t]) for b in range(base, base + gx)
+                    for t in range(bp[b], bp[b + 1])]
+        for gemm, m0, n0, kind in work:
+            self._tile(g[gemm], v, v.kinds[kind], m0, n0)
+        return (Err.hipSuccess,)
+
+    @staticmethod
+    def _tile(d, v, k, m0, n0):
+        M, N, K = int(d["M"]), int(d["N"]), int(d["K"])
+        if m0 >= M or n0 >= N:
+            return
+        dt = np.float32 if v.dtype == "float32" else np.float64
+
+        def mat(ptr, rows, cols, ld):
+            n = (rows - 1) * ld + cols if rows else 0
+            return np.lib.stride_tricks.as_strided(_view(ptr, dt, n), (rows, cols),
+                                                   (ld * dt().itemsize, dt().itemsize))
+        A = mat(int(d["A"]), *((K, M) if v.trans_a else (M, K)), int(d["lda"]))
+        B = mat(int(d["B"]), *((N, K) if v.trans_b else (K, N)), int(d["ldb"]))
+        C = mat(int(d["C"]), M, N, int(d["ldc"]))
+        opA, opB = (A.T if v.trans_a else A), (B.T if v.trans_b else B)
+        rs, cs = slice(m0, min(M, m0 + k.tm)), slice(n0, min(N, n0 + k.tn))
+        acc = opA[rs].astype(np.float64) @ opB[:, cs].astype(np.float64)
+        out = d["alpha"] * acc
+        if d["beta"] != 0:
+            out = out + d["beta"] * C[rs, cs]
+        C[rs, cs] = out
+
+
+def _view(ptr, dt, n):
+    return np.frombuffer((ctypes.c_char * (n * np.dtype(dt).itemsize)).from_address(ptr), dt)
+
+
+class DevArray:
+    """Host memory posing as device memory (__cuda_array_interface__)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.a.shape, "typestr": self.a.dtype.str, "version": 3,
+                "data": (self.a.ctypes.data, False), "strides": self.a.strides}
+
+
+@pytest.fixture
+def backend(monkeypatch):
+    variants = {v.name: v for v in catalogue_variants(trans=((False, False), (False, True),
+                                                             (True, False), (True, True)))}
+    fake = FakeHip(variants)
+    monkeypatch.setattr(hipbe, "hip", fake)
+    monkeypatch.setattr(resources, "_registered", {})  # the fake figures stay in this test
+    monkeypatch.setattr(hiprtc_compile, "compile", lambda src, name, arch, **kw: (
+        b"code", KernelResources(registers=64, shared_bytes=8192, sgprs=40, source="fake")))
+    be = hipbe.HipBackend()
+    be.fake = fake
+    return be
+
+
+def test_device_description(backend):
+    a = backend.arch()
+    assert (a.name, a.compute_units, a.part) == ("gfx90a", 104, "Fake MI210")
+    assert backend.gcn_arch() == "gfx90a"
+
+
+def test_numpy_arrays_are_refused(backend):
+    with pytest.raises(TypeError, match="device arrays"):
+        backend.array_info(np.zeros((2, 2), np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("trans", [(False, False), (True, True)])
+@pytest.mark.parametrize("strategy", [None, "magma"])
+def test_launch_contract_gives_the_right_product(backend, dtype, trans, strategy):
+    rng = np.random.default_rng(7)
+    shapes = [(int(m), int(n), int(k)) for m, n, k in rng.integers(1, 90, (12, 3))]
+    ta, tb = trans
+    hA = [rng.random((k, m) if ta else (m, k)).astype(dtype) for m, n, k in shapes]
+    hB = [rng.random((n, k) if tb else (k, n)).astype(dtype) for m, n, k in shapes]
+    hC = [rng.random((m, n)).astype(dtype) for m, n, k in shapes]
+    alpha, beta = rng.uniform(-2, 2, len(shapes)), np.where(np.arange(len(shapes)) % 2, 0.5, 0.0)
+    want = [a_ * ((x.T if ta else x) @ (y.T if tb else y)) + b_ * c
+            for x, y, c, a_, b_ in zip(hA, hB, hC, alpha, beta)]
+    C = [DevArray(c) for c in hC]
+    portgemm.gemm_vbatched([DevArray(x) for x in hA], [DevArray(y) for y in hB], C,
+                           alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=backend,
+                           strategy=strategy)
+    assert backend.fake.launches, "nothing was launched"
+    tol = 1e-4 if dtype == "float32" else 1e-12
+    for i, (got, ref) in enumerate(zip(C, want)):
+        np.testing.assert_allclose(got.a, ref, rtol=tol, atol=tol, err_msg=f"GEMM {i}")
+
+
+def test_no_device_is_device_unavailable(monkeypatch):
+    monkeypatch.setattr(hiprtc_compile, "load_hip", lambda: (FakeHip({}, devices=0), None))
+    with pytest.raises(portgemm.DeviceUnavailable, match="no AMD GPU"):
+        hipbe.create()
+
+
+@pytest.mark.parametrize("strategy, mode", [(None, "fused"), (None, "per-kind"), ("magma", None)])
+def test_every_mode_launches_its_variants(backend, strategy, mode):
+    # Several tile kinds, so per-kind launches start at non-zero block offsets (base).
+    shapes = [(16, 16, 16)] * 3 + [(512, 512, 32)] * 2 + [(33, 70, 20)]
+    p = portgemm.plan(shapes, dtype="float32", arch=backend.arch(), strategy=strategy, mode=mode)
+    names = {v.name for v in variants_for(p.kinds, p.mode, "float32")}
+    A = [DevArray(np.ones((m, k), np.float32)) for m, n, k in shapes]
+    B = [DevArray(np.ones((k, n), np.float32)) for m, n, k in shapes]
+    C = [DevArray(np.zeros((m, n), np.float32)) for m, n, k in shapes]
+    p.run(A, B, C, backend=backend)
+    assert {fn for fn, *_ in backend.fake.launches} <= names
+    if p.mode == "per-kind":
+        assert len(backend.fake.launches) > 1
+        assert any(base > 0 for *_, base in backend.fake.launches)
+    for (m, n, k), c in zip(shapes, C):
+        assert np.all(c.a == k)
