@@ -29,8 +29,9 @@ def main():
     cp = base.cp
     batches = [(c, random_batch(cp, rng, c[2], c[0], c[1])) for c in CASES]
     rows = []
+    table = dict(render.MIN_BLOCKS)
     for min_blocks in (0, 1, 2, 3, 4):  # 0: no hint
-        render.MIN_BLOCKS = min_blocks
+        render.MIN_BLOCKS = {**table, ("zhang2025", "fused", "float32"): min_blocks}
         render.render.cache_clear()
         resources._registered.clear()
         portgemm.planner.clear_cache()

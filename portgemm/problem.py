@@ -17,6 +17,7 @@ from .arrays import info as _default_info
 from .errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 
 SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+MAX_SPAN = 2**31 - 1  # elements one matrix may span: the kernels use 32-bit offsets
 _OPERANDS = "ABC"
 
 
@@ -232,8 +233,13 @@ def _layout(shp, st, ptr, c_readonly, isz, n):
         raise LayoutError(f"C's rows overlap (row stride {s0[2 * n + i]} < {cols[2 * n + i]} "
                           f"columns)", gemm=i)
     ld = np.where(full & (rows > 1), s0, np.maximum(s0, cols))
+    span = np.where(full, (rows - 1) * ld + cols, 0)   # elements from [0, 0] to the end
+    bad = span > MAX_SPAN
+    if bad.any():
+        fail(bad, lambda k: f"spans {span[k]} elements from its first to its last; the kernels "
+                            f"index with 32-bit offsets (at most {MAX_SPAN})")
     lo = ptr
-    hi = lo + np.where(full, (rows - 1) * ld + cols, 0) * isz
+    hi = lo + span * isz
     return ld, lo, hi
 
 

@@ -439,3 +439,16 @@ def test_mixed_devices():
     B[2] = FakeDevice((11, 4))
     with pytest.raises(ValidationError, match="GEMM 2: B is on cuda"):
         validate(A, B, C, 1.0, 0.0, False, False, info)
+
+
+def test_matrix_spanning_more_than_32_bit_offsets_is_refused():
+    """The kernels index with 32-bit element offsets: a matrix whose rows span 2**31
+    elements or more is refused (by pointer arithmetic only: nothing is read)."""
+    from numpy.lib.stride_tricks import as_strided
+    base = np.zeros(8, np.float32)
+    huge = as_strided(base, shape=(2, 4), strides=(4 * 2**31, 4))  # row stride 2**31 elements
+    A = [np.zeros((2, 4), np.float32), huge]
+    B = [np.zeros((4, 3), np.float32)] * 2
+    C = [np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)]
+    with pytest.raises(portgemm.LayoutError, match=r"GEMM 1.*32-bit"):
+        portgemm.gemm_vbatched(A, B, C, backend="numpy")

@@ -146,17 +146,11 @@ class CudaBackend:
         dev.set(host.view(np.uint8).reshape(-1))
         return dev
 
-    def _plan_state(self, plan, trans_a, trans_b):
-        key = ("cuda", self._dev(), trans_a, trans_b)
-        st = plan._device.get(key)
-        if st is None:
-            st = plan._device[key] = plan_state(plan, trans_a, trans_b, self._upload)
-        return st
-
     def execute(self, plan, batch) -> None:
         if plan.n_tiles == 0:
             return
-        st = self._plan_state(plan, bool(batch.trans_a), bool(batch.trans_b))
+        st = plan_state(plan, ("cuda", self._dev()), bool(batch.trans_a), bool(batch.trans_b),
+                        self._upload)
         gemms = cached_descriptors(st, batch, self._upload)
         stream = self.cp.cuda.get_current_stream()
         tiles = st["tiles"].data.ptr if st["tiles"] is not None else 0

@@ -179,17 +179,11 @@ class HipBackend:
             _check(hip.hipMemcpyHtoD(dev.ptr, host, host.nbytes))
         return dev
 
-    def _plan_state(self, plan, trans_a, trans_b):
-        key = ("hip", self._dev(), trans_a, trans_b)
-        st = plan._device.get(key)
-        if st is None:
-            st = plan._device[key] = plan_state(plan, trans_a, trans_b, self._upload)
-        return st
-
     def execute(self, plan, batch) -> None:
         if plan.n_tiles == 0:
             return
-        st = self._plan_state(plan, bool(batch.trans_a), bool(batch.trans_b))
+        st = plan_state(plan, ("hip", self._dev()), bool(batch.trans_a), bool(batch.trans_b),
+                        self._upload)
         # _upload copies synchronously, so the host descriptors can go at once; freeing an
         # evicted buffer (hipFree) waits for launches that may still read it.
         gemms = cached_descriptors(st, batch, self._upload)

@@ -12,10 +12,18 @@ DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in r
 GRID_Z_MAX = 65535     # grid.z limit on both vendors
 
 
-def plan_state(plan, trans_a: bool, trans_b: bool, upload) -> dict:
-    """A plan's launch state, made once per (device, transposes): its variants, the
-    launches [(variant index, base, grid)], the tile list and block pointers uploaded with
-    ``upload(host array) -> device buffer``, and an empty descriptor cache."""
+def plan_state(plan, device_key, trans_a: bool, trans_b: bool, upload) -> dict:
+    """A plan's launch state, made once per (device, transposes) and kept on the plan:
+    its variants, the launches [(variant index, base, grid)], the tile list and block
+    pointers uploaded with ``upload(host array) -> device buffer``, and a descriptor cache."""
+    key = (device_key, trans_a, trans_b)
+    st = plan._device.get(key)
+    if st is None:
+        st = plan._device[key] = _new_state(plan, trans_a, trans_b, upload)
+    return st
+
+
+def _new_state(plan, trans_a, trans_b, upload) -> dict:
     dtype = np.dtype(plan.dtype).name
     st = {"variants": variants_for(plan.kinds, plan.mode, dtype, trans_a, trans_b),
           "fns": {}, "desc": OrderedDict(), "tiles": None, "block_ptr": None}

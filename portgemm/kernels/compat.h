@@ -7,21 +7,21 @@
 #endif
 // AMD has no separate read-only data path worth naming; plain loads.
 #define PG_LDG(p) (*(p))
-// Launch bounds with a minimum of B resident blocks per compute unit (CUDA's meaning).
-// HIP's own __launch_bounds__ reads B as waves per SIMD, so spell it out: B blocks of
-// ceil(T / wave) waves spread over a CU's 4 SIMDs.
-#ifdef __AMDGCN_WAVEFRONT_SIZE
-#define PG_WAVE __AMDGCN_WAVEFRONT_SIZE
-#else
-#define PG_WAVE 64
-#endif
-#define PG_LAUNCH_BOUNDS_MIN(t, b) __attribute__((amdgpu_flat_work_group_size(1, t), \
-    amdgpu_waves_per_eu(((b) * (((t) + PG_WAVE - 1) / PG_WAVE) + 3) / 4)))
+// CUDA's minimum-blocks hint caps registers; HIP reads its second argument as waves per
+// SIMD instead, and a cap of 2 blocks already made AMD variants spill (vendor matrix), so
+// HIP drops it.
+#define PG_LAUNCH_BOUNDS_MIN(t, b) __launch_bounds__(t)
 #else
 #define PG_HIP 0
 // Read-only cache path for A and B (they are never written by the kernel).
 #define PG_LDG(p) __ldg(p)
+// The minimum-blocks cap was measured on sm_90; the same cap spills on sm_80 (vendor
+// matrix), so older targets get none.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define PG_LAUNCH_BOUNDS_MIN(t, b) __launch_bounds__(t)
+#else
 #define PG_LAUNCH_BOUNDS_MIN(t, b) __launch_bounds__(t, b)
+#endif
 #endif
 
 typedef long long pg_i64;

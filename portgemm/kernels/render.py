@@ -12,19 +12,31 @@ from .variants import DTYPES, Variant
 
 HERE = Path(__file__).parent
 
-# Minimum resident blocks per compute unit for __launch_bounds__; 0 gives no hint. With
-# none, NVRTC gives the fused kernel 128 registers and no variant spills on any target;
-# 2 spills float64 and AMD variants, 3-4 spill float32 too (bench/NOTES.md, "Register cap").
-MIN_BLOCKS = 0
+# Minimum resident blocks per compute unit for __launch_bounds__, by (family, kind or
+# "fused", dtype), as measured on sm_90; anything else gets no hint. The zhang2025 fused
+# kernel carries every kind's code and the compiler gives it 128 registers (2 blocks per
+# SM); 3 caps float32 at 80 with no spill and measured faster. With no hint, ptxas gives
+# float32 medium-large 64 registers and an 8-byte spill; 3 lets it keep 79 and no spill.
+# float64 and the li2019 families spill under a cap. HIP and pre-sm_90 targets ignore
+# it (compat.h). See bench/NOTES.md, "Register cap".
+MIN_BLOCKS = {
+    ("zhang2025", "fused", "float32"): 3,
+    ("zhang2025", "medium-large", "float32"): 3,
+}
+
+
+def min_blocks(variant: Variant) -> int:
+    what = "fused" if variant.fused else variant.kinds[0].kind
+    return MIN_BLOCKS.get((variant.kinds[0].family, what, variant.dtype), 0)
 SOURCE_FILE = HERE / "vbatched_gemm.cu"
 COMPAT_FILE = HERE / "compat.h"
 
-# Mirrors `struct PgGemm` (80 bytes, 8-byte aligned) and `struct PgTile` (16 bytes).
+# Mirrors `struct PgGemm` (64 bytes, 8-byte aligned) and `struct PgTile` (16 bytes).
 GEMM_DTYPE = np.dtype({
-    "names": ["A", "B", "C", "lda", "ldb", "ldc", "M", "N", "K", "pad", "alpha", "beta"],
-    "formats": ["<u8", "<u8", "<u8", "<i8", "<i8", "<i8", "<i4", "<i4", "<i4", "<i4", "<f8", "<f8"],
-    "offsets": [0, 8, 16, 24, 32, 40, 48, 52, 56, 60, 64, 72],
-    "itemsize": 80,
+    "names": ["A", "B", "C", "lda", "ldb", "ldc", "M", "N", "K", "alpha", "beta"],
+    "formats": ["<u8", "<u8", "<u8", "<i4", "<i4", "<i4", "<i4", "<i4", "<i4", "<f8", "<f8"],
+    "offsets": [0, 8, 16, 24, 28, 32, 36, 40, 44, 48, 56],
+    "itemsize": 64,
 })
 DEVICE_TILE_DTYPE = np.dtype([("gemm", "<i4"), ("m0", "<i4"), ("n0", "<i4"), ("kind", "<i4")])
 
@@ -61,7 +73,7 @@ def defines(variant: Variant) -> dict[str, str]:
         "PG_TRANS_A": str(int(variant.trans_a)),
         "PG_TRANS_B": str(int(variant.trans_b)),
         "PG_THREADS": str(variant.threads),
-        "PG_MIN_BLOCKS": str(MIN_BLOCKS),
+        "PG_MIN_BLOCKS": str(min_blocks(variant)),
         "PG_NAME": variant.name,
         "PG_GRIDZ": str(int(variant.layout == "grid-z")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),

@@ -18,8 +18,8 @@ struct PgGemm {                 // one per GEMM; layout mirrored by render.GEMM_
     const PG_T* A;
     const PG_T* B;
     PG_T* C;
-    pg_i64 lda, ldb, ldc;
-    int M, N, K, pad_;
+    int lda, ldb, ldc;          // 32-bit: validation keeps every element offset below 2^31,
+    int M, N, K;                // which frees registers for occupancy (bench/NOTES.md)
     double alpha, beta;
 };
 
@@ -32,7 +32,7 @@ struct alignas(16) PgTile {     // one per tile; layout mirrored by render.DEVIC
 // Global -> register -> shared staging is double-buffered: the next K-step's loads are
 // in flight while the current one is multiplied, with one barrier per step.
 template <int BM, int BN, int BK, int NT, int RM, int RN>
-__device__ __forceinline__ void pg_tile(const PgGemm& g, int m0, int n0, PG_T* smem)
+__device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
 {
     constexpr int TX = BN / RN;
     constexpr int TY = BM / RM;
@@ -47,10 +47,13 @@ __device__ __forceinline__ void pg_tile(const PgGemm& g, int m0, int n0, PG_T* s
     PG_T* As = smem;                 // [2][BK][SA]
     PG_T* Bs = smem + 2 * BK * SA;   // [2][BK][SB]
 
-    const int M = g.M, N = g.N;
-    const int K = (g.alpha == 0.0) ? 0 : g.K;
-    const PG_T* __restrict__ A = g.A;
-    const PG_T* __restrict__ B = g.B;
+    // What the main loop needs is read here; C, ldc, alpha and beta only in the epilogue,
+    // so they hold no registers across the loop.
+    const int M = gp->M, N = gp->N;
+    const int K = (gp->alpha == 0.0) ? 0 : gp->K;
+    const PG_T* __restrict__ A = gp->A;
+    const PG_T* __restrict__ B = gp->B;
+    const int lda = gp->lda, ldb = gp->ldb;
 
     PG_T acc[RM][RN];
 #pragma unroll
@@ -69,11 +72,11 @@ __device__ __forceinline__ void pg_tile(const PgGemm& g, int m0, int n0, PG_T* s
 #if PG_TRANS_A
             const int m = e % BM, k = e / BM;
             const bool ok = e < BM * BK && m0 + m < M && k0 + k < K;
-            ra[l] = ok ? PG_LDG(A + (pg_i64)(k0 + k) * g.lda + (m0 + m)) : PG_T(0);
+            ra[l] = ok ? PG_LDG(A + (k0 + k) * lda + (m0 + m)) : PG_T(0);
 #else
             const int k = e % BK, m = e / BK;
             const bool ok = e < BM * BK && m0 + m < M && k0 + k < K;
-            ra[l] = ok ? PG_LDG(A + (pg_i64)(m0 + m) * g.lda + (k0 + k)) : PG_T(0);
+            ra[l] = ok ? PG_LDG(A + (m0 + m) * lda + (k0 + k)) : PG_T(0);
 #endif
         }
 #pragma unroll
@@ -82,11 +85,11 @@ __device__ __forceinline__ void pg_tile(const PgGemm& g, int m0, int n0, PG_T* s
 #if PG_TRANS_B
             const int k = e % BK, n = e / BK;
             const bool ok = e < BK * BN && n0 + n < N && k0 + k < K;
-            rb[l] = ok ? PG_LDG(B + (pg_i64)(n0 + n) * g.ldb + (k0 + k)) : PG_T(0);
+            rb[l] = ok ? PG_LDG(B + (n0 + n) * ldb + (k0 + k)) : PG_T(0);
 #else
             const int n = e % BN, k = e / BN;
             const bool ok = e < BK * BN && n0 + n < N && k0 + k < K;
-            rb[l] = ok ? PG_LDG(B + (pg_i64)(k0 + k) * g.ldb + (n0 + n)) : PG_T(0);
+            rb[l] = ok ? PG_LDG(B + (k0 + k) * ldb + (n0 + n)) : PG_T(0);
 #endif
         }
     };
@@ -145,13 +148,13 @@ __device__ __forceinline__ void pg_tile(const PgGemm& g, int m0, int n0, PG_T* s
         }
     }
 
-    const PG_T alpha = PG_T(g.alpha), beta = PG_T(g.beta);
-    PG_T* __restrict__ C = g.C;
+    const PG_T alpha = PG_T(gp->alpha), beta = PG_T(gp->beta);
+    PG_T* __restrict__ C = gp->C;
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
         const int r = m0 + ty * RM + i;
         if (r >= M) continue;
-        PG_T* crow = C + (pg_i64)r * g.ldc;
+        PG_T* crow = C + r * gp->ldc;
 #pragma unroll
         for (int j = 0; j < RN; ++j) {
             const int c = n0 + tx * RN + j;
@@ -188,13 +191,13 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
     alignas(16) __shared__ PG_T smem[PG_SMEM_ELEMS];  // alignas first: clang (HIP) rejects it after __shared__
-    const PgGemm g = gemms[base + blockIdx.z];
+    const PgGemm* g = gemms + base + blockIdx.z;
     const int kind = 0;
     switch (kind) {
 #define PG_GZ(id, bm, bn, bk, nt, rm, rn)                                   \
     case id: {                                                              \
         const int m0 = blockIdx.x * bm, n0 = blockIdx.y * bn;               \
-        if (m0 >= g.M || n0 >= g.N) return;                                 \
+        if (m0 >= g->M || n0 >= g->N) return;                                 \
         pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem);                   \
     } break;
         PG_KINDS(PG_GZ)
@@ -214,7 +217,7 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;
     for (int t = t0; t < t1; ++t) {
         const PgTile tl = tiles[t];
-        const PgGemm g = gemms[tl.gemm];
+        const PgGemm* g = gemms + tl.gemm;
         const int m0 = tl.m0, n0 = tl.n0;
         switch (tl.kind) { PG_KINDS(PG_CASE) }
     }
