@@ -11,7 +11,6 @@ missing or rejects it is reported and left out; the command fails if nothing com
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -24,8 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from portgemm.errors import PortgemmError  # noqa: E402
 from portgemm.kernels import offline  # noqa: E402
-from portgemm.kernels import render as render_mod  # noqa: E402
-from portgemm.kernels.resources import RECORDED_PATH  # noqa: E402
+from portgemm.kernels.resources import RECORDED_PATH, source_fingerprint  # noqa: E402
 from portgemm.kernels.variants import catalogue_variants  # noqa: E402
 from portgemm.occupancy import ARCHS  # noqa: E402
 
@@ -66,10 +64,7 @@ def main(argv=None) -> int:
         results = list(ex.map(_one, [(v, a) for a in usable for v in variants]))
 
     # Which kernel source the figures belong to: stale figures are worse than estimates.
-    src = hashlib.sha256()
-    for f in (render_mod.COMPAT_FILE, render_mod.SOURCE_FILE, Path(render_mod.__file__)):
-        src.update(f.read_bytes())
-    out = {"generated_by": "tools/record_resources.py", "kernel_sha256": src.hexdigest(),
+    out = {"generated_by": "tools/record_resources.py", "kernel_sha256": source_fingerprint(),
            "compilers": {}, "archs": {}}
     failed: dict[str, str] = {}
     for arch, name, res in results:

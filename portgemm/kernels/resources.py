@@ -11,6 +11,7 @@ never import a GPU library.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from functools import lru_cache
@@ -31,11 +32,24 @@ def register(arch: str, variant_name: str, res: KernelResources) -> None:
         _registered[(arch, variant_name)] = res
 
 
+def source_fingerprint() -> str:
+    """Hash of what decides a compiled variant: the kernel source, the compat header and
+    the renderer (its #defines). Recorded figures carry it; stale ones are not used."""
+    from . import render
+    h = hashlib.sha256()
+    for f in (render.COMPAT_FILE, render.SOURCE_FILE, Path(render.__file__)):
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
 @lru_cache(maxsize=1)
 def _recorded() -> dict:
+    """The recorded figures, or {} when they were made from another kernel source
+    (stale figures are worse than estimates)."""
     if not RECORDED_PATH.exists():
         return {}
-    return json.loads(RECORDED_PATH.read_text())
+    data = json.loads(RECORDED_PATH.read_text())
+    return data if data.get("kernel_sha256") == source_fingerprint() else {}
 
 
 def recorded(arch: str, variant_name: str) -> KernelResources | None:
