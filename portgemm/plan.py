@@ -1,9 +1,11 @@
 """A Plan: the flat tile list a planner produced for one shape list, packed once.
 
 ``plan.tiles`` is a structured array ordered by block: the tiles of thread block ``b``
-are ``tiles[block_ptr[b]:block_ptr[b + 1]]``, and all tiles of one block share a kind
-(so a fused kernel's extra threads may leave at once). Every element of every C lies
-in exactly one tile (edge tiles may extend past M/N; the kernel guards them).
+are ``tiles[block_ptr[b]:block_ptr[b + 1]]``. All tiles of one block need the same
+thread count (so a fused kernel's extra threads may leave at once); in "per-kind" mode
+they are also of one kind. Only li2019's batching puts several tiles in a block. Every
+element of every C lies in exactly one tile (edge tiles may extend past M/N; the kernel
+guards them). No strategy splits K.
 """
 from __future__ import annotations
 

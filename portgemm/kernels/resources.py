@@ -24,12 +24,15 @@ RECORDED_PATH = Path(__file__).with_name("recorded_resources.json")
 
 _registered: dict[tuple[str, str], KernelResources] = {}
 _lock = threading.Lock()
+generation = 0  # bumped by every register(), so memos built on older figures can tell
 
 
 def register(arch: str, variant_name: str, res: KernelResources) -> None:
     """Record figures measured in this process (called by backends after a compile)."""
+    global generation
     with _lock:
         _registered[(arch, variant_name)] = res
+        generation += 1
 
 
 def source_fingerprint() -> str:

@@ -20,8 +20,8 @@ import numpy as np
 from ..errors import DtypeError, UnknownStrategy, ValidationError
 
 DEFAULT_STRATEGY = "wavefront-tlp"
-# Mode for the tile-list strategies when the caller names none (the paper's one
-# 256-thread launch). The lead may switch it to "per-kind" after measuring.
+# Mode for the tile-list strategies when the caller names none: the paper's one
+# 256-thread launch, measured faster than per-kind launches (bench/NOTES.md).
 DEFAULT_MODE = "fused"
 DEFAULT_ARCH = "sm_90"
 CACHE_SIZE = 64
@@ -135,8 +135,13 @@ def _key(shapes, dtype, arch, strategy, mode, options):
         hash(opts)
     except TypeError:
         return None  # unhashable option values: do not cache
+    # The factors are read at call time and registered resource figures feed phi, so a
+    # change to either makes a new plan rather than returning a stale one.
+    from ..kernels import resources
+    from . import parallelism
     return (shapes.tobytes(), shapes.shape[0], dtype, arch.name, int(arch.compute_units),
-            strategy, mode, opts)
+            strategy, mode, opts, parallelism.TLP_FACTOR, parallelism.LI2019_FACTOR,
+            resources.generation)
 
 
 # --- the entry point ----------------------------------------------------------------
