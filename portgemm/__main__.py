@@ -19,16 +19,16 @@ def main(argv=None) -> int:
                        description="Build a random batch (M, N uniform in [16, max-mn], K in "
                                    "[16, max-k]), plan it, run it, time it and check it "
                                    "against a float64 reference.")
-    r.add_argument("--batch", type=int, default=1024, help="number of GEMMs (default 1024)")
-    r.add_argument("--max-mn", type=int, default=256, help="largest M and N (default 256)")
-    r.add_argument("--max-k", type=int, default=256, help="largest K (default 256)")
+    r.add_argument("--batch", type=_positive, default=1024, help="number of GEMMs (default 1024)")
+    r.add_argument("--max-mn", type=_positive, default=256, help="largest M and N (default 256)")
+    r.add_argument("--max-k", type=_positive, default=256, help="largest K (default 256)")
     r.add_argument("--dtype", choices=sorted(TOLERANCE), default="float32")
     r.add_argument("--strategy", default=None, help="planner strategy (default: the planner's)")
     r.add_argument("--backend", default=None, help="cuda, hip or numpy (default: first available)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--trans-a", action="store_true")
     r.add_argument("--trans-b", action="store_true")
-    r.add_argument("--reps", type=int, default=None,
+    r.add_argument("--reps", type=_positive, default=None,
                    help="timed repetitions (default 20 on a GPU, 3 on numpy)")
     args = p.parse_args(argv)
     if args.command != "run":
@@ -111,6 +111,13 @@ def run(args) -> int:
     print(f"error:       max ||C - Cref|| / ||Cref|| = {err:.2e} (tolerance {tol:.0e}) "
           f"{'OK' if ok else 'FAILED'}")
     return 0 if ok else 1
+
+
+def _positive(text: str) -> int:
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return v
 
 
 def _median_seconds(fn, be, reps) -> float:

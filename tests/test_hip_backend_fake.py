@@ -152,7 +152,7 @@ def test_device_description(backend):
 
 
 def test_numpy_arrays_are_refused(backend):
-    with pytest.raises(TypeError, match="device arrays"):
+    with pytest.raises(portgemm.DtypeError, match="device arrays"):
         backend.array_info(np.zeros((2, 2), np.float32))
 
 
@@ -201,3 +201,20 @@ def test_every_mode_launches_its_variants(backend, strategy, mode):
         assert any(base > 0 for *_, base in backend.fake.launches)
     for (m, n, k), c in zip(shapes, C):
         assert np.all(c.a == k)
+
+
+def test_grid_z_batches_beyond_the_grid_limit_are_split(backend):
+    """MAGMA's layout puts GEMMs on grid.z (at most 65535 per launch): a larger batch runs
+    as several launches with a base offset, and every GEMM is still computed."""
+    rng = np.random.default_rng(3)
+    n = 65535 + 20
+    hA = rng.random((n, 1, 1)).astype(np.float32)
+    hB = rng.random((n, 1, 2)).astype(np.float32)
+    A = [DevArray(a) for a in hA]
+    B = [DevArray(b) for b in hB]
+    C = [DevArray(np.full((1, 2), np.nan, np.float32)) for _ in range(n)]
+    portgemm.gemm_vbatched(A, B, C, backend=backend, strategy="magma")
+    zs = [grid[2] for _, grid, *_ in backend.fake.launches]
+    assert sorted(zs) == [20, 65535]
+    got = np.stack([c.a for c in C])
+    np.testing.assert_allclose(got, hA @ hB, rtol=1e-6)

@@ -436,3 +436,25 @@ def test_describe_mentions_the_plan():
     p = planner.plan([[256, 256, 64], [48, 48, 48]], arch="gfx90a")
     text = p.describe()
     assert "wavefront-tlp" in text and "gfx90a" in text and "threshold" in text
+
+
+@pytest.mark.parametrize("kw", [dict(tlp_factor="x"), dict(tlp_factor=float("nan")),
+                                dict(tlp_threshold=-1), dict(occupancy_model="foo"),
+                                dict(arch=5), dict(strategy="coordinated", theta=-2)])
+def test_bad_options_are_validation_errors(kw):
+    with pytest.raises(ValidationError):
+        planner.plan([(4, 4, 4)], **kw)
+
+
+def test_per_kind_launch_layout_keeps_blocks_whole_and_the_plan_kind_order():
+    from portgemm.backends.launch import per_kind_layout
+    shapes = [(16, 16, 16)] * 3 + [(512, 512, 32)] * 2 + [(33, 70, 20)]
+    p = planner.plan(shapes, arch="sm_90", mode="per-kind", use_cache=False)
+    tiles, block_ptr, launches = per_kind_layout(p)
+    first_use = list(dict.fromkeys(p.tiles["kind"][p.block_ptr[:-1]].tolist()))
+    assert [k for k, _, _ in launches] == first_use
+    for k, start, count in launches:  # each launch's blocks hold only its kind
+        lo, hi = block_ptr[start], block_ptr[start + count]
+        assert set(tiles["kind"][lo:hi].tolist()) == {k}
+    assert sorted(map(tuple, tiles[["gemm", "m0", "n0"]].tolist())) == \
+        sorted(map(tuple, p.tiles[["gemm", "m0", "n0"]].tolist()))

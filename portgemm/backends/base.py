@@ -29,8 +29,10 @@ class Backend(Protocol):
     def array_info(self, x):
         """ArrayInfo of an array this backend can compute on; LayoutError/TypeError otherwise."""
 
-    def execute(self, plan, batch) -> None:
-        """Launch the plan over the batch (asynchronously on the current stream)."""
+    def execute(self, plan, batch, gemms=None):
+        """Launch the plan over the batch (asynchronously on the current stream). Returns
+        the device descriptors it used (None on the host); a caller repeating the same
+        batch may pass them back as ``gemms`` to skip rebuilding them."""
 
     def synchronize(self) -> None: ...
 

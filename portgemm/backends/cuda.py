@@ -13,14 +13,13 @@ import dataclasses
 
 import numpy as np
 
-from ..arrays import ArrayInfo, info as generic_info
-from ..errors import DeviceError, DeviceUnavailable, DtypeError, LayoutError, ValidationError
+from ..arrays import ArrayInfo, _new, info as generic_info
+from ..errors import (DeviceError, DeviceUnavailable, DtypeError, LayoutError, UnknownArch,
+                      ValidationError)
 from ..kernels import nvrtc, resources as kres
 from ..kernels.render import render
 from ..occupancy.resources import KernelResources
 from .launch import cached_descriptors, plan_state
-
-_new_info = tuple.__new__  # builds the NamedTuple without its Python-level __new__
 
 
 
@@ -40,7 +39,13 @@ def create():
         raise DeviceUnavailable(f"cuda backend: no CUDA device ({e})") from e
     if n < 1:
         raise DeviceUnavailable("cuda backend: no CUDA device")
-    return CudaBackend(cupy)
+    be = CudaBackend(cupy)
+    try:
+        be.arch()
+    except UnknownArch as e:  # no occupancy-model row: plans could not be made for it
+        raise DeviceUnavailable(f"cuda backend: {be.device_name()} is not in the "
+                                f"architecture table ({e})") from e
+    return be
 
 
 class CudaBackend:
@@ -93,8 +98,8 @@ class CudaBackend:
             s0, s1 = x.strides
             if s0 % item or s1 % item:
                 raise LayoutError("strides are not a multiple of the item size")
-            return _new_info(ArrayInfo, (x.data.ptr, x.shape, (s0 // item, s1 // item),
-                                         x.dtype, "cuda", False))
+            return _new(ArrayInfo, (x.data.ptr, x.shape, (s0 // item, s1 // item),
+                                    x.dtype, f"cuda:{x.data.device_id}", False))
         if isinstance(x, cp.ndarray):  # a subclass: take the same path via the base type
             return self.array_info(x.view(cp.ndarray))
         if isinstance(x, np.ndarray):
@@ -104,7 +109,11 @@ class CudaBackend:
         if hasattr(x, "__cuda_array_interface__"):
             return generic_info(x)
         if hasattr(x, "__dlpack__"):
-            return self.array_info(cp.from_dlpack(x))  # a view: no copy
+            try:
+                view = cp.from_dlpack(x)  # a view: no copy
+            except Exception as e:  # e.g. host memory, or another vendor's device
+                raise DtypeError(f"cuda backend cannot take this DLPack array: {e}") from None
+            return self.array_info(view)
         raise DtypeError(f"cuda backend cannot take {type(x).__name__}")
 
     # -- kernels --------------------------------------------------------------------
@@ -146,12 +155,19 @@ class CudaBackend:
         dev.set(host.view(np.uint8).reshape(-1))
         return dev
 
-    def execute(self, plan, batch) -> None:
+    def execute(self, plan, batch, gemms=None):
+        """Launch; returns the device descriptors used, which a caller that repeats the
+        same batch (BoundGemm) passes back as ``gemms`` and keeps alive."""
         if plan.n_tiles == 0:
-            return
-        st = plan_state(plan, ("cuda", self._dev()), bool(batch.trans_a), bool(batch.trans_b),
+            return None
+        dev = self._dev()
+        if batch.device.startswith("cuda:") and batch.device != f"cuda:{dev}":
+            raise ValidationError(f"the arrays are on {batch.device}, the current device is "
+                                  f"cuda:{dev}")
+        st = plan_state(plan, ("cuda", dev), bool(batch.trans_a), bool(batch.trans_b),
                         self._upload)
-        gemms = cached_descriptors(st, batch, self._upload)
+        if gemms is None:
+            gemms = cached_descriptors(st, batch, self._upload)
         stream = self.cp.cuda.get_current_stream()
         tiles = st["tiles"].data.ptr if st["tiles"] is not None else 0
         bptr = st["block_ptr"].data.ptr if st["block_ptr"] is not None else 0
@@ -160,8 +176,13 @@ class CudaBackend:
         # keeps its own registers and block size and no launch waits for another's tail.
         fork = plan.mode == "per-kind" and len(launches) > 1
         if fork:
-            events = st.setdefault("events", [self.cp.cuda.Event(block=False, disable_timing=True)
-                                              for _ in range(len(launches) + 1)])
+            # Events per calling stream: callers on other streams must not wait on (or
+            # release work on) each other's fork and join points.
+            events = st.setdefault("events", {}).get(stream.ptr)
+            if events is None:
+                events = st["events"][stream.ptr] = [
+                    self.cp.cuda.Event(block=False, disable_timing=True)
+                    for _ in range(len(launches) + 1)]
             events[0].record(stream)
             side = self._side_streams(len(launches))
         for i, (which, base, grid) in enumerate(launches):
@@ -181,6 +202,7 @@ class CudaBackend:
             if fork:
                 events[i + 1].record(s)
                 stream.wait_event(events[i + 1])
+        return gemms
 
     def _side_streams(self, n: int):
         pool = self._side.setdefault(self._dev(), [])

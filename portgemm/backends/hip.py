@@ -3,7 +3,8 @@
 launched with hipModuleLaunchKernel on the backend's stream, over device arrays exposing
 __cuda_array_interface__ (CuPy-ROCm, PyTorch-ROCm) or DLPack (kDLROCM).
 
-The launch contract mirrors backends/cuda.py exactly: per-GEMM descriptors (struct
+The launch contract mirrors backends/cuda.py (except that per-kind launches run one
+after another on the backend's stream instead of side by side): per-GEMM descriptors (struct
 PgGemm, render.GEMM_DTYPE) cached per plan by their bytes, the plan's tile list and block
 pointers uploaded once per plan, and the kernel arguments
 (const PgGemm*, const PgTile*, const int* block_ptr, int base).
@@ -144,14 +145,14 @@ class HipBackend:
     # -- arrays ---------------------------------------------------------------------
     def array_info(self, x) -> ArrayInfo:
         if isinstance(x, np.ndarray):
-            raise TypeError("hip backend takes device arrays (CuPy-ROCm, PyTorch-ROCm, "
+            raise DtypeError("hip backend takes device arrays (CuPy-ROCm, PyTorch-ROCm, "
                             "__cuda_array_interface__ or DLPack); got a NumPy array - copy it "
                             "with backend.to_device or use backend='numpy'")
         if hasattr(x, "__cuda_array_interface__"):
             return generic_info(x)._replace(device="hip")
         if hasattr(x, "__dlpack__"):
             return _dlpack_info(x)
-        raise TypeError(f"hip backend cannot take {type(x).__name__}")
+        raise DtypeError(f"hip backend cannot take {type(x).__name__}")
 
     # -- kernels --------------------------------------------------------------------
     def function(self, variant):
@@ -179,14 +180,15 @@ class HipBackend:
             _check(hip.hipMemcpyHtoD(dev.ptr, host, host.nbytes))
         return dev
 
-    def execute(self, plan, batch) -> None:
+    def execute(self, plan, batch, gemms=None):
         if plan.n_tiles == 0:
-            return
+            return None
         st = plan_state(plan, ("hip", self._dev()), bool(batch.trans_a), bool(batch.trans_b),
                         self._upload)
         # _upload copies synchronously, so the host descriptors can go at once; freeing an
         # evicted buffer (hipFree) waits for launches that may still read it.
-        gemms = cached_descriptors(st, batch, self._upload)
+        if gemms is None:
+            gemms = cached_descriptors(st, batch, self._upload)
         tiles = st["tiles"].ptr if st["tiles"] is not None else 0
         bptr = st["block_ptr"].ptr if st["block_ptr"] is not None else 0
         for which, base, grid in st["launches"]:
@@ -199,6 +201,7 @@ class HipBackend:
                     ctypes.c_int32(base))
             _check(hip.hipModuleLaunchKernel(fn, *grid, variant.threads, 1, 1, 0, self.stream,
                                              None, args))
+        return gemms
 
 
 # -- DLPack (ROCm memory) ------------------------------------------------------------
@@ -225,7 +228,7 @@ def _dlpack_info(x) -> ArrayInfo:
     destructor releases it; the caller keeps ``x`` alive while the kernel runs)."""
     dev_type = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else None
     if dev_type != KDL_ROCM:
-        raise TypeError(f"hip backend takes ROCm device memory; DLPack device type {dev_type}")
+        raise DtypeError(f"hip backend takes ROCm device memory; DLPack device type {dev_type}")
     capsule = x.__dlpack__()
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]

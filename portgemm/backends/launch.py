@@ -1,15 +1,15 @@
 """Launch geometry and per-call descriptors shared by the GPU backends (no GPU library)."""
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import numpy as np
 
 from ..kernels.render import DEVICE_TILE_DTYPE, GEMM_DTYPE
-from ..kernels.variants import variants_for
+from ..kernels.variants import GRID_YZ_MAX, variants_for
 
 DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in rotation)
-GRID_Z_MAX = 65535     # grid.z limit on both vendors
 
 
 def plan_state(plan, device_key, trans_a: bool, trans_b: bool, upload) -> dict:
@@ -28,7 +28,7 @@ def _new_state(plan, trans_a, trans_b, upload) -> dict:
     st = {"variants": variants_for(plan.kinds, plan.mode, dtype, trans_a, trans_b),
           "fns": {}, "desc": OrderedDict(), "tiles": None, "block_ptr": None}
     if plan.mode == "grid-z":
-        st["launches"] = grid_z_launches(plan, GRID_Z_MAX)
+        st["launches"] = grid_z_launches(plan, GRID_YZ_MAX)
         return st
     if plan.mode == "per-kind":
         tiles, block_ptr, st["launches"] = per_kind_layout(plan)
@@ -44,20 +44,27 @@ def _new_state(plan, trans_a, trans_b, upload) -> dict:
     return st
 
 
+_desc_lock = threading.Lock()
+
+
 def cached_descriptors(st: dict, batch, upload):
     """The batch's device descriptors, uploaded once per distinct set of arrays/scalars
-    (the key is the descriptors' bytes), so repeated calls neither allocate nor copy."""
+    (the key is the descriptors' bytes), so repeated calls neither allocate nor copy.
+    The cache keeps the last DESCRIPTOR_CACHE sets per plan; a caller that must keep
+    one alive (a bound call, a captured graph) holds the returned buffer."""
     host = descriptors(batch)
     key = host.tobytes()
     cache = st["desc"]
-    dev = cache.get(key)
-    if dev is None:
-        dev = upload(host)
+    with _desc_lock:
+        dev = cache.get(key)
+        if dev is not None:
+            cache.move_to_end(key)
+            return dev
+    dev = upload(host)
+    with _desc_lock:
         cache[key] = dev
-        if len(cache) > DESCRIPTOR_CACHE:
+        while len(cache) > DESCRIPTOR_CACHE:
             cache.popitem(last=False)
-    else:
-        cache.move_to_end(key)
     return dev
 
 
@@ -76,14 +83,20 @@ def per_kind_layout(plan):
     launches = [(variant index, first block, n blocks)] in plan.kinds order."""
     sizes = np.diff(plan.block_ptr)
     kind_of_block = plan.tiles["kind"][plan.block_ptr[:-1]]
-    # A stable sort of the tiles by their block's kind keeps every block contiguous.
-    order = np.argsort(np.repeat(kind_of_block, sizes), kind="stable")
-    tiles = plan.tiles[order]
-    sizes = sizes[np.argsort(kind_of_block, kind="stable")]
+    # Kinds keep the order in which the plan first uses them (the planner puts the
+    # heaviest first, so its launch starts first); a stable sort of the tiles by their
+    # block's rank keeps every block contiguous and in plan order within its kind.
+    kinds, first = np.unique(kind_of_block, return_index=True)
+    kinds = kinds[np.argsort(first)]
+    rank = np.empty(len(plan.kinds), np.int64)
+    rank[kinds] = np.arange(len(kinds))
+    block_rank = rank[kind_of_block]
+    tiles = plan.tiles[np.argsort(np.repeat(block_rank, sizes), kind="stable")]
+    sizes = sizes[np.argsort(block_rank, kind="stable")]
     block_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-    counts = np.bincount(kind_of_block, minlength=len(plan.kinds))
+    counts = np.bincount(kind_of_block, minlength=len(plan.kinds))[kinds]
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    launches = [(k, int(starts[k]), int(counts[k])) for k in range(len(plan.kinds)) if counts[k]]
+    launches = [(int(k), int(s), int(c)) for k, s, c in zip(kinds, starts, counts)]
     return tiles, block_ptr, launches
 
 

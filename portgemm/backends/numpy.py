@@ -7,7 +7,6 @@ twice (beta applied twice). Arithmetic stays in the arrays' dtype, as on the GPU
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -22,9 +21,10 @@ class NumpyBackend:
         return "NumPy (host)"
 
     def arch(self):
-        """The target whose plans this backend emulates ($PORTGEMM_ARCH, default sm_90)."""
-        from ..occupancy import get_arch
-        return get_arch(os.environ.get("PORTGEMM_ARCH", "sm_90"))
+        """The target whose plans this backend emulates: the planner's default
+        ($PORTGEMM_ARCH, else sm_90)."""
+        from ..planner import resolve_arch
+        return resolve_arch(None)
 
     def array_info(self, x):
         a = info(x)
@@ -43,9 +43,9 @@ class NumpyBackend:
     def synchronize(self) -> None:
         pass
 
-    def execute(self, plan, batch) -> None:
+    def execute(self, plan, batch, gemms=None) -> None:
         if batch.size == 0:
-            return
+            return None
         tiles = plan.tiles
         _check_tiles(tiles, batch.size)
         order = np.argsort(tiles["gemm"], kind="stable")  # group by GEMM, keep plan order
@@ -74,10 +74,10 @@ class NumpyBackend:
                 if use_ab:
                     prod = a[r0:r1] @ b[:, c0:c1]
                     prod *= al
-                    if beta != 0.0:  # beta == 0: C is not read, so NaN in C cannot leak
+                    if be != 0:  # beta == 0 (in C's dtype): C is not read, so NaN cannot leak
                         prod += be * c[r0:r1, c0:c1]
                     c[r0:r1, c0:c1] = prod
-                elif beta != 0.0:
+                elif be != 0:
                     c[r0:r1, c0:c1] *= be
                 else:
                     c[r0:r1, c0:c1] = 0

@@ -24,4 +24,3 @@
 #endif
 #endif
 
-typedef long long pg_i64;

@@ -15,6 +15,9 @@ DTYPES = {"float32": "float", "float64": "double"}
 # "grid-z": MAGMA's layout, one config, grid (tiles_m, tiles_n, batch), early exit.
 MODES = ("fused", "per-kind", "grid-z")
 
+# gridDim.y / gridDim.z limit on both vendors: grid-z launches split z into chunks of it.
+GRID_YZ_MAX = 65535
+
 
 @dataclass(frozen=True)
 class Variant:

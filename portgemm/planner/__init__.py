@@ -105,11 +105,31 @@ def _dtype(dtype) -> str:
     return name
 
 
-def _arch(arch):
-    from ..occupancy import get_arch
+def resolve_arch(arch):
+    from ..occupancy import Arch, get_arch
     if arch is None:
         arch = os.environ.get("PORTGEMM_ARCH", DEFAULT_ARCH)
-    return get_arch(arch) if isinstance(arch, str) else arch
+    if isinstance(arch, Arch):
+        return arch
+    if not isinstance(arch, str):
+        raise ValidationError(f"arch must be an Arch or a name, got {type(arch).__name__}")
+    return get_arch(arch)
+
+
+# Numeric options: each must be a finite real number >= 0.
+_NUMERIC_OPTIONS = ("tlp_factor", "tlp_threshold", "theta")
+
+
+def _check_options(options: dict) -> None:
+    for name in _NUMERIC_OPTIONS:
+        if name in options:
+            v = options[name]
+            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            if not ok or not np.isfinite(v) or v < 0:
+                raise ValidationError(f"option {name} must be a finite number >= 0, got {v!r}")
+    model = options.get("occupancy_model")
+    if model is not None and model not in ("exact", "paper"):
+        raise ValidationError(f"occupancy_model must be 'exact' or 'paper', got {model!r}")
 
 
 # --- the cache ----------------------------------------------------------------------
@@ -158,7 +178,7 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     """
     s = _shapes(shapes)
     dt = _dtype(dtype)
-    a = _arch(arch)
+    a = resolve_arch(arch)
     info = strategy_info(DEFAULT_STRATEGY if strategy is None else strategy)
     m = info.default_mode if mode is None else mode
     if m not in info.modes:
@@ -169,6 +189,7 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     if unknown:
         raise ValidationError(f"strategy {info.name!r} takes no option(s) {', '.join(unknown)}; "
                               f"it takes {', '.join(info.options) or 'none'}")
+    _check_options(options)
     key = _key(s, dt, a, info.name, m, options) if use_cache else None
     if key is not None:
         with _cache_lock:

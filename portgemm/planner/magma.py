@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ValidationError
+from ..kernels.variants import GRID_YZ_MAX as GRID_LIMIT
 from ..tiles import MAGMA
 from . import register
 from .parallelism import kind_table, tlp_threshold
@@ -21,7 +23,6 @@ from .tiling import build_tiles, cdiv, make_plan, notes_for_shapes, single_tile_
 
 FAMILY = MAGMA
 OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "config")
-GRID_LIMIT = 65535   # CUDA's limit on gridDim.y and gridDim.z
 
 
 def choose_config(shapes: np.ndarray, kinds=FAMILY) -> int:
@@ -38,7 +39,6 @@ def plan_magma(req):
     notes = notes_for_shapes(shapes)
     name = req.option("config", None)
     if name is not None:
-        from ..errors import ValidationError
         names = [k.kind for k in FAMILY]
         if name not in names:
             raise ValidationError(f"unknown magma config {name!r}; known: {', '.join(names)}")
@@ -59,8 +59,9 @@ def plan_magma(req):
     if launched:
         notes.append(f"grid {grid}: {launched - n} of {launched} blocks exit early "
                      f"({(launched - n) / launched:.0%})")
-    if grid[1] > GRID_LIMIT or grid[2] > GRID_LIMIT:
-        notes.append(f"grid exceeds {GRID_LIMIT} in y or z: the backend must split the launch")
+    if grid[1] > GRID_LIMIT:  # z is split into launches by the backends; y is not
+        raise ValidationError(f"magma: the largest N needs {grid[1]} tile columns, over the "
+                              f"grid's y limit of {GRID_LIMIT}; use another strategy")
     threshold = req.options.get("tlp_threshold")
     if threshold is None:
         threshold = tlp_threshold(arch, req.options.get("tlp_factor"))

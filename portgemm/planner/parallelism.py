@@ -15,7 +15,6 @@ import threading
 
 import numpy as np
 
-from ..errors import ResourceError
 from ..kernels.resources import lookup
 from ..kernels.variants import variants_for
 
@@ -102,10 +101,7 @@ def variant_occupancy(arch, variant, model: str = "exact"):
     key = (_arch_key(arch), variant, res, model)
     hit = _memo.get(key)
     if hit is None:
-        hit = occupancy(arch, variant.threads, res, model=model)
-        if hit.active_workgroups <= 0:
-            raise ResourceError(f"{variant.name} cannot launch on {arch.name} "
-                                f"(limited by {hit.limited_by})")
+        hit = occupancy(arch, variant.threads, res, model=model)  # ResourceError if none fit
         with _memo_lock:
             if len(_memo) > 4096:
                 _memo.clear()
