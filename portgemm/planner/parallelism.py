@@ -19,9 +19,9 @@ from ..kernels.resources import lookup
 from ..kernels.variants import variants_for
 
 # Fraction of the device's resident-thread capacity the wavefront TLP of a tiling
-# scheme must reach before Algorithm 1 stops shrinking tiles. 0.5 until calibrated by
-# a documented sweep (li2019 §4.2.3: start from a huge case, lower the TLP, take the
-# inflection point); plan(..., tlp_factor=x) overrides it per call.
+# scheme must reach before Algorithm 1 stops shrinking tiles. Calibrated by the sweep in
+# bench/calibrate_threshold.py (bench/NOTES.md: on sm_90, 0.5 and 1 tie, 0.25 and below
+# leave small batches 17 % slower); plan(..., tlp_factor=x) overrides it per call.
 TLP_FACTOR = 0.5
 
 # li2019 set 65536 on V100 = 80 SMs x 2048 threads x 0.4; we keep their 0.4 and take
