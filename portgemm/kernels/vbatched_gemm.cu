@@ -128,7 +128,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
             if (more) load(k0 + BK);
             const PG_T* as = As + buf * BK * SA + ty * RM;
             const PG_T* bs = Bs + buf * BK * SB + tx * RN;
-#pragma unroll
+            PG_UNROLL_K
             for (int kk = 0; kk < BK; ++kk) {
                 PG_T a[RM], b[RN];
 #pragma unroll
