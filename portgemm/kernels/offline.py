@@ -60,7 +60,9 @@ def version(arch: str) -> str:
 
 
 def compile_variant(variant: Variant, arch: str, cache: bool = True) -> tuple[bytes, KernelResources]:
-    """(binary, resources) of ``variant`` for ``arch`` from that arch's compiler."""
+    """(binary, resources) of ``variant`` for ``arch`` from that arch's compiler.
+    ``cache`` switches hiprtc's compile cache only; NVRTC's follows PORTGEMM_CACHE_DIR
+    (the tools point it at a fresh directory) and clang is never cached."""
     r = render(variant)
     which = compiler_for(arch)
     if which == "nvrtc":
