@@ -22,6 +22,7 @@ from portgemm.occupancy import KernelResources
 class Err(enum.IntEnum):
     hipSuccess = 0
     hipErrorNoDevice = 100
+    hipErrorInvalidImage = 200
 
 
 def _read(ptr: int, dtype, count: int) -> np.ndarray:
@@ -218,3 +219,31 @@ def test_grid_z_batches_beyond_the_grid_limit_are_split(backend):
     assert sorted(zs) == [20, 65535]
     got = np.stack([c.a for c in C])
     np.testing.assert_allclose(got, hA @ hB, rtol=1e-6)
+
+
+def test_a_cached_code_object_that_does_not_load_is_rebuilt(backend, monkeypatch):
+    """A cached code object whose digest checks out can still fail to load (another
+    runtime wrote it, or it was damaged before its digest was taken): the backend
+    recompiles once with the cache bypassed, and the call succeeds."""
+    compiles = []
+
+    def compile(src, name, arch, refresh=False, **kw):
+        compiles.append(refresh)
+        return (b"fresh" if refresh else b"stale"), KernelResources(
+            registers=64, shared_bytes=8192, sgprs=40, source="fake")
+
+    def load(code):
+        if code == b"stale":
+            return Err.hipErrorInvalidImage, None
+        return Err.hipSuccess, "module"
+
+    monkeypatch.setattr(hiprtc_compile, "compile", compile)
+    monkeypatch.setattr(backend.fake, "hipModuleLoadData", load)
+    shapes = [(20, 30, 40), (5, 6, 7)]
+    A = [DevArray(np.ones((m, k), np.float32)) for m, n, k in shapes]
+    B = [DevArray(np.ones((k, n), np.float32)) for m, n, k in shapes]
+    C = [DevArray(np.full((m, n), np.nan, np.float32)) for m, n, k in shapes]
+    portgemm.gemm_vbatched(A, B, C, backend=backend)
+    assert compiles[:2] == [False, True]
+    for (m, n, k), c in zip(shapes, C):
+        assert np.all(c.a == k)

@@ -16,7 +16,7 @@ import numpy as np
 from ..arrays import ArrayInfo, _new, info as generic_info
 from ..errors import (DeviceError, DeviceUnavailable, DtypeError, LayoutError, UnknownArch,
                       ValidationError)
-from ..kernels import nvrtc, resources as kres
+from ..kernels import compile_cache, nvrtc, resources as kres
 from ..kernels.render import render
 from ..occupancy.resources import KernelResources
 from .launch import cached_descriptors, plan_state
@@ -126,9 +126,16 @@ class CudaBackend:
         if fn is None:
             arch = self.arch()
             r = render(variant)
-            cubin, res = nvrtc.compile(r.source, r.name, arch.name)
-            mod = self.cp.cuda.function.Module()
-            mod.load(cubin)
+            def load(cubin):
+                mod = self.cp.cuda.function.Module()
+                mod.load(cubin)
+                return mod
+
+            try:  # a cached cubin that does not load is rebuilt once (compile_cache.load)
+                mod, _, res = compile_cache.load(
+                    lambda refresh: nvrtc.compile(r.source, r.name, arch.name, refresh=refresh), load)
+            except self.cp.cuda.driver.CUDADriverError as e:
+                raise DeviceError(f"loading {r.name} failed on a fresh compile: {e}") from e
             fn = mod.get_function(r.name)
             self._modules[key] = mod  # the function lives as long as its module
             attrs = self.function_attributes(fn)

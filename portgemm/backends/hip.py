@@ -21,7 +21,7 @@ import numpy as np
 
 from ..arrays import ArrayInfo, info as generic_info
 from ..errors import DeviceError, DeviceUnavailable, DtypeError, LayoutError, ValidationError
-from ..kernels import hiprtc_compile, resources as kres
+from ..kernels import compile_cache, hiprtc_compile, resources as kres
 from ..kernels.render import render
 from .launch import cached_descriptors, plan_state
 
@@ -164,8 +164,9 @@ class HipBackend:
         if fn is None:
             arch = self.arch()
             r = render(variant)
-            code, res = hiprtc_compile.compile(r.source, r.name, arch.name)
-            mod = _check(hip.hipModuleLoadData(code))
+            mod, code, res = compile_cache.load(  # a cached code object that fails to load
+                lambda refresh: hiprtc_compile.compile(r.source, r.name, arch.name, refresh=refresh),
+                lambda code: _check(hip.hipModuleLoadData(code)))  # is rebuilt once
             fn = _check(hip.hipModuleGetFunction(mod, r.name.encode()))
             self._modules[key] = (mod, code)  # the function lives as long as its module
             kres.register(arch.name, variant.name, res)

@@ -174,15 +174,17 @@ def version() -> str:
 
 
 def compile(source: str, name: str, arch: str = "gfx90a", options: tuple[str, ...] = OPTIONS,
-            cache: bool = True) -> tuple[bytes, KernelResources]:
+            cache: bool = True, refresh: bool = False) -> tuple[bytes, KernelResources]:
     """Compile ``source`` for ``arch`` (e.g. "gfx90a"); returns the code object and the
-    resources of kernel ``name`` from its metadata, stamped with hiprtc's and LLVM's versions."""
+    resources of kernel ``name`` from its metadata, stamped with hiprtc's and LLVM's versions.
+    ``cache=False`` neither reads nor writes the compile cache; ``refresh`` skips the
+    lookup and overwrites the entry (a cached code object that failed to load)."""
     if not _ARCH.match(arch):
         raise CompileError(f"{arch!r} is not an AMD target name (like gfx90a or gfx90a:xnack-)")
     options = tuple(options) + (f"--offload-arch={arch}",)
     ver = version()
     k = compile_cache.key(source, options, arch, ver)
-    if cache:
+    if cache and not refresh:
         hit = compile_cache.get(k)
         if hit is not None:
             return hit

@@ -1,12 +1,17 @@
-"""NVRTC compile (cuda-bindings), with no GPU needed: source -> cubin + resource usage
-from the ptxas report (-Xptxas=-v). Cached by compile_cache."""
+"""NVRTC compile (cuda-bindings), with no GPU needed: source -> cubin + resource usage.
+Cached by compile_cache.
+
+The resource figures are read from the cubin (kernels/cubin.py), never only from the
+ptxas report (--ptxas-options=-v): with a warm driver compute cache NVRTC returns the
+cubin with an empty log. The report, when present, adds the exact spill stores."""
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ..errors import CompileError, DeviceUnavailable
 from ..occupancy.resources import KernelResources
-from . import compile_cache
+from . import compile_cache, cubin as cubin_reader
 
 OPTIONS = ("-std=c++17", "--ptxas-options=-v")
 
@@ -46,25 +51,30 @@ _SMEM = re.compile(r"(\d+) bytes smem")
 _SPILL = re.compile(r"(\d+) bytes spill stores")
 
 
-def parse_ptxas_log(log: str, name: str) -> dict:
-    """Registers, shared bytes and spill stores of entry point ``name`` from a -v log."""
+def parse_ptxas_log(log: str, name: str) -> dict | None:
+    """Registers, shared bytes and spill stores of entry point ``name`` from a -v log;
+    None when the log holds no report for it (an empty log is normal, see above)."""
     # The report for a function starts at the "Compiling entry function 'name'" line.
     start = log.find(f"'{name}'")
-    text = log[start:] if start >= 0 else log
+    if start < 0:
+        return None
+    text = log[start:]
     regs, smem, spill = _USED.search(text), _SMEM.search(text), _SPILL.search(text)
     if regs is None:
-        raise CompileError(f"no ptxas resource report for {name} in the NVRTC log:\n{log}")
+        return None
     return {"registers": int(regs.group(1)), "shared_bytes": int(smem.group(1)) if smem else 0,
             "spill_bytes": int(spill.group(1)) if spill else 0}
 
 
-def compile(source: str, name: str, arch: str = "sm_90") -> tuple[bytes, KernelResources]:
-    """Compile to a cubin for ``arch`` (e.g. "sm_90"); returns it with the resource report."""
+def compile(source: str, name: str, arch: str = "sm_90", refresh: bool = False
+            ) -> tuple[bytes, KernelResources]:
+    """Compile to a cubin for ``arch`` (e.g. "sm_90"); returns it with its resources.
+    ``refresh`` skips the cache lookup (the fresh result overwrites the entry)."""
     nvrtc = _nvrtc()
     ver = version()
     options = OPTIONS + (f"-arch={arch}",)
     k = compile_cache.key(source, options, arch, ver)
-    hit = compile_cache.get(k)
+    hit = None if refresh else compile_cache.get(k)
     if hit is not None:
         return hit
     prog = _check(nvrtc, nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []),
@@ -78,6 +88,15 @@ def compile(source: str, name: str, arch: str = "sm_90") -> tuple[bytes, KernelR
         _check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin))
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    res = KernelResources(**parse_ptxas_log(log, name), source=f"{ver} ({arch})")
+    res = resources(cubin, log, name, f"{ver} ({arch})")
     compile_cache.put(k, cubin, res)
     return cubin, res
+
+
+def resources(cubin: bytes, log: str, name: str, source: str) -> KernelResources:
+    """Figures of ``name`` from the cubin; the exact spill stores from the log if it has them."""
+    res = cubin_reader.resources(cubin, name, source)
+    report = parse_ptxas_log(log, name)
+    if report is not None:
+        res = dataclasses.replace(res, spill_bytes=report["spill_bytes"])
+    return res
