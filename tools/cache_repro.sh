@@ -5,12 +5,12 @@
 # 2. every cached binary truncated; 3. every cached binary replaced by one whose digest
 #    checks out but which the driver refuses. Each run must print a small max rel error.
 set -u -o pipefail
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 unset CUDA_CACHE_DISABLE
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 a=$(mktemp -d) b=$(mktemp -d)
 rm -rf ~/.nv/ComputeCache
-step() { echo "== $1"; shift; "$@" 2>&1 | grep -E "error|Error|backend|GFLOP" ; echo "exit ${PIPESTATUS[0]}"; }
+step() { echo "== $1"; shift; "$@" 2>&1 | grep -a -E "error|Error|backend|GFLOP" ; echo "exit ${PIPESTATUS[0]}"; }
 {
 step "first run, empty caches (PORTGEMM_CACHE_DIR=$a)" env PORTGEMM_CACHE_DIR=$a python3 -m portgemm run --batch 64
 echo "driver compute cache: $(du -sh ~/.nv/ComputeCache 2>/dev/null | cut -f1)"
