@@ -1,0 +1,50 @@
+"""A small workload for compute-sanitizer: every strategy and mode, both dtypes, all four
+transpose pairs, edge sizes and per-GEMM alpha/beta, each checked against float64.
+
+    compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_batches.py
+
+Exits 1 on a wrong result (the sanitizer's own exit code reports its findings)."""
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import portgemm  # noqa: E402
+from gpu_batches import TOL, make_host_batch, max_rel_error, reference  # noqa: E402
+
+SHAPES = [(1, 1, 1), (17, 31, 15), (64, 64, 16), (127, 61, 33), (0, 5, 3), (300, 130, 70),
+          (16, 200, 0), (45, 1, 129)]
+CASES = [(None, "fused"), (None, "per-kind"), ("coordinated", None), ("magma", None)]
+
+
+def main() -> int:
+    be = portgemm.backends.base.get_backend("cuda")
+    cp = be.cp
+    rng = np.random.default_rng(11)
+    bad = 0
+    for (strategy, mode), dtype, (ta, tb) in itertools.product(
+            CASES, ("float32", "float64"), itertools.product((False, True), repeat=2)):
+        hA, hB, hC = make_host_batch(rng, SHAPES, dtype, ta, tb, strided=True)
+        alpha = rng.uniform(-2, 2, len(SHAPES))
+        beta = np.where(np.arange(len(SHAPES)) % 2, 0.0, rng.uniform(-2, 2, len(SHAPES)))
+        for c, b_ in zip(hC, beta):
+            if b_ == 0:
+                c[...] = np.nan
+        ref = reference(hA, hB, hC, alpha, beta, ta, tb)
+        A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
+        p = portgemm.plan(SHAPES, dtype=dtype, arch=be.arch(), strategy=strategy, mode=mode)
+        p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
+        err = max_rel_error([cp.asnumpy(c) for c in C], ref)
+        ok = err < TOL[dtype]
+        bad += not ok
+        print(f"{strategy or 'default'}/{p.mode} {dtype} trans={int(ta)}{int(tb)}: "
+              f"err {err:.2e} {'ok' if ok else 'WRONG'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
