@@ -1,4 +1,4 @@
-"""The exact occupancy rules (DESIGN.md §3), one small function per limit.
+"""The exact occupancy rules (docs/design.md §3), one small function per limit.
 
 Each limit function answers one question: how many workgroups of this kernel could
 one compute unit hold if only this resource counted (not capped by the others)?
