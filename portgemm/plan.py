@@ -157,9 +157,10 @@ class Plan:
         return f"{head}\n{table}{extra}"
 
     def spill_warnings(self) -> list[str]:
-        return [f"{name} spills {b:,} bytes per thread to local memory on {self.arch.name}; "
-                f"expect it slower than its occupancy suggests (another strategy, mode or "
-                f"float32 avoids it)" for name, b in self.spills().items()]
+        """One line per spilling variant of ``spills()``: what describe() and the main job print."""
+        return [f"{name} spills {b:,} bytes on {self.arch.name} (compiler's report); it may "
+                f"run slower than its occupancy suggests (another strategy, mode or float32 "
+                f"may avoid it)" for name, b in self.spills().items()]
 
     def run(self, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None):
         """C_i = alpha_i op(A_i) op(B_i) + beta_i C_i for the shapes this plan was made for."""

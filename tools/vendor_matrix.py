@@ -179,8 +179,9 @@ def spill_warning(row: dict) -> str | None:
     spill, scratch = spills(row)
     if not (spill or scratch):
         return None
-    return (f"spills {spill} bytes ({scratch} bytes scratch); not a default variant, so not "
-            f"a failure, but plans that use it run slower than their occupancy suggests")
+    where = f" ({scratch} bytes scratch)" if "scratch" in row else ""
+    return (f"spills {spill} bytes{where}; not a default variant, so not a failure, but "
+            f"plans that use it may run slower than their occupancy suggests")
 
 
 def notes_and_warnings(rows: list[dict], verbose: bool = False) -> list[str]:
