@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The AMD toolchain a GPU-less machine can use (DESIGN.md §4): Debian's ROCm 5.2 runtime
+# The AMD toolchain a GPU-less machine can use (docs/design.md §4): Debian's ROCm 5.2 runtime
 # (hiprtc lives inside libamdhip64.so.5) + device libraries, hipcc (clang-15: gfx940 and
 # LLVM's resource-usage remarks), hip-python, and the code-object readers (pyelftools,
-# msgpack). Idempotent and quiet; prints the directory holding the libhiprtc.so symlink
-# (portgemm finds it there by itself, see portgemm/kernels/hiprtc_compile.py).
+# msgpack). hip-python 7.2.2 is newer than this ROCm 5.2 runtime; only its hiprtc bindings
+# are used here (compiling, no device), which work across that gap. Running on an AMD GPU
+# needs the hip-python release matching the installed ROCm instead (see pyproject.toml).
+# Idempotent and quiet; prints the directory holding the libhiprtc.so symlink (portgemm
+# finds it there by itself, see portgemm/kernels/hiprtc_compile.py).
 set -euo pipefail
 
 SUDO=""

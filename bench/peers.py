@@ -1,4 +1,4 @@
-"""portgemm against cuBLAS grouped GEMM, one run, one device (DESIGN.md §6 grid).
+"""portgemm against cuBLAS grouped GEMM, one run, one device (docs/design.md §6 grid).
 
 Both sides are timed the same way: arrays and call set up once, then back-to-back
 calls with device events (median). portgemm: a bound plan call (`Plan.bind`, what a

@@ -2,7 +2,7 @@
 
     python bench/plan_time.py [--arch sm_90] [--reps 50] [--all-modes]
 
-Shapes follow DESIGN.md §6: M, N uniform in [16, MaxMN], K in [16, 512]. Each cell is
+Shapes follow docs/design.md §6: M, N uniform in [16, MaxMN], K in [16, 512]. Each cell is
 the median of ``reps`` calls of ``plan(..., use_cache=False)`` after one warm-up call
 (which fills the per-variant occupancy memo, as the first plan of a process does).
 """

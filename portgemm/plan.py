@@ -1,5 +1,8 @@
 """A Plan: the flat tile list a planner produced for one shape list, packed once.
 
+Make one with ``portgemm.plan(shapes, dtype, arch, strategy)``; run it with
+``plan.run(A, B, C)`` or, for repeated calls on the same arrays, ``plan.bind(...)()``.
+
 ``plan.tiles`` is a structured array ordered by block: the tiles of thread block ``b``
 are ``tiles[block_ptr[b]:block_ptr[b + 1]]``. All tiles of one block need the same
 thread count (so a fused kernel's extra threads may leave at once); in "per-kind" mode
@@ -24,8 +27,28 @@ TILE_DTYPE = np.dtype([("gemm", "<i4"), ("m0", "<i4"), ("n0", "<i4"),
                        ("tm", "<i4"), ("tn", "<i4"), ("kind", "<i4")])
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Plan:
+    """The tiles of one batch of GEMM shapes on one architecture, ready to run.
+
+    ``repr(plan)`` is one line; ``plan.describe()`` is the full account (tiles per kind,
+    TLP against the threshold and what that means, predicted occupancy, notes, spill
+    warnings).
+
+    ``run(A, B, C, alpha=1, beta=0, trans_a=False, trans_b=False, backend=None)``
+    computes C_i = alpha_i op(A_i) op(B_i) + beta_i C_i in place and returns C. A, B, C
+    must have the shapes and dtype the plan was made for. beta_i = 0 never reads C_i
+    (NaN or Inf there do not propagate); alpha_i = 0 never reads A_i or B_i (C_i =
+    beta_i C_i); K = 0 gives C_i = beta_i C_i.
+
+    Raises (all PortgemmError subclasses, naming the offending GEMM where there is one):
+    ShapeMismatch (shapes differ from the plan's, or A, B, C disagree), DtypeError
+    (also a TypeError), LayoutError (strides the kernels cannot use, C overlapping an
+    input), ValidationError (other bad arguments; also ValueError), DeviceUnavailable
+    (the backend cannot run here), CompileError, DeviceError. When validation fails,
+    nothing is written to any C.
+    """
+
     strategy: str
     arch: "Arch"
     dtype: np.dtype
@@ -73,6 +96,48 @@ class Plan:
                for k in self.kinds]
         return float(np.dot(counts, occ) / max(1, counts.sum()))
 
+    def __repr__(self) -> str:
+        per_kind = ", ".join(f"{k} {n}" for k, n in self.tiles_per_kind().items())
+        return (f"<Plan {self.strategy} {self.mode} arch={self.arch.name} dtype={self.dtype} "
+                f"batch={self.batch} tiles={self.n_tiles}"
+                f"{f' ({per_kind})' if per_kind else ''} blocks={self.n_blocks}>")
+
+    def tlp_verdict(self) -> str:
+        """What TLP against the threshold means for this plan's strategy, in words."""
+        why = [n.split(": ", 1)[1] for n in self.notes if n.startswith("threshold not reached")]
+        if self.strategy == "magma":
+            return "magma uses one config for the batch; the threshold plays no part"
+        if self.strategy == "coordinated":  # li2019 grows tiles while TLP is above it
+            return ("at or below li2019's threshold: tiles grown as far as it allows"
+                    if self.tlp <= self.tlp_threshold else
+                    "above li2019's threshold: every GEMM already at its largest tile")
+        if self.tlp >= self.tlp_threshold:
+            return "threshold reached: no smaller tiles needed"
+        if why and why[0].startswith("saturated"):
+            return ("below the threshold, not an error: the device is full (at this kernel's "
+                    "occupancy it holds no more wavefronts at once), so smaller tiles would "
+                    "add no parallelism")
+        if why and "smallest tile" in why[0]:
+            return ("below the threshold, not an error: every GEMM is already at the "
+                    "smallest tile; the batch has too little work to reach it")
+        return "below the threshold"
+
+    def spills(self) -> dict[str, int]:
+        """Variant name -> bytes spilled per thread, for the variants this plan launches
+        that spill on its arch (recorded or compiled figures of the NN variants; {} when
+        none spills or only estimates are known)."""
+        from .kernels.resources import lookup
+        from .kernels.variants import variants_for
+        used = set(self.tiles_per_kind())
+        kinds = self.kinds if self.mode == "fused" else \
+            tuple(k for k in self.kinds if k.kind in used)
+        out = {}
+        for v in variants_for(kinds, self.mode, self.dtype.name):
+            res = lookup(self.arch, v)
+            if res.spill_bytes:
+                out[v.name] = int(res.spill_bytes)
+        return out
+
     def describe(self) -> str:
         rows = []
         per_kind = self.tiles_per_kind()
@@ -84,11 +149,18 @@ class Plan:
                          f"{o.occupancy:.0%}" if o else "-", o.limited_by if o else "-"])
         head = (f"plan: strategy={self.strategy} arch={self.arch.name} dtype={self.dtype} "
                 f"mode={self.mode} batch={self.batch} tiles={self.n_tiles} blocks={self.n_blocks}\n"
-                f"TLP ({self.tlp_model}) {self.tlp:,.0f} vs threshold {self.tlp_threshold:,.0f}; "
-                f"predicted occupancy {self.predicted_occupancy():.0%}")
+                f"TLP ({self.tlp_model}) {self.tlp:,.0f} vs threshold {self.tlp_threshold:,.0f}: "
+                f"{self.tlp_verdict()}\npredicted occupancy {self.predicted_occupancy():.0%}")
         table = tabulate(rows, headers=["kind", "tile", "threads", "tiles", "occupancy", "limited by"])
         extra = "".join(f"\nnote: {n}" for n in self.notes)
+        extra += "".join(f"\nwarning: {w}" for w in self.spill_warnings())
         return f"{head}\n{table}{extra}"
+
+    def spill_warnings(self) -> list[str]:
+        """One line per spilling variant of ``spills()``: what describe() and the main job print."""
+        return [f"{name} spills {b:,} bytes on {self.arch.name} (compiler's report); it may "
+                f"run slower than its occupancy suggests (another strategy, mode or float32 "
+                f"may avoid it)" for name, b in self.spills().items()]
 
     def run(self, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None):
         """C_i = alpha_i op(A_i) op(B_i) + beta_i C_i for the shapes this plan was made for."""
@@ -96,6 +168,15 @@ class Plan:
         return run_plan(self, A, B, C, alpha, beta, trans_a, trans_b, backend)
 
     def bind(self, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None):
-        """Validate once and return a callable that only launches (see api.BoundGemm)."""
+        """Validate once and return a callable that only launches (see api.BoundGemm).
+
+        Arguments and errors as in ``run``. The call binds the arrays, not the lists
+        holding them: it records each array's pointer, shape and strides now, and every
+        later call computes into those same arrays. Replacing an element of a list
+        afterwards (``C[0] = other``) is not seen: the bound call still writes the old
+        array, although it returns the list ``C`` as it is then, which holds the new
+        one. To compute into other arrays, bind again. Writing into the bound arrays'
+        contents (``C[0][...] = x``, ``A[1][:] = y``) is fine and is seen by the next call.
+        """
         from .api import bind_plan
         return bind_plan(self, A, B, C, alpha, beta, trans_a, trans_b, backend)

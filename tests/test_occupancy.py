@@ -1,4 +1,4 @@
-"""Occupancy model: hand-worked cases from DESIGN.md §3 (exact) and zhang2025 Eqs. 5-9
+"""Occupancy model: hand-worked cases from docs/design.md §3 (exact) and zhang2025 Eqs. 5-9
 (paper). Every expected number is worked out in the comment beside it, from the rules,
 not from running the code."""
 import dataclasses

@@ -1,5 +1,6 @@
 """``python -m portgemm.occupancy``, run as a user would (subprocess)."""
 import json
+import re
 import subprocess
 import sys
 
@@ -63,9 +64,35 @@ def test_bad_input_exits_2_with_one_line(args, says):
     assert r.stdout == ""
 
 
-def test_argparse_errors_exit_2():
-    r = cli("--arch", "gfx90a", "--threads", "many")
-    assert r.returncode == 2 and "Traceback" not in r.stderr
+@pytest.mark.parametrize("args", [("--arch", "gfx90a", "--threads", "many"), ("--bogus",),
+                                  ("--arch",), ("--model", "guess")])
+def test_argparse_errors_exit_2_with_one_line(args):
+    r = cli(*args)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error:" in lines[0] and "usage" not in lines[0], r.stderr
+
+
+def test_sgprs_are_bounded_like_vgprs():
+    r = cli("--arch", "gfx90a", "--threads", "256", "--vgprs", "64", "--sgprs", "20000")
+    assert r.returncode == 2 and "20000 SGPRs" in r.stderr and "108" in r.stderr
+    ok = cli("--arch", "gfx90a", "--threads", "256", "--vgprs", "64", "--sgprs", "108")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_help_has_no_rst_and_one_workgroup_is_singular():
+    h = cli("--help")
+    assert h.returncode == 0 and "``" not in h.stdout
+    r = cli("--arch", "sm_90", "--threads", "256", "--regs", "255")
+    assert r.returncode == 0 and "active: 1 workgroup," in r.stdout
+
+
+def test_estimate_rows_have_a_legend_naming_the_missing_compiler():
+    r = cli("--arch", "cdna3")   # gfx942: no compiler for it on the CI toolchain
+    assert r.returncode == 0, r.stderr
+    legend = r.stdout[r.stdout.index("\nestimate: "):] if "\nestimate: " in r.stdout else ""
+    if "estimate" in {line.split()[7] for line in r.stdout.splitlines() if line.startswith("pg_")}:
+        assert "gfx942" in legend and "clang 19" in legend
 
 
 @pytest.mark.parametrize("arch, cols", [
@@ -75,14 +102,21 @@ def test_argparse_errors_exit_2():
 def test_variant_table_lists_every_variant(arch, cols):
     r = cli("--arch", arch)
     assert r.returncode == 0, r.stderr
-    header = r.stdout.splitlines()[1]
-    for col in (*cols, "spill", "source", "exact wg", "exact occ", "exact limit",
-                "paper wg", "paper occ", "paper limit"):
-        assert col in header
-    names = {line.split()[0] for line in r.stdout.splitlines()[3:] if line.strip()}
+    lines = r.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("variant "))
+    names_of_columns = re.split(r"\s{2,}", header.strip())
+    for col in (*cols, "thr", "spill", "source", "wg", "occ", "limit",
+                "P wg", "P occ", "P limit"):
+        assert col in names_of_columns
+    names = {line.split()[0] for line in lines if line.startswith("pg_")}
     expected = {v.name for v in catalogue_variants(dtypes=("float32", "float64"))}
-    assert expected <= names and len(expected) > 0
+    assert expected == names and len(expected) > 0
     assert any(n.startswith("pg_f64") for n in expected)
+    assert max(map(len, lines)) <= 160
+    sources = {line.split()[len(cols) + 3] for line in lines if line.startswith("pg_")}
+    assert sources <= {"compiled", "recorded", "estimate"}
+    for s in sources:  # the legend explains every source shown
+        assert any(line.startswith(f"{s}: ") for line in lines)
 
 
 def test_variant_table_json_has_both_models():

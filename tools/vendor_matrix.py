@@ -4,18 +4,21 @@ compiler reports and what our occupancy model makes of it, and check the model a
 LLVM's own occupancy for every AMD variant.
 
     python tools/vendor_matrix.py [--jobs N] [--arch gfx90a ...] [--family zhang2025 ...]
-                                  [--json out.json]
+                                  [--json out.json] [--verbose]
 
 Exit status 1 on: a compile error (any variant, any arch); a spill or scratch use in a
 default variant (DEFAULT_FAMILIES, fused and per-kind, float32 and float64); a
-disagreement between our model and LLVM's "Occupancy [waves/SIMD]" remark.
+disagreement between our model and LLVM's "Occupancy [waves/SIMD]" remark. A spill in
+any other variant is printed as a "warning" line (a plan that picks such a variant warns
+in its describe() too).
 
 The LLVM check: LLVM's figure is min(register term, LDS term). Its register term
 (VGPR/AGPR/SGPR files, waves per SIMD) is the hardware rule, and our model must give
 exactly the same waves per SIMD. Its LDS term is an approximation (no allocation granule, and
 in LLVM 15 the waves of a whole CU compared with the per-SIMD cap) - see llvm_lds_waves -
-so the check takes that term from LLVM's formula, and a "note" line lists the cells where our exact LDS rule binds below LLVM's
-figure (there, waves per CU / 4 is not a whole number of waves per SIMD).
+so the check takes that term from LLVM's formula, and one "note" line counts the cells where
+our exact LDS rule binds below LLVM's figure (there, waves per CU / 4 is not a whole number
+of waves per SIMD); --verbose lists them.
 
 On gfx908/gfx90a the figure columns are hiprtc's (what the hip backend runs). LLVM's
 remark comes from clang compiling the same source (hiprtc cannot print remarks), so the
@@ -146,11 +149,9 @@ def check(row: dict) -> list[str]:
     if "error" in row:
         return [f"compile error: {row['error'].splitlines()[0]}"]
     bad = []
-    res = row["resources"]
-    scratch = row.get("scratch", 0)
-    if row["default"] and (res["spill_bytes"] or scratch):
-        bad.append(f"default variant spills ({res['spill_bytes']} bytes spilled, "
-                   f"{scratch} bytes scratch)")
+    spill, scratch = spills(row)
+    if row["default"] and (spill or scratch):
+        bad.append(f"default variant spills ({spill} bytes spilled, {scratch} bytes scratch)")
     if "error" in row["model"]:
         bad.append(f"model: {row['model']['error']}")
     if "remark" in row:
@@ -163,6 +164,47 @@ def check(row: dict) -> list[str]:
                        f"VGPR {c['registers']} AGPR {c['agprs']} SGPR {c['sgprs']} "
                        f"LDS {c['shared_bytes']})")
     return bad
+
+
+def spills(row: dict) -> tuple[int, int]:
+    """(bytes spilled by the compiler's report, scratch bytes of the AMD code object)."""
+    return row["resources"]["spill_bytes"], row.get("scratch", 0)
+
+
+def spill_warning(row: dict) -> str | None:
+    """Why a non-default variant's cell deserves a warning (it spills), or None.
+    Default variants that spill fail in ``check`` instead."""
+    if "error" in row or row["default"]:
+        return None
+    spill, scratch = spills(row)
+    if not (spill or scratch):
+        return None
+    where = f" ({scratch} bytes scratch)" if "scratch" in row else ""
+    return (f"spills {spill} bytes{where}; not a default variant, so not a failure, but "
+            f"plans that use it may run slower than their occupancy suggests")
+
+
+def notes_and_warnings(rows: list[dict], verbose: bool = False) -> list[str]:
+    """Lines after the table that do not fail CI: one summary of the LDS-bound cells
+    (each listed with ``verbose``) and one warning per spilling non-default cell."""
+    lds = [r for r in rows if "remark" in r and not check(r)
+           and r["clang_model"]["per_simd"] != r["remark"][OCC_KEY]]
+    out = []
+    if lds:
+        out.append(f"note: {len(lds)} AMD cells are LDS-bound, where our exact model (whole "
+                   f"workgroups per CU) gives fewer waves/SIMD than LLVM's remark (its LDS "
+                   f"term counts whole-CU waves against the per-SIMD cap); all pass the "
+                   f"register check{'' if verbose else '; --verbose lists them'}")
+    for r in lds if verbose else ():
+        m = r["clang_model"]
+        out.append(f"note {r['variant']} {r['arch']}: LDS-bound; exact model "
+                   f"{m['per_simd']:g} waves/SIMD, LLVM {r['remark'][OCC_KEY]}; registers "
+                   f"agree at {m['reg_per_simd']:g}")
+    for r in rows:
+        why = spill_warning(r)
+        if why:
+            out.append(f"warning {r['variant']} {r['arch']}: {why}")
+    return out
 
 
 def _fmt_per_simd(x) -> str:
@@ -200,6 +242,8 @@ def main(argv=None) -> int:
     p.add_argument("--arch", action="append", choices=ARCHS, help="default: all")
     p.add_argument("--family", action="append", help="only variants of these tile families")
     p.add_argument("--json", type=Path, help="also write every cell as JSON")
+    p.add_argument("--verbose", action="store_true",
+                   help="list every LDS-bound cell instead of one summary line")
     args = p.parse_args(argv)
     os.environ["PORTGEMM_CACHE_DIR"] = tempfile.mkdtemp(prefix="portgemm-matrix-")
 
@@ -243,12 +287,8 @@ def main(argv=None) -> int:
           f"({sum(r['seconds'] for r in rows):.0f} s of compiling)")
     if args.json:
         args.json.write_text(json.dumps({"wall_s": wall, "rows": rows}, indent=1))
-    lds_notes = [r for r in amd if not check(r) and r["clang_model"]["per_simd"] != r["remark"][OCC_KEY]]
-    for r in lds_notes:
-        m = r["clang_model"]
-        print(f"note {r['variant']} {r['arch']}: LDS-bound; exact model {m['per_simd']:g} "
-              f"waves/SIMD (whole workgroups per CU), LLVM {r['remark'][OCC_KEY]} "
-              f"(its LDS term counts whole-CU waves against the per-SIMD cap); registers agree at {m['reg_per_simd']:g}")
+    for line in notes_and_warnings(rows, args.verbose):
+        print(line)
     for r, why in failures:
         print(f"FAIL {r['variant']} {r['arch']}: {why}")
     for r in rows:

@@ -1,5 +1,5 @@
 """Compile a kernel variant for any architecture with no GPU: which compiler serves which
-arch, and whether it is installed here (DESIGN.md §4).
+arch, and whether it is installed here (docs/design.md §4).
 
   gfx908, gfx90a        hiprtc through hip-python (what the hip backend runs)
   other gfx targets     clang in HIP mode (ROCm 5.2's hiprtc aborts on gfx940+)

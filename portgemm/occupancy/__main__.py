@@ -5,24 +5,33 @@
     python -m portgemm.occupancy --arch gfx90a --threads 256 --vgprs 64 --sgprs 40 --json
     python -m portgemm.occupancy --arch sm_80 --threads 256 --regs 64 --model paper
 
-Bad input (unknown arch, impossible resources, flags of the other vendor) exits with
-status 2 and one line on stderr.
+Bad input (unknown arch, impossible resources, flags of the other vendor, malformed
+arguments) exits with status 2 and one line on stderr.
+
+The variant table compiles every variant for the arch when its compiler is installed
+(NVRTC for sm_XY, hiprtc for gfx908/gfx90a, clang for gfx940; a notice on stderr says
+so, since a first compile takes seconds); otherwise it shows recorded figures, then
+estimates. A legend under the table says which rows are which.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
+import textwrap
 
 from tabulate import tabulate
 
+from ..cli import OneLineParser
 from ..errors import PortgemmError
 from .archs import ARCHS, Arch, get_arch, known_names
 from .model import MODELS, occupancy
 from .resources import KernelResources
 
 PROG = "python -m portgemm.occupancy"
+DESCRIPTION = ("Occupancy of one kernel (give --arch, --threads and its resources), or of "
+               "every kernel variant of the catalogue (give only --arch), or the "
+               "architecture table (no arguments).")
 AMD_FLAGS = ("vgprs", "agprs", "sgprs", "lds")
 NVIDIA_FLAGS = ("regs", "smem")
 
@@ -32,7 +41,7 @@ class UsageError(Exception):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    p = OneLineParser(prog=PROG, description=DESCRIPTION)
     p.add_argument("--arch", help="arch, family or product: " + ", ".join(known_names()))
     p.add_argument("--threads", type=int, help="threads per workgroup")
     amd = p.add_argument_group("AMD resources")
@@ -85,10 +94,10 @@ def one_kernel(arch: Arch, args) -> str:
             for name, wg in occ.limits.items()]
     waves = _waves(arch)
     head = (f"{_describe(arch)}, {occ.model} model: {occ.threads} threads = "
-            f"{occ.waves_per_workgroup} {waves} per workgroup")
+            f"{_count(occ.waves_per_workgroup, waves)} per workgroup")
     table = tabulate(rows, headers=["limit", f"workgroups/{arch.unit}",
                                     f"{waves}/{arch.unit}", ""])
-    tail = (f"active: {occ.active_workgroups} workgroups, {occ.active_waves} of "
+    tail = (f"active: {_count(occ.active_workgroups, 'workgroups')}, {occ.active_waves} of "
             f"{occ.max_waves} {waves} per {arch.unit}: occupancy {occ.occupancy:.1%}, "
             f"limited by {occ.limited_by}")
     return "\n".join([head, table, tail])
@@ -96,31 +105,48 @@ def one_kernel(arch: Arch, args) -> str:
 
 # --- every catalogue variant ---------------------------------------------------------
 
+CANNOT_LAUNCH = "no fit"
+
+
 def _model_cells(arch: Arch, threads: int, res: KernelResources, model: str) -> dict:
     try:
         o = occupancy(arch, threads, res, model=model)
     except PortgemmError as e:  # a variant that cannot launch here still gets its row
-        return {"wg": 0, "waves": 0, "occ": 0.0, "limit": f"cannot launch: {e}"}
+        return {"wg": 0, "waves": 0, "occ": 0.0, "limit": CANNOT_LAUNCH, "why": str(e)}
     return {"wg": o.active_workgroups, "waves": o.active_waves, "occ": o.occupancy,
             "limit": o.limited_by}
 
 
 def variant_rows(arch: Arch) -> list[dict]:
-    from ..kernels.offline import register_compiled
-    from ..kernels.resources import lookup
+    """One dict per catalogue variant: its resources, where they come from ("origin":
+    compiled, recorded or estimate) and both models' occupancy."""
+    from ..kernels import offline
+    from ..kernels.resources import lookup, recorded
     from ..kernels.variants import catalogue_variants
     variants = catalogue_variants(dtypes=("float32", "float64"))
     # Compiled figures where this arch's compiler is installed (no GPU needed); else
     # lookup falls back to the recorded ones (tools/record_resources.py), then estimates.
-    register_compiled(arch.name, variants)
+    if _compiler_here(arch):
+        which = offline.compiler_for(arch.name)
+        print(f"compiling {len(variants)} kernel variants for {arch.name} with {which} "
+              f"({'uncached: seconds every run' if which == 'clang' else 'seconds the first time, cached after'})...",
+              file=sys.stderr, flush=True)
+    compiled = offline.register_compiled(arch.name, variants)
     rows = []
     for v in variants:
         res = lookup(arch, v)
-        row = {"variant": v.name, "threads": v.threads, **res.as_dict()}
+        origin = ("compiled" if isinstance(compiled.get(v.name), KernelResources) else
+                  "recorded" if recorded(arch.name, v.name) is not None else "estimate")
+        row = {"variant": v.name, "threads": v.threads, **res.as_dict(), "origin": origin}
         for model in MODELS:
             row[model] = _model_cells(arch, v.threads, res, model)
         rows.append(row)
     return rows
+
+
+# Short column names keep an AMD table within 160 columns; the heading explains them.
+MODEL_COLUMNS = {"exact": ("wg", "waves", "occ", "limit"),
+                 "paper": ("P wg", "P waves", "P occ", "P limit")}
 
 
 def variant_table(arch: Arch, as_json: bool) -> str:
@@ -132,21 +158,62 @@ def variant_table(arch: Arch, as_json: bool) -> str:
                     ("LDS", "shared_bytes")]
     else:
         res_cols = [("regs", "registers"), ("smem", "shared_bytes")]
-    headers = ["variant", "threads", *(h for h, _ in res_cols), "spill", "source"]
+    headers = ["variant", "thr", *(h for h, _ in res_cols), "spill", "source"]
     for model in MODELS:
-        headers += [f"{model} wg", f"{model} {_waves(arch)}", f"{model} occ",
-                    f"{model} limit"]
+        headers += [h.replace("waves", _waves(arch)) for h in MODEL_COLUMNS[model]]
     body = []
     for r in rows:
         line = [r["variant"], r["threads"], *(r[k] for _, k in res_cols),
-                r["spill_bytes"], r["source"]]
+                r["spill_bytes"], r["origin"]]
         for model in MODELS:
             c = r[model]
             line += [c["wg"], c["waves"], f"{c['occ']:.0%}", c["limit"]]
         body.append(line)
-    head = (f"{_describe(arch)}; per {arch.unit}: workgroups (wg), {_waves(arch)}, occupancy and "
-            f"the binding limit, exact rules vs zhang2025 Eqs. 5-9 (paper)")
-    return head + "\n" + tabulate(body, headers=headers)
+    waves = _waves(arch)
+    head = (f"{_describe(arch)}\nthreads per workgroup (thr); per {arch.unit}: workgroups (wg), "
+            f"{waves}, occupancy (occ) and the binding limit; exact rules, then zhang2025 "
+            f"Eqs. 5-9 (P)")
+    notes = [textwrap.fill(n, 150, subsequent_indent="  ") for n in legend(arch, rows)]
+    return "\n".join([head, tabulate(body, headers=headers), *notes])
+
+
+def legend(arch: Arch, rows: list[dict]) -> list[str]:
+    """What the source column means for this table, and why estimates appear."""
+    out = []
+    for origin in ("compiled", "recorded", "estimate"):
+        srcs = sorted({r["source"] for r in rows if r["origin"] == origin})
+        if not srcs:
+            continue
+        if origin == "estimate":
+            why = (f"no compiler for {arch.name} here and no recorded figures"
+                   + (f"; {NO_COMPILER[arch.name]}" if arch.name in NO_COMPILER else ""))
+            out.append(f"estimate: registers guessed from the tile shape ({why}); "
+                       f"LDS/smem is exact")
+        else:
+            what = "compiled now by" if origin == "compiled" else \
+                "recorded in kernels/recorded_resources.json from"
+            out.append(f"{origin}: {what} {'; '.join(srcs)}")
+    if any(r[m]["limit"] == CANNOT_LAUNCH for r in rows for m in MODELS):
+        out.append(f"{CANNOT_LAUNCH}: not one workgroup of that variant fits ({PROG} --json "
+                   f"says why)")
+    return out
+
+
+# Archs whose compiler the toolchain of .ci/install_rocm.sh lacks, and why.
+NO_COMPILER = {
+    "gfx942": "cdna3 / MI300X resolves to gfx942, which needs clang 19 or later; ROCm 5.2's "
+              "hiprtc and clang-15 cannot target it",
+    "gfx1100": "clang-15 finds no ROCm device library for gfx1100 in Debian's ROCm 5.2, and "
+               "its hiprtc aborts on gfx1100",
+}
+
+
+def _compiler_here(arch: Arch) -> bool:
+    from ..kernels import offline
+    try:
+        return offline.available(arch.name)
+    except PortgemmError:
+        return False
 
 
 # --- the architecture table ----------------------------------------------------------
@@ -157,6 +224,11 @@ def arch_table() -> str:
             for a in ARCHS.values()]
     return tabulate(rows, headers=["arch", "vendor", "family", "part", "units", "unit",
                                    "wave", "waves/unit", "shared/unit", "shared/wg max"])
+
+
+def _count(n: int, plural: str) -> str:
+    """"1 workgroup", "4 workgroups" (also waves, warps)."""
+    return f"{n} {plural[:-1] if n == 1 else plural}"
 
 
 def _waves(arch: Arch) -> str:

@@ -3,7 +3,7 @@
 Sources: LLVM AMDGPU (``AMDGPUBaseInfo.cpp``: waves per EU, VGPR file and granule,
 SGPR table, LDS, barriers) and NVIDIA's ``cuda_occupancy.h`` plus the CUDA programming
 guide's compute-capability table (warps, blocks, registers, shared memory). The rules
-that use these numbers live in ``model.py``; DESIGN.md §3 states them.
+that use these numbers live in ``model.py``; docs/design.md §3 states them.
 
 "Compute unit" is the block that the waves of one workgroup share: the CU on CDNA,
 the SM on NVIDIA, and the WGP (two CUs, four SIMD32, 128 KiB LDS) on RDNA3, because

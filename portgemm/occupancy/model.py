@@ -1,4 +1,4 @@
-"""The exact occupancy rules (DESIGN.md §3), one small function per limit.
+"""The exact occupancy rules (docs/design.md §3), one small function per limit.
 
 Each limit function answers one question: how many workgroups of this kernel could
 one compute unit hold if only this resource counted (not capped by the others)?
@@ -158,10 +158,19 @@ def check_common(arch: Arch, threads: int, res: KernelResources) -> None:
                     f"the maximum is {arch.max_shared_per_workgroup}")
 
 
+# SGPRs one wave can hold, reserved ones included: 102 addressable + VCC, FLAT_SCRATCH
+# and XNACK_MASK on gfx9 (LLVM getAddressableNumSGPRs + getNumExtraSGPRs); gfx10+ has
+# 106 addressable + VCC, the same total.
+AMD_MAX_SGPRS = 108
+
+
 def check_amd(arch: Arch, res: KernelResources) -> None:
     r = arch.rules
     if res.registers > 512:
         _fail(arch, f"{res.registers} VGPRs per thread; AMD allows at most 512")
+    if res.sgprs > AMD_MAX_SGPRS:
+        _fail(arch, f"{res.sgprs} SGPRs per wave; a wave holds at most {AMD_MAX_SGPRS} "
+                    f"(including VCC, FLAT_SCRATCH, XNACK_MASK)")
     if r.agprs == "none" and res.agprs:
         _fail(arch, f"{res.agprs} AGPRs, but {arch.family} has no AGPRs")
     if r.agprs == "split" and max(res.registers, res.agprs) > r.vgpr_file:

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import DtypeError, UnknownStrategy, ValidationError
+from ..problem import MAX_SPAN
 
 DEFAULT_STRATEGY = "wavefront-tlp"
 # Mode for the tile-list strategies when the caller names none: the paper's one
@@ -91,8 +92,23 @@ def _shapes(shapes) -> np.ndarray:
             raise ValidationError(f"M, N, K must be >= 0, got {out[i].tolist()}", gemm=i)
         i = int(np.flatnonzero((out > _INT_LIMIT).any(axis=1))[0])
         raise ValidationError(f"M, N, K must be < 2**31, got {out[i].tolist()}", gemm=i)
+    _check_spans(out)
     out.flags.writeable = False
     return out
+
+
+def _check_spans(s: np.ndarray) -> None:
+    """Refuse a GEMM no run could take: every array of its shapes spans more elements
+    than the kernels' 32-bit offsets reach (the same limit validation applies to arrays).
+    Checked here, before any tile is built, so such a plan fails at once."""
+    M, N, K = s[:, 0], s[:, 1], s[:, 2]   # each < 2**31: the products fit in int64
+    for what, elems in (("C (M x N)", M * N), ("A (M x K)", M * K), ("B (K x N)", K * N)):
+        bad = elems > MAX_SPAN
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValidationError(f"{what} of shape {s[i].tolist()} has {int(elems[i])} "
+                                  f"elements; the kernels index with 32-bit offsets (at "
+                                  f"most {MAX_SPAN}); split this GEMM", gemm=i)
 
 
 def _dtype(dtype) -> str:
@@ -116,17 +132,26 @@ def resolve_arch(arch):
     return get_arch(arch)
 
 
-# Numeric options: each must be a finite real number >= 0.
-_NUMERIC_OPTIONS = ("tlp_factor", "tlp_threshold", "theta")
+# Numeric options: name -> (least, greatest, integer only). The upper ends are far past
+# any value that changes a plan (a threshold above every tile's TLP already means "the
+# smallest tiles"), and keep the arithmetic on them exact in float64 and int64.
+NUMERIC_OPTIONS = {
+    "tlp_factor": (0, 1e6, False),       # fraction of the device's resident threads
+    "tlp_threshold": (0, 1e15, False),   # threads
+    "theta": (1, MAX_SPAN, True),        # li2019's K sum per batched block
+}
 
 
 def _check_options(options: dict) -> None:
-    for name in _NUMERIC_OPTIONS:
+    for name, (lo, hi, integer) in NUMERIC_OPTIONS.items():
         if name in options:
             v = options[name]
             ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-            if not ok or not np.isfinite(v) or v < 0:
-                raise ValidationError(f"option {name} must be a finite number >= 0, got {v!r}")
+            if not ok or not np.isfinite(v) or not lo <= v <= hi or (integer and v != int(v)):
+                kind = "an integer" if integer else "a number"
+                top = f"{hi:g}" if isinstance(hi, float) else str(hi)
+                raise ValidationError(f"option {name} must be {kind} in [{lo}, {top}], "
+                                      f"got {v!r}")
     model = options.get("occupancy_model")
     if model is not None and model not in ("exact", "paper"):
         raise ValidationError(f"occupancy_model must be 'exact' or 'paper', got {model!r}")
@@ -175,6 +200,13 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     "per-kind" for the tile-list strategies, "grid-z" for magma (None: the strategy's
     default). options (None means default): tlp_factor, tlp_threshold, occupancy_model
     ("exact" | "paper"); coordinated also theta and batching; magma also config.
+    Numeric options have ranges (NUMERIC_OPTIONS).
+
+    Raises (typed, each naming the offending GEMM where there is one): ValidationError
+    for bad shapes, a GEMM whose A, B or C would span more than 2**31 - 1 elements (no
+    run could index it), a plan of more than tiling.MAX_TILES tiles, an unknown mode or
+    option, or an option out of range; DtypeError; UnknownArch; UnknownStrategy.
+    These checks run before any tile is built.
     """
     s = _shapes(shapes)
     dt = _dtype(dtype)

@@ -143,9 +143,7 @@ def plan_coordinated(req):
     if threshold is None:
         threshold = li2019_threshold(arch, req.options.get("tlp_factor"))
     threshold = float(threshold)
-    theta = int(req.option("theta", THETA))
-    if theta < 1:
-        raise ValidationError(f"theta must be >= 1, got {theta}")
+    theta = int(req.option("theta", THETA))   # range checked by plan()
     batching = req.option("batching", "auto")
     if batching not in BATCHING:
         raise ValidationError(f"unknown batching {batching!r}; known: {', '.join(BATCHING)}")

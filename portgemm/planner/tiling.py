@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ValidationError
 from ..plan import TILE_DTYPE, Plan
 
 
@@ -32,6 +33,24 @@ class Request:
 
 def cdiv(a, b):
     return -(-a // b)
+
+
+# The most tiles one plan may hold. A tile record is 24 bytes and building the list
+# takes a few times that at its peak, so this bounds planning memory near 1.5 GB; a
+# batch that needs more tiles is refused (docs/design.md §5) and should be split.
+MAX_TILES = 2**24
+
+
+def check_tile_count(tiles_per_gemm: np.ndarray, gemm_ids: np.ndarray) -> None:
+    """ValidationError, before anything of that size is allocated, when the plan would
+    hold more than MAX_TILES tiles; names the GEMM (``gemm_ids[j]`` for the j-th count)
+    at which the running count passes the limit."""
+    total = np.cumsum(tiles_per_gemm)
+    if total.size and int(total[-1]) > MAX_TILES:
+        i = int(gemm_ids[np.searchsorted(total, MAX_TILES, side="right")])
+        raise ValidationError(f"the plan needs {int(total[-1]):,} tiles, more than the "
+                              f"{MAX_TILES:,} a plan may hold (about 24 bytes each); the "
+                              f"count passes the limit at this GEMM; split the batch", gemm=i)
 
 
 def tile_grid(shapes: np.ndarray, kinds):
@@ -81,6 +100,8 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     kk = kidx[g]
     tm, tn = tm_k[kk], tn_k[kk]
     gm, gn = cdiv(shapes[g, 0], tm), cdiv(shapes[g, 1], tn)   # 0 when M or N is 0
+    n_t = gm * gn
+    check_tile_count(n_t, g)
     if m_fastest:  # a line is a tile column: gn lines of gm tiles
         lines, per_line, lstep, pstep = gn, gm, tn, tm
     else:          # a line is a tile row: gm lines of gn tiles
@@ -93,7 +114,6 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     tiles = np.empty(n, dtype=TILE_DTYPE)
     if n == 0:
         return tiles
-    n_t = lines * per_line
     tiles["gemm"] = np.repeat(g.astype(i32), n_t)
     tiles["tm"] = np.repeat(tm.astype(i32), n_t)
     tiles["tn"] = np.repeat(tn.astype(i32), n_t)

@@ -1,0 +1,53 @@
+"""tools/vendor_matrix.py's report lines, on made-up cells (no compiler needed):
+spills of non-default variants are warnings, LDS-bound cells one summary line."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "vendor_matrix.py"
+
+
+@pytest.fixture(scope="module")
+def vm():
+    spec = importlib.util.spec_from_file_location("vendor_matrix", TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def cell(variant, arch="sm_90", default=False, spill=0, scratch=None, remark=None,
+         per_simd=None):
+    row = {"variant": variant, "arch": arch, "default": default, "compiler": "nvrtc",
+           "threads": 256, "resources": {"registers": 64, "sgprs": 0, "agprs": 0,
+                                          "shared_bytes": 0, "spill_bytes": spill},
+           "model": {"waves": 8, "occ": 0.5, "limit": "registers"}}
+    if scratch is not None:
+        row["scratch"] = scratch
+    if remark is not None:  # an AMD cell with LLVM's occupancy remark
+        row.update(compiler="clang", remark={"Occupancy [waves/SIMD]": remark},
+                   clang={"registers": 64, "agprs": 0, "sgprs": 40, "shared_bytes": 16384},
+                   clang_model={"per_simd": per_simd, "reg_per_simd": 8, "llvm_lds": remark})
+    return row
+
+
+def test_non_default_spills_are_warnings_and_default_spills_fail(vm):
+    rows = [cell("pg_f64_nn_fused_li2019_128", spill=3684), cell("pg_ok"),
+            cell("pg_f32_nn_zhang2025_large", default=True, spill=8),
+            cell("pg_amd_scratch", arch="gfx90a", scratch=64)]
+    lines = vm.notes_and_warnings(rows)
+    warned = [line for line in lines if line.startswith("warning ")]
+    assert len(warned) == 2
+    assert "pg_f64_nn_fused_li2019_128 sm_90: spills 3684 bytes" in warned[0]
+    assert "pg_amd_scratch gfx90a" in warned[1] and "64 bytes scratch" in warned[1]
+    assert vm.check(rows[0]) == [] and vm.check(rows[2])      # the default one fails CI
+
+
+def test_lds_bound_cells_are_one_line_unless_verbose(vm):
+    rows = [cell(f"pg_v{i}", arch="gfx940", remark=5, per_simd=4.5) for i in range(7)]
+    rows.append(cell("pg_agrees", arch="gfx940", remark=5, per_simd=5))
+    short = vm.notes_and_warnings(rows)
+    assert len(short) == 1 and short[0].startswith("note: 7 AMD cells are LDS-bound")
+    assert "--verbose" in short[0]
+    long = vm.notes_and_warnings(rows, verbose=True)
+    assert len(long) == 8 and sum("pg_v" in line for line in long[1:]) == 7
