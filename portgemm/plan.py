@@ -6,6 +6,9 @@ thread count (so a fused kernel's extra threads may leave at once); in "per-kind
 they are also of one kind. Only li2019's batching puts several tiles in a block. Every
 element of every C lies in exactly one tile (edge tiles may extend past M/N; the kernel
 guards them). No strategy splits K.
+
+``Plan.run`` and ``Plan.bind`` are ``portgemm.run`` and ``portgemm.bind`` as methods,
+attached by api.py (the layer above), so this module imports nothing from it.
 """
 from __future__ import annotations
 
@@ -89,13 +92,3 @@ class Plan:
         table = tabulate(rows, headers=["kind", "tile", "threads", "tiles", "occupancy", "limited by"])
         extra = "".join(f"\nnote: {n}" for n in self.notes)
         return f"{head}\n{table}{extra}"
-
-    def run(self, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None):
-        """C_i = alpha_i op(A_i) op(B_i) + beta_i C_i for the shapes this plan was made for."""
-        from .api import run_plan
-        return run_plan(self, A, B, C, alpha, beta, trans_a, trans_b, backend)
-
-    def bind(self, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None):
-        """Validate once and return a callable that only launches (see api.BoundGemm)."""
-        from .api import bind_plan
-        return bind_plan(self, A, B, C, alpha, beta, trans_a, trans_b, backend)
