@@ -171,10 +171,9 @@ def _gather_torch(X, n):
 
 def _pairs(tuples, n):
     """(n, 2) int64 from n 2-tuples; None when any tuple is not of length 2."""
-    flat = np.fromiter(itertools.chain.from_iterable(tuples), np.int64)
-    if flat.size != 2 * n or any(len(t) != 2 for t in tuples):
+    if set(map(len, tuples)) != {2}:
         return None
-    return flat.reshape(n, 2)
+    return np.fromiter(itertools.chain.from_iterable(tuples), np.int64, 2 * n).reshape(n, 2)
 
 
 def stacked(X) -> tuple | None:
