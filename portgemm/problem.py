@@ -255,16 +255,17 @@ def _shapes(shp, n, trans_a, trans_b):
     a, b, c = shp[:n], shp[n:2 * n], shp[2 * n:]
     M, K = (a[:, 1], a[:, 0]) if trans_a else (a[:, 0], a[:, 1])
     Kb, N = (b[:, 1], b[:, 0]) if trans_b else (b[:, 0], b[:, 1])
-    bad = K != Kb
-    if bad.any():
-        i = _first(bad)
-        raise ShapeMismatch(f"inner dimensions differ: op(A) is {M[i]}x{K[i]}, op(B) is "
-                            f"{Kb[i]}x{N[i]}", gemm=i)
-    bad = (c[:, 0] != M) | (c[:, 1] != N)
-    if bad.any():
-        i = _first(bad)
+    bad_k = K != Kb
+    bad_c = (c[:, 0] != M) | (c[:, 1] != N)
+    if (bad_k | bad_c).any():   # one test on the common path; the first offender below
+        i = _first(bad_k | bad_c)
+        if bad_k[i]:
+            raise ShapeMismatch(f"inner dimensions differ: op(A) is {M[i]}x{K[i]}, op(B) is "
+                                f"{Kb[i]}x{N[i]}", gemm=i)
         raise ShapeMismatch(f"C is {c[i, 0]}x{c[i, 1]}, op(A) @ op(B) is {M[i]}x{N[i]}", gemm=i)
-    return np.stack([M, N, K], axis=1)
+    out = np.empty((n, 3), np.int64)
+    out[:, 0], out[:, 1], out[:, 2] = M, N, K
+    return out
 
 
 def _layout(shp, st, ptr, c_readonly, isz, n):
@@ -272,42 +273,40 @@ def _layout(shp, st, ptr, c_readonly, isz, n):
     rows, cols = shp[:, 0], shp[:, 1]
     s0, s1 = st[:, 0], st[:, 1]
     full = (rows > 0) & (cols > 0)
-
-    def fail(mask, what):
-        k = _first(mask)
-        raise LayoutError(f"{_OPERANDS[k // n]} {what(k)}", gemm=k % n)
-
-    # A stride of a length-1 dimension is never used, so it may be anything.
-    bad = full & (cols > 1) & (s1 != 1)
-    if bad.any():
-        fail(bad, lambda k: f"has inner (column) stride {s1[k]} elements; rows must be "
-                            f"contiguous ({_COLUMN_MAJOR[k // n]})")
-    bad = full & (rows > 1) & (s0 < 0)
-    if bad.any():
-        fail(bad, lambda k: f"has negative row stride {s0[k]}")
-    bad = full & (ptr % isz != 0)
-    if bad.any():
-        fail(bad, lambda k: f"data pointer {ptr[k]:#x} is not aligned to its itemsize {isz}")
-    cfull = full[2 * n:]
-    bad = cfull & c_readonly
-    if bad.any():
-        i = _first(bad)
-        raise LayoutError("C is read-only", gemm=i)
-    # Rows of C that share memory would be written by several threads at once.
-    bad = cfull & (rows[2 * n:] > 1) & (s0[2 * n:] < cols[2 * n:])
-    if bad.any():
-        i = _first(bad)
-        raise LayoutError(f"C's rows overlap (row stride {s0[2 * n + i]} < {cols[2 * n + i]} "
-                          f"columns)", gemm=i)
-    ld = np.where(full & (rows > 1), s0, np.maximum(s0, cols))
+    multi = full & (rows > 1)
+    ld = np.where(multi, s0, np.maximum(s0, cols))
     span = np.where(full, (rows - 1) * ld + cols, 0)   # elements from [0, 0] to the end
-    bad = span > MAX_SPAN
-    if bad.any():
-        fail(bad, lambda k: f"spans {span[k]} elements from its first to its last; the kernels "
-                            f"index with 32-bit offsets (at most {MAX_SPAN})")
-    lo = ptr
-    hi = lo + span * isz
-    return ld, lo, hi
+    # Every check in one test on the common path; _layout_error names the first failure.
+    # A stride of a length-1 dimension is never used, so it may be anything.
+    bad = (full & (cols > 1) & (s1 != 1)) | (multi & (s0 < 0)) | (full & (ptr % isz != 0)) \
+        | (span > MAX_SPAN)
+    # C read-only, or rows of C sharing memory (several threads would write them at once)
+    cbad = full[2 * n:] & (c_readonly | ((rows[2 * n:] > 1) & (s0[2 * n:] < cols[2 * n:])))
+    if bad.any() or cbad.any():
+        _layout_error(rows, cols, s0, s1, full, multi, span, ptr, c_readonly, isz, n)
+    return ld, ptr, ptr + span * isz
+
+
+def _layout_error(rows, cols, s0, s1, full, multi, span, ptr, c_readonly, isz, n):
+    def fail(mask, what):
+        if mask.any():
+            k = _first(mask)
+            raise LayoutError(f"{_OPERANDS[k // n]} {what(k)}", gemm=k % n)
+
+    fail(full & (cols > 1) & (s1 != 1),
+         lambda k: f"has inner (column) stride {s1[k]} elements; rows must be contiguous "
+                   f"({_COLUMN_MAJOR[k // n]})")
+    fail(multi & (s0 < 0), lambda k: f"has negative row stride {s0[k]}")
+    fail(full & (ptr % isz != 0),
+         lambda k: f"data pointer {ptr[k]:#x} is not aligned to its itemsize {isz}")
+    is_c = np.arange(rows.size) >= 2 * n
+    fail(is_c & full & np.concatenate([np.zeros(2 * n, bool), c_readonly]),
+         lambda k: "is read-only")
+    fail(is_c & multi & (s0 < cols),
+         lambda k: f"has overlapping rows (row stride {s0[k]} < {cols[k]} columns)")
+    fail(span > MAX_SPAN, lambda k: f"spans {span[k]} elements from its first to its last; "
+                                    f"the kernels index with 32-bit offsets (at most {MAX_SPAN})")
+    raise AssertionError("a layout check failed and none names an array")  # pragma: no cover
 
 
 def _overlaps(shp, ld, lo, hi, isz, n):
@@ -316,10 +315,10 @@ def _overlaps(shp, ld, lo, hi, isz, n):
     First a test of byte spans; only arrays it flags are refined exactly, by listing
     their rows as byte intervals (so column slices of one buffer that interleave
     without sharing elements pass)."""
+    if not _any_span_meets_c(lo, hi, n):
+        return
     nonempty = hi > lo
     c_ids = np.flatnonzero(nonempty[2 * n:]) + 2 * n
-    if c_ids.size == 0:
-        return
     ab_ids = np.flatnonzero(nonempty[:2 * n])
     flag_c, flag_ab = _span_flags(lo[c_ids], hi[c_ids], lo[ab_ids], hi[ab_ids])
     if not flag_c.any() and not flag_ab.any():
@@ -350,6 +349,22 @@ def _overlaps(shp, ld, lo, hi, isz, n):
         op, gj = _OPERANDS[other // n], other % n
         whose = "its own " + op if gj == gi else f"{op} of GEMM {gj}"
         raise LayoutError(f"C overlaps {whose}", gemm=gi)
+
+
+def _any_span_meets_c(lo, hi, n):
+    """Whether any non-empty C span meets another non-empty span (C, A or B): one sort and
+    sweep over all 3n byte spans, the common path's whole overlap test. Sorted by start,
+    a later span meets an earlier one iff it starts before that one's end: before the
+    furthest end of the earlier C spans, or (for a C) of all earlier spans."""
+    order = np.argsort(lo, kind="stable")
+    s, e = lo[order], hi[order]
+    live = e > s
+    is_c = order >= 2 * n
+    low = np.iinfo(np.int64).min
+    reach_c = np.maximum.accumulate(np.where(live & is_c, e, low))
+    reach = np.maximum.accumulate(np.where(live, e, low))
+    hit = (s[1:] < reach_c[:-1]) | (is_c[1:] & (s[1:] < reach[:-1]))
+    return bool((hit & live[1:]).any())
 
 
 def _span_flags(cs, ce, as_, ae):
