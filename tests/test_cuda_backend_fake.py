@@ -1,4 +1,4 @@
-"""The CUDA backend's host path on a fake CuPy and a fake cuLaunchKernel (no GPU): arrays
+"""The GPU backends' host path without a GPU: the CUDA backend on a fake CuPy and a fake cuLaunchKernel (no GPU): arrays
 are host memory posing as device memory, and each raw launch runs the NumPy emulation of
 the kernel from test_hip_backend_fake on exactly the encoded arguments (descriptor,
 tile-list and block-pointer addresses, base), grid and block size. A wrong pointer,
@@ -16,7 +16,8 @@ import portgemm
 from portgemm.backends import cuda as cudabe
 from portgemm.kernels import resources
 from portgemm.kernels.variants import catalogue_variants
-from test_hip_backend_fake import FakeHip
+from test_hip_backend_fake import DevArray, FakeHip
+from test_hip_backend_fake import backend as hip_backend  # noqa: F401  (a fixture)
 
 TRANS = ((False, False), (False, True), (True, False), (True, True))
 
@@ -278,3 +279,28 @@ def test_aliased_outputs_are_refused_and_nothing_launches(backend):
             with pytest.raises(portgemm.LayoutError, match="C overlaps C"):
                 call()
     assert backend.launches == []
+
+
+def test_hip_launches_on_the_callers_stream(hip_backend, monkeypatch):
+    streams = []
+    launch = hip_backend.fake.hipModuleLaunchKernel
+
+    def spy(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        streams.append(stream)
+        return launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra)
+    monkeypatch.setattr(hip_backend.fake, "hipModuleLaunchKernel", spy)
+    shapes = [(8, 9, 10), (30, 4, 5)]
+    hA, hB, hC = host_batch(np.random.default_rng(6), shapes, "float32", False, False)
+    A, B, C = ([DevArray(x) for x in xs] for xs in (hA, hB, hC))
+    p = portgemm.plan(shapes, dtype="float32", arch=hip_backend.arch())
+    call = p.bind(A, B, C, backend=hip_backend)
+    p.run(A, B, C, backend=hip_backend)
+    assert set(streams) == {None}   # neither torch nor CuPy: the backend's stream (null)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        ndarray=type("ndarray", (), {}),
+        cuda=types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=31))))
+    del streams[:]
+    p.run(A, B, C, backend=hip_backend)
+    call()
+    assert streams and set(streams) == {31}   # CuPy(-ROCm)'s current stream, both paths
+    check([c.a for c in C], reference(hA, hB, hC, [1, 1], [0, 0], False, False), "float32")
