@@ -7,6 +7,7 @@ or torch arrays at once (the per-call hot path); ``stacked(X)`` a 3-D array.
 """
 from __future__ import annotations
 
+import ctypes
 import itertools
 import sys
 from typing import NamedTuple
@@ -135,9 +136,7 @@ def gather(X) -> Operand | None:
     if shape is None or bstrides is None or (bstrides % dtype.itemsize).any():
         return None
     if kind == "numpy":
-        # __array_interface__ is the cheapest public way to a host pointer (x.ctypes is
-        # slower); the dict it builds is the cost of this path.
-        ptr = [x.__array_interface__["data"][0] for x in X]
+        ptr = _host_pointers(X)
         readonly = np.fromiter([not x.flags.writeable for x in X], bool, n)
         device = "cpu"
     else:  # cupy: x.data is a MemoryPointer; its attributes are cheap slots
@@ -150,6 +149,37 @@ def gather(X) -> Operand | None:
         readonly = np.zeros(n, bool)
     return Operand(np.fromiter(ptr, np.int64, n), shape, bstrides // dtype.itemsize, dtype,
                    device, readonly)
+
+
+def _struct_pointers(X):
+    """Data pointers read from each array's __array_struct__ (numpy's public C interface,
+    PyArrayInterface: ``data`` at byte 40 on 64-bit): about 4x cheaper than x.ctypes.data
+    or __array_interface__, which build Python objects per array."""
+    caps = [x.__array_struct__ for x in X]   # each capsule lives while it is read
+    return [_FROM_ADDRESS(_CAPSULE_POINTER(c, None) + 40).value for c in caps]
+
+
+def _interface_pointers(X):
+    return [x.__array_interface__["data"][0] for x in X]
+
+
+def _pick_host_pointers():
+    """The struct reader where it reads this interpreter's arrays right, else the dict."""
+    try:
+        probe = [np.zeros((3, 4), np.float32)[1:, 1:], np.zeros(5)[::2]]
+        if ctypes.sizeof(ctypes.c_void_p) == 8 and \
+                _struct_pointers(probe) == _interface_pointers(probe):
+            return _struct_pointers
+    except Exception:  # noqa: BLE001 - any surprise: the portable reader
+        pass
+    return _interface_pointers
+
+
+_CAPSULE_POINTER = ctypes.pythonapi.PyCapsule_GetPointer
+_CAPSULE_POINTER.restype = ctypes.c_void_p
+_CAPSULE_POINTER.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_FROM_ADDRESS = ctypes.c_int64.from_address
+_host_pointers = _pick_host_pointers()
 
 
 def _gather_torch(X, n):

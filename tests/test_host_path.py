@@ -282,3 +282,12 @@ def test_plan_and_lower_layers_do_not_import_the_api():
 
 def test_plan_methods_are_the_api_functions():
     assert portgemm.Plan.run is portgemm.run and portgemm.Plan.bind is portgemm.bind
+
+
+def test_host_pointers_read_from_the_array_struct(tmp_path):
+    from portgemm.arrays import _host_pointers
+    base = np.arange(60, dtype=np.float64).reshape(6, 10)
+    mm = np.memmap(tmp_path / "m.bin", dtype=F32, mode="w+", shape=(3, 3))
+    xs = [base, base[2:, 3:], base[::-1], base[:, ::-2], base[5:5], np.zeros((0, 3), F32),
+          np.broadcast_to(base[:1], (4, 10)), mm, base.T]
+    assert _host_pointers(xs) == [x.ctypes.data for x in xs]
