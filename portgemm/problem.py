@@ -1,8 +1,10 @@
 """Validate a variable-size batch and describe it as flat arrays (a Batch).
 
-One Python pass collects each array's pointer/shape/strides/dtype; every check after
-that is a numpy expression over the whole batch. Each error is a typed portgemm error
-naming the offending GEMM. Validation never writes to any array.
+One pass per operand list collects each array's pointer/shape/strides/dtype (a 3-D
+stack needs none: its pointers are base + i * batch stride); every check after that is
+a numpy expression over the whole batch, and the overlap check one sort and sweep over
+byte spans, refined exactly (row by row) only for the arrays it flags. Each error is a
+typed portgemm error naming the offending GEMM. Validation never writes to any array.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ _COLUMN_MAJOR = (
 
 @dataclass(eq=False)
 class Batch:
-    A: list
+    A: list                 # as given: a list of 2-D arrays, or one 3-D array (X[i] is GEMM i)
     B: list
     C: list
     shapes: np.ndarray      # (batch, 3) int64: M, N, K of op(A) @ op(B)

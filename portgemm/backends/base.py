@@ -36,6 +36,12 @@ class Backend(Protocol):
 
     def synchronize(self) -> None: ...
 
+    # Optional:
+    #   fast_devices: tuple of device-label prefixes ("cpu", "cuda:") whose NumPy / CuPy /
+    #     torch lists problem.validate may read with arrays.gather instead of array_info.
+    #   prepare(plan, batch) -> callable: the bound call (Plan.bind), launches only; without
+    #     it a bound call is execute() reusing its descriptors.
+
 
 _instances: dict[str, Backend] = {}
 
