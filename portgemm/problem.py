@@ -109,11 +109,15 @@ def _matrices(X, name):
     if isinstance(X, (list, tuple)):
         return list(X)
     if _is_array(X):
-        ndim = len(X.shape)
-        if ndim == 3:
+        shape = getattr(X, "shape", None)
+        if shape is None:  # an object with only __cuda_array_interface__
+            shape = X.__cuda_array_interface__["shape"]
+        ndim = len(shape)
+        if ndim == 3 and hasattr(X, "__getitem__"):
             return X
         raise DtypeError(f"{name} must be a list or tuple of 2-D arrays, or one 3-D array "
-                         f"(a stack of equal-sized matrices); got one {ndim}-D array")
+                         f"(a stack of equal-sized matrices, indexable); got one {ndim}-D "
+                         f"{type(X).__name__}")
     if isinstance(X, (str, bytes)) or not isinstance(X, Sequence):
         raise DtypeError(f"{name} must be a list or tuple of 2-D arrays, got {type(X).__name__}")
     return list(X)
@@ -189,8 +193,11 @@ def _operand(X, name, array_info, fast_devices) -> Operand:
 def _stack(X, name, array_info) -> Operand:
     """A 3-D array as b matrices: pointers from the base and the batch stride, no views."""
     first = _infos([X[0]], name, array_info)[0]   # the backend takes (or refuses) its type
-    ptr, shape, strides, _, _, readonly = stacked(X)
-    b = shape[0]
+    whole = stacked(X)
+    if whole is None:
+        raise DtypeError(f"{name}: cannot read a {type(X).__name__} as a 3-D stack")
+    ptr, shape, strides, _, _, readonly = whole
+    b = int(shape[0])
     step = np.arange(b, dtype=np.int64) * (strides[0] * first.dtype.itemsize)
     return Operand(ptr + step, np.tile(np.array(shape[1:], np.int64), (b, 1)),
                    np.tile(np.array(strides[1:], np.int64), (b, 1)), first.dtype,

@@ -291,3 +291,14 @@ def test_host_pointers_read_from_the_array_struct(tmp_path):
     xs = [base, base[2:, 3:], base[::-1], base[:, ::-2], base[5:5], np.zeros((0, 3), F32),
           np.broadcast_to(base[:1], (4, 10)), mm, base.T]
     assert _host_pointers(xs) == [x.ctypes.data for x in xs]
+
+
+def test_interface_only_objects_are_not_stacks():
+    class Dev:   # __cuda_array_interface__ and nothing else: no shape, no indexing
+        def __init__(self, shape):
+            self.__cuda_array_interface__ = dict(shape=shape, typestr="<f4", strides=None,
+                                                 data=(0x7000_0000_0000, False), version=3)
+    for shape in [(2, 3, 3), (3, 3)]:
+        with pytest.raises(portgemm.DtypeError, match="A must be a list") as ei:
+            validate(Dev(shape), [np.ones((3, 3), F32)] * 2, [np.ones((3, 3), F32)] * 2)
+        assert isinstance(ei.value, TypeError)
