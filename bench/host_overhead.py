@@ -10,7 +10,7 @@ building cuBLAS grouped GEMM's pointer and size arrays from the same lists and c
 ``gemm_grouped`` (the packed API), its ragged-M form is timed too, with host and with
 device offsets (marked "packed" below).
 
-``--grid`` adds DESIGN §6's grid (MaxMN x MaxK x batch, 48 cases): event-timed
+``--grid`` adds the peer grid of bench/peers.py (MaxMN x MaxK x batch, 48 cases): event-timed
 back-to-back calls (bench/timing.do_bench, host overhead included) of gemm_vbatched,
 cuBLAS-from-lists, the bound call and a prepared cuBLAS call, and the speed-up of
 gemm_vbatched over cuBLAS-from-lists per case (geometric mean at the end). Every entry
@@ -156,7 +156,7 @@ def grid_table(cp, be, cublas, rng, quick):
             raw.append({"max_mn": mmn, "max_k": mk, "batch": batch,
                         **{f"{k}_ms": v for k, v in t.items()}})
             del A, B, C, pts, prepared
-    print("\nDESIGN §6 grid, us per call (event-timed back-to-back, host work included):")
+    print("\npeer grid (bench/peers.py), us per call (event-timed back-to-back, host work included):")
     print(tabulate(rows, headers=["maxMN/maxK", "batch", "gemm_vbatched", "cuBLAS from lists",
                                   "bound", "cuBLAS prepared", "vbatched speed-up"],
                    floatfmt=(".0f", ".0f", ",.1f", ",.1f", ",.1f", ",.1f", ".2f")))
@@ -169,7 +169,7 @@ def grid_table(cp, be, cublas, rng, quick):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--grid", action="store_true", help="also DESIGN §6's grid (48 cases)")
+    ap.add_argument("--grid", action="store_true", help="also the peer grid of bench/peers.py (48 cases)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--seed", type=int, default=7)
