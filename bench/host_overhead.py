@@ -10,8 +10,8 @@ building cuBLAS grouped GEMM's pointer and size arrays from the same lists and c
 ``gemm_grouped`` (the packed API), its ragged-M form is timed too, with host and with
 device offsets (marked "packed" below).
 
-``--grid`` adds the peer grid of bench/peers.py (MaxMN x MaxK x batch, 48 cases): event-timed
-back-to-back calls (bench/timing.do_bench, host overhead included) of gemm_vbatched,
+``--grid`` adds the peer grid of bench/peers.py (MaxMN x MaxK x batch, 48 cases):
+event-timed back-to-back calls (bench/timing.do_bench, host overhead included) of gemm_vbatched,
 cuBLAS-from-lists, the bound call and a prepared cuBLAS call, and the speed-up of
 gemm_vbatched over cuBLAS-from-lists per case (geometric mean at the end). Every entry
 point's output is checked once over NaN-poisoned C against float64.
@@ -101,10 +101,14 @@ def packed_points(cp, be, rng, groups, max_mn, max_k):
     C = cp.empty((int(offs[-1]), n), cp.float32)
     d_offs = cp.asarray(offs)
     starts = np.concatenate([[0], offs[:-1]])
-    lists = ([A[s:e] for s, e in zip(starts, offs)], list(B), [C[s:e] for s, e in zip(starts, offs)])
-    return {"packed, host offsets": (lambda: portgemm.gemm_grouped(A, B, C, offs=offs, backend=be), lists),
-            "packed, device offsets": (lambda: portgemm.gemm_grouped(A, B, C, offs=d_offs, max_m=int(m.max()), backend=be), lists),
-            "lists of the packed views": (lambda: portgemm.gemm_vbatched(*lists, backend=be), lists)}
+    views = lambda X: [X[s:e] for s, e in zip(starts, offs)]  # noqa: E731
+    lists = (views(A), list(B), views(C))
+    host = lambda: portgemm.gemm_grouped(A, B, C, offs=offs, backend=be)  # noqa: E731
+    dev = lambda: portgemm.gemm_grouped(A, B, C, offs=d_offs, max_m=int(m.max()),  # noqa: E731
+                                        backend=be)
+    as_lists = lambda: portgemm.gemm_vbatched(*lists, backend=be)  # noqa: E731
+    return {"packed, host offsets": (host, lists), "packed, device offsets": (dev, lists),
+            "lists of the packed views": (as_lists, lists)}
 
 
 def overhead_table(cp, be, cublas, torch, rng, quick):
@@ -151,12 +155,14 @@ def grid_table(cp, be, cublas, rng, quick):
             ratios.append(speedup)
             if t["bound"] <= t["cuBLAS prepared"]:
                 where_bound_wins.append(speedup)
-            rows.append([f"{mmn}/{mk}", batch, t["gemm_vbatched"] * 1e3, t["cuBLAS from lists"] * 1e3,
-                         t["bound"] * 1e3, t["cuBLAS prepared"] * 1e3, speedup])
+            us = {k: v * 1e3 for k, v in t.items()}
+            rows.append([f"{mmn}/{mk}", batch, us["gemm_vbatched"], us["cuBLAS from lists"],
+                         us["bound"], us["cuBLAS prepared"], speedup])
             raw.append({"max_mn": mmn, "max_k": mk, "batch": batch,
                         **{f"{k}_ms": v for k, v in t.items()}})
             del A, B, C, pts, prepared
-    print("\npeer grid (bench/peers.py), us per call (event-timed back-to-back, host work included):")
+    print("\npeer grid (bench/peers.py), us per call (event-timed back-to-back, host work "
+          "included):")
     print(tabulate(rows, headers=["maxMN/maxK", "batch", "gemm_vbatched", "cuBLAS from lists",
                                   "bound", "cuBLAS prepared", "vbatched speed-up"],
                    floatfmt=(".0f", ".0f", ",.1f", ",.1f", ",.1f", ",.1f", ".2f")))
@@ -169,7 +175,8 @@ def grid_table(cp, be, cublas, rng, quick):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--grid", action="store_true", help="also the peer grid of bench/peers.py (48 cases)")
+    ap.add_argument("--grid", action="store_true",
+                    help="also the peer grid of bench/peers.py (48 cases)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--seed", type=int, default=7)

@@ -1,4 +1,5 @@
-"""The GPU backends' host path without a GPU: the CUDA backend on a fake CuPy and a fake cuLaunchKernel (no GPU): arrays
+"""The GPU backends' host path without a GPU: the CUDA backend on a fake CuPy and a fake
+cuLaunchKernel, the HIP backend on test_hip_backend_fake's fake runtime. Arrays
 are host memory posing as device memory, and each raw launch runs the NumPy emulation of
 the kernel from test_hip_backend_fake on exactly the encoded arguments (descriptor,
 tile-list and block-pointer addresses, base), grid and block size. A wrong pointer,
@@ -251,9 +252,9 @@ def test_torch_tensors_launch_on_torchs_stream(backend, monkeypatch):
         def get_device(self):
             return 0
 
+    stream = types.SimpleNamespace(cuda_stream=555)
     torch = types.SimpleNamespace(Tensor=Tensor, float32="f32", float64="f64", float16="f16",
-                                  cuda=types.SimpleNamespace(current_stream=lambda d:
-                                                             types.SimpleNamespace(cuda_stream=555)))
+                                  cuda=types.SimpleNamespace(current_stream=lambda d: stream))
     monkeypatch.setitem(sys.modules, "torch", torch)
     monkeypatch.setattr(portgemm.arrays, "_TORCH_DTYPES", {})
     shapes = [(8, 9, 10), (3, 4, 5)]
