@@ -2,17 +2,17 @@
 
     C_i = alpha_i * op(A_i) @ op(B_i) + beta_i * C_i      for i in range(batch)
 """
-from .errors import (CompileError, DeviceError, DeviceUnavailable, DtypeError, LayoutError,
-                     PortgemmError, ResourceError, ShapeMismatch, UnknownArch, UnknownStrategy,
-                     ValidationError)
+from .errors import (ArgumentTypeError, CompileError, DeviceError, DeviceUnavailable,
+                     DtypeError, LayoutError, PortgemmError, ResourceError, ShapeMismatch,
+                     UnknownArch, UnknownBackend, UnknownStrategy, ValidationError)
 from .plan import Plan
 from .planner import plan, strategies
-from .api import gemm_vbatched
+from .api import bind, gemm_vbatched, run
 
 __all__ = [
-    "gemm_vbatched", "plan", "Plan", "strategies",
+    "gemm_vbatched", "plan", "Plan", "run", "bind", "strategies",
     "PortgemmError", "ValidationError", "ShapeMismatch", "DtypeError", "LayoutError",
-    "UnknownArch", "UnknownStrategy", "ResourceError", "DeviceUnavailable", "CompileError",
-    "DeviceError",
+    "UnknownArch", "UnknownStrategy", "UnknownBackend", "ArgumentTypeError", "ResourceError",
+    "DeviceUnavailable", "CompileError", "DeviceError",
 ]
 __version__ = "0.1.0"

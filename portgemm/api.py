@@ -1,35 +1,55 @@
-"""The public entry points: gemm_vbatched, Plan.run and Plan.bind."""
+"""The public entry points: gemm_vbatched, run (Plan.run) and bind (Plan.bind).
+
+Arrows go one way: api -> planner -> occupancy, api -> backends -> kernels. Plan.run and
+Plan.bind are attached to Plan here, so plan.py needs nothing from this module.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from .backends.base import get_backend
 from .errors import DtypeError, ShapeMismatch
+from .plan import Plan
+from .planner import plan as make_plan
 from .problem import validate
+
+
+def _validate(be, A, B, C, alpha, beta, trans_a, trans_b):
+    return validate(A, B, C, alpha, beta, trans_a, trans_b, be.array_info,
+                    getattr(be, "fast_devices", ()))
 
 
 def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
                   backend=None, strategy=None):
     """C_i = alpha_i op(A_i) op(B_i) + beta_i C_i for every i, in place; returns C.
 
-    A, B, C: sequences of 2-D arrays of one dtype (float32 or float64) on the backend's
-    device, any strides with unit inner stride. alpha, beta: scalars or one per GEMM.
-    op(X) is X.T when the trans flag is set. backend: "cuda", "hip", "numpy" or None
-    (the first available, in that order). strategy: a planner name (portgemm.strategies()).
+    A, B, C: lists/tuples of 2-D arrays of one dtype (float32 or float64) on the backend's
+    device, any strides with unit inner stride; or 3-D arrays (b, rows, cols), a batch of
+    b equal-sized GEMMs read through the batch stride (lists and stacks may be mixed).
+    alpha, beta: scalars or one per GEMM. op(X) is X.T when the trans flag is set.
+    backend: "cuda", "hip", "numpy", None (the first available, in that order) or a
+    backend object. strategy: a planner name (portgemm.strategies()) or None.
+    BLAS semantics: beta = 0 never reads C (NaN there is overwritten); alpha = 0 never
+    reads A or B (C = beta C); M, N or K = 0 is legal (K = 0: C = beta C).
+
+    Raises (all PortgemmError): ShapeMismatch, LayoutError, ValidationError (ValueErrors)
+    and DtypeError (a TypeError) for bad arrays, naming the GEMM; UnknownBackend /
+    UnknownStrategy (ValueError) for unknown names, ArgumentTypeError (TypeError) for a
+    non-string name; DeviceUnavailable when the named backend cannot run here. Nothing
+    is written when validation fails.
     """
     be = get_backend(backend)
-    batch = validate(A, B, C, alpha, beta, trans_a, trans_b, be.array_info)
+    batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b)
     if batch.size == 0:
         return C
-    from .planner import plan
-    p = plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy)
+    p = make_plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy)
     be.execute(p, batch)
     return C
 
 
 def _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, backend):
     be = get_backend(backend)
-    batch = validate(A, B, C, alpha, beta, trans_a, trans_b, be.array_info)
+    batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b)
     if batch.size and batch.dtype != plan.dtype:
         raise DtypeError(f"plan was made for {plan.dtype}, arrays are {batch.dtype}")
     if batch.shapes.shape != plan.shapes.shape or not np.array_equal(batch.shapes, plan.shapes):
@@ -38,7 +58,10 @@ def _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, backend):
     return be, batch
 
 
-def run_plan(plan, A, B, C, alpha, beta, trans_a, trans_b, backend):
+def run(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None):
+    """C_i = alpha_i op(A_i) op(B_i) + beta_i C_i for the shapes ``plan`` was made for;
+    returns C. Arguments and errors as gemm_vbatched's; the shapes and dtype must be the
+    plan's (ShapeMismatch / DtypeError otherwise)."""
     be, batch = _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, backend)
     if batch.size:
         be.execute(plan, batch)
@@ -49,23 +72,48 @@ class BoundGemm:
     """One plan bound to fixed arrays, validated once: calling it only launches.
 
     For loops that run the same batch on the same buffers (inference, solvers): it
-    skips the per-call validation, whose cost grows with the batch (about 1-5 us per
-    GEMM), and reuses its device descriptors. It holds the arrays, the plan and those
-    descriptors, so a CUDA graph captured from it stays valid while it lives; the bound
-    arrays' shapes must not be changed in place while bound.
+    skips the per-call validation and reuses its device descriptors; on the CUDA
+    backend a call is the raw launches with argument buffers encoded at bind time, on
+    the caller's current stream. It holds the arrays, the plan and those descriptors,
+    so a CUDA graph captured from it stays valid while it lives. Calling it returns the
+    C given at bind time; the bound arrays' shapes must not change in place while bound.
     """
 
     def __init__(self, plan, backend, batch, C):
         self.plan, self.backend, self.batch, self.C = plan, backend, batch, C
-        self._gemms = None  # the device descriptors, held after the first call
+        prepare = getattr(backend, "prepare", None)
+        if not batch.size:
+            self._launch = _nothing
+        elif prepare is not None:
+            self._launch = prepare(plan, batch)
+        else:  # a backend without a lean path: execute, reusing its descriptors
+            self._gemms = None
+
+            def launch():
+                self._gemms = backend.execute(plan, batch, self._gemms)
+            self._launch = launch
 
     def __call__(self):
-        if self.batch.size:
-            self._gemms = self.backend.execute(self.plan, self.batch, self._gemms)
+        self._launch()
         return self.C
 
 
-def bind_plan(plan, A, B, C, alpha, beta, trans_a, trans_b, backend) -> BoundGemm:
+def _nothing():
+    pass
+
+
+def bind(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
+         backend=None) -> BoundGemm:
+    """Validate once and return a BoundGemm: a callable that only launches.
+
+    Arguments and errors as in ``run``. The call binds the arrays, not the lists
+    holding them: it records each array's pointer, shape and strides now, and every
+    later call computes into those same arrays. Replacing an element of a list
+    afterwards (``C[0] = other``) is not seen: the bound call still writes the old
+    array, although it returns the list ``C`` as it is then, which holds the new
+    one. To compute into other arrays, bind again. Writing into the bound arrays'
+    contents (``C[0][...] = x``, ``A[1][:] = y``) is fine and is seen by the next call.
+    """
     be, batch = _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, backend)
     return BoundGemm(plan, be, batch, C)
 
@@ -74,3 +122,7 @@ def _first_mismatch(a, b):
     if a.shape != b.shape:
         return None
     return int(np.flatnonzero((a != b).any(axis=1))[0])
+
+
+Plan.run = run
+Plan.bind = bind

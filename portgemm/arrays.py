@@ -1,11 +1,15 @@
 """What portgemm needs to know about one array: pointer, shape, strides, dtype, device.
 
-``info(x)`` takes a numpy array (host, device "cpu") or anything exporting
-``__cuda_array_interface__`` (device "cuda"). It runs once per array per call, so it
-reads attributes directly and builds nothing it does not return.
+``info(x)`` takes a numpy array (host, device "cpu"; not a subclass such as a masked
+array) or anything exporting ``__cuda_array_interface__`` (device "cuda"): the per-array
+path, which names the offending array. ``gather(X)`` reads a whole list of NumPy, CuPy
+or torch arrays at once (the per-call hot path); ``stacked(X)`` a 3-D array.
 """
 from __future__ import annotations
 
+import ctypes
+import itertools
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -29,6 +33,12 @@ def info(x) -> ArrayInfo:
     """ArrayInfo of a 2-D array; ValidationError if not 2-D, LayoutError if a byte stride is
     not a whole number of elements, DtypeError if ``x`` is not an array at all."""
     if isinstance(x, np.ndarray):
+        if type(x) is not np.ndarray and not isinstance(x, np.memmap):
+            # A masked array's mask or np.matrix's products would be ignored or misread
+            # after earlier GEMMs were written; refuse every such subclass up front.
+            raise DtypeError(f"{type(x).__module__}.{type(x).__name__} is an ndarray "
+                             f"subclass whose arithmetic may differ from ndarray's; pass "
+                             f"np.asarray(x) (a plain view of the same memory)")
         if x.ndim != 2:
             raise ValidationError(f"expected a 2-D array, got {x.ndim}-D with shape {x.shape}")
         isz = x.itemsize
@@ -64,3 +74,166 @@ def _from_cai(cai: dict) -> ArrayInfo:
         st = (s0 // isz, s1 // isz)
     ptr, readonly = cai["data"]
     return _new(ArrayInfo, (int(ptr or 0), shape, st, dtype, "cuda", bool(readonly)))
+
+
+# ---- whole operands at once (the per-call hot path) ----------------------------------------
+
+class Operand(NamedTuple):
+    """One operand of a batch (a list of 2-D arrays or one 3-D stack) as flat arrays."""
+    ptr: np.ndarray          # (n,) int64: address of each matrix's element [0, 0]
+    shape: np.ndarray        # (n, 2) int64: rows, cols as stored
+    strides: np.ndarray      # (n, 2) int64: in elements
+    dtype: np.dtype
+    device: str
+    readonly: np.ndarray     # (n,) bool
+
+
+_TORCH_DTYPES: dict = {}     # torch dtype -> numpy dtype, filled on first use
+
+
+def _torch_dtype(torch, d):
+    if not _TORCH_DTYPES:
+        _TORCH_DTYPES.update({torch.float32: np.dtype(np.float32),
+                              torch.float64: np.dtype(np.float64),
+                              torch.float16: np.dtype(np.float16)})
+    return _TORCH_DTYPES.get(d)
+
+
+def _kind(t):
+    """Which fast reader takes arrays of type ``t``: "numpy", "cupy", "torch" or None.
+    CuPy and torch are looked up in sys.modules: an array of theirs implies they are loaded."""
+    if t is np.ndarray or t is np.memmap:
+        return "numpy"
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and t is cupy.ndarray:
+        return "cupy"
+    torch = sys.modules.get("torch")
+    if torch is not None and issubclass(t, torch.Tensor):
+        return "torch"
+    return None
+
+
+def gather(X) -> Operand | None:
+    """The fast path of a list of arrays of one known type (NumPy, CuPy or torch), read
+    with plain attribute reads in one pass per attribute; None when anything is unusual
+    (mixed types, not 2-D, mixed dtypes or devices, odd byte strides, an unsupported
+    torch dtype), so that the caller takes the per-array path, which names the offender."""
+    n = len(X)
+    types = set(map(type, X))
+    if len(types) != 1:
+        return None
+    kind = _kind(types.pop())
+    if kind is None:
+        return None
+    if kind == "torch":
+        return _gather_torch(X, n)
+    dtypes = {x.dtype for x in X}
+    if len(dtypes) != 1:
+        return None
+    dtype = dtypes.pop()
+    shape = _pairs([x.shape for x in X], n)
+    bstrides = _pairs([x.strides for x in X], n)
+    if shape is None or bstrides is None or (bstrides % dtype.itemsize).any():
+        return None
+    if kind == "numpy":
+        ptr = _host_pointers(X)
+        readonly = np.fromiter([not x.flags.writeable for x in X], bool, n)
+        device = "cpu"
+    else:  # cupy: x.data is a MemoryPointer; its attributes are cheap slots
+        mem = [x.data for x in X]
+        ptr = [m.ptr for m in mem]
+        devices = {m.device_id for m in mem}
+        if len(devices) != 1:
+            return None
+        device = f"cuda:{devices.pop()}"
+        readonly = np.zeros(n, bool)
+    return Operand(np.fromiter(ptr, np.int64, n), shape, bstrides // dtype.itemsize, dtype,
+                   device, readonly)
+
+
+def _struct_pointers(X):
+    """Data pointers read from each array's __array_struct__ (numpy's public C interface,
+    PyArrayInterface: ``data`` at byte 40 on 64-bit): about 4x cheaper than x.ctypes.data
+    or __array_interface__, which build Python objects per array."""
+    caps = [x.__array_struct__ for x in X]   # each capsule lives while it is read
+    return [_FROM_ADDRESS(_CAPSULE_POINTER(c, None) + 40).value for c in caps]
+
+
+def _interface_pointers(X):
+    return [x.__array_interface__["data"][0] for x in X]
+
+
+def _pick_host_pointers():
+    """The struct reader where it reads this interpreter's arrays right, else the dict."""
+    try:
+        probe = [np.zeros((3, 4), np.float32)[1:, 1:], np.zeros(5)[::2]]
+        if ctypes.sizeof(ctypes.c_void_p) == 8 and \
+                _struct_pointers(probe) == _interface_pointers(probe):
+            return _struct_pointers
+    except Exception:  # noqa: BLE001 - any surprise: the portable reader
+        pass
+    return _interface_pointers
+
+
+_CAPSULE_POINTER = ctypes.pythonapi.PyCapsule_GetPointer
+_CAPSULE_POINTER.restype = ctypes.c_void_p
+_CAPSULE_POINTER.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_FROM_ADDRESS = ctypes.c_int64.from_address
+_host_pointers = _pick_host_pointers()
+
+
+def _gather_torch(X, n):
+    torch = sys.modules["torch"]
+    dtypes = {x.dtype for x in X}
+    devices = {x.get_device() for x in X}   # -1 on the host
+    if len(dtypes) != 1 or len(devices) != 1:
+        return None
+    dtype = _torch_dtype(torch, dtypes.pop())
+    dev = devices.pop()
+    shape = _pairs([x.shape for x in X], n)
+    strides = _pairs([x.stride() for x in X], n)   # torch strides are in elements
+    if dtype is None or shape is None or strides is None:
+        return None
+    ptr = np.fromiter([x.data_ptr() for x in X], np.int64, n)
+    device = f"cuda:{dev}" if dev >= 0 else "torch-cpu"   # host tensors: per-array path
+    return Operand(ptr, shape, strides, dtype, device, np.zeros(n, bool))
+
+
+def _pairs(tuples, n):
+    """(n, 2) int64 from n 2-tuples; None when any tuple is not of length 2."""
+    if set(map(len, tuples)) != {2}:
+        return None
+    return np.fromiter(itertools.chain.from_iterable(tuples), np.int64, 2 * n).reshape(n, 2)
+
+
+def stacked(X) -> tuple | None:
+    """(base pointer, shape, strides in elements, dtype, device, readonly) of a 3-D array
+    (NumPy, CuPy, torch or __cuda_array_interface__), or None if ``X`` is none of these.
+    Raises LayoutError if a byte stride is not a whole number of elements."""
+    kind = _kind(type(X))
+    if kind == "torch":
+        dev = X.get_device()
+        dtype = _torch_dtype(sys.modules["torch"], X.dtype)
+        if dtype is None:
+            raise DtypeError(f"unsupported torch dtype {X.dtype}")
+        return (X.data_ptr(), tuple(X.shape), tuple(X.stride()), dtype,
+                f"cuda:{dev}" if dev >= 0 else "torch-cpu", False)
+    if kind == "numpy":
+        ptr, ro = X.__array_interface__["data"]
+        shape, bst, dtype, device = X.shape, X.strides, X.dtype, "cpu"
+    elif kind == "cupy":
+        ptr, ro = X.data.ptr, False
+        shape, bst, dtype, device = X.shape, X.strides, X.dtype, f"cuda:{X.data.device_id}"
+    else:
+        cai = getattr(X, "__cuda_array_interface__", None)
+        if cai is None:
+            return None
+        shape, dtype = tuple(int(d) for d in cai["shape"]), np.dtype(cai["typestr"])
+        bst = cai.get("strides") or tuple(int(np.prod(shape[i + 1:])) * dtype.itemsize
+                                          for i in range(len(shape)))
+        ptr, ro = cai["data"]
+        device = "cuda"
+    isz = dtype.itemsize
+    if any(s % isz for s in bst):
+        raise LayoutError(f"byte strides {tuple(bst)} are not multiples of the itemsize {isz}")
+    return int(ptr or 0), tuple(shape), tuple(s // isz for s in bst), dtype, device, bool(ro)

@@ -42,8 +42,16 @@ class UnknownStrategy(PortgemmError, ValueError):
     """A planner strategy name that is not registered."""
 
 
+class UnknownBackend(PortgemmError, ValueError):
+    """A backend name that is not registered (a usage error, unlike DeviceUnavailable)."""
+
+
+class ArgumentTypeError(PortgemmError, TypeError):
+    """An argument of the wrong kind, e.g. ``backend=`` or ``strategy=`` given a list."""
+
+
 class DeviceUnavailable(PortgemmError, RuntimeError):
-    """The requested backend has no usable device or runtime here."""
+    """A known backend has no usable device or runtime here."""
 
 
 class CompileError(PortgemmError, RuntimeError):

@@ -9,6 +9,9 @@ thread count (so a fused kernel's extra threads may leave at once); in "per-kind
 they are also of one kind. Only li2019's batching puts several tiles in a block. Every
 element of every C lies in exactly one tile (edge tiles may extend past M/N; the kernel
 guards them). No strategy splits K.
+
+``Plan.run`` and ``Plan.bind`` are ``portgemm.run`` and ``portgemm.bind`` as methods,
+attached by api.py (the layer above), so this module imports nothing from it.
 """
 from __future__ import annotations
 
@@ -161,22 +164,3 @@ class Plan:
         return [f"{name} spills {b:,} bytes on {self.arch.name} (compiler's report); it may "
                 f"run slower than its occupancy suggests (another strategy, mode or float32 "
                 f"may avoid it)" for name, b in self.spills().items()]
-
-    def run(self, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None):
-        """C_i = alpha_i op(A_i) op(B_i) + beta_i C_i for the shapes this plan was made for."""
-        from .api import run_plan
-        return run_plan(self, A, B, C, alpha, beta, trans_a, trans_b, backend)
-
-    def bind(self, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None):
-        """Validate once and return a callable that only launches (see api.BoundGemm).
-
-        Arguments and errors as in ``run``. The call binds the arrays, not the lists
-        holding them: it records each array's pointer, shape and strides now, and every
-        later call computes into those same arrays. Replacing an element of a list
-        afterwards (``C[0] = other``) is not seen: the bound call still writes the old
-        array, although it returns the list ``C`` as it is then, which holds the new
-        one. To compute into other arrays, bind again. Writing into the bound arrays'
-        contents (``C[0][...] = x``, ``A[1][:] = y``) is fine and is seen by the next call.
-        """
-        from .api import bind_plan
-        return bind_plan(self, A, B, C, alpha, beta, trans_a, trans_b, backend)

@@ -1,8 +1,10 @@
 """Validate a variable-size batch and describe it as flat arrays (a Batch).
 
-One Python pass collects each array's pointer/shape/strides/dtype; every check after
-that is a numpy expression over the whole batch. Each error is a typed portgemm error
-naming the offending GEMM. Validation never writes to any array.
+One pass per operand list collects each array's pointer/shape/strides/dtype (a 3-D
+stack needs none: its pointers are base + i * batch stride); every check after that is
+a numpy expression over the whole batch, and the overlap check one sort and sweep over
+byte spans, refined exactly (row by row) only for the arrays it flags. Each error is a
+typed portgemm error naming the offending GEMM. Validation never writes to any array.
 """
 from __future__ import annotations
 
@@ -13,17 +15,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .arrays import Operand, _kind, gather, stacked
 from .arrays import info as _default_info
 from .errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 
 SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 MAX_SPAN = 2**31 - 1  # elements one matrix may span: the kernels use 32-bit offsets
 _OPERANDS = "ABC"
+# The recipe for column-major (Fortran-ordered) data, per operand: A and B have a flag to
+# flip; C has none, so the whole product is transposed (C^T = op(B)^T op(A)^T).
+_COLUMN_MAJOR = (
+    "for a column-major A pass A.T and flip trans_a",
+    "for a column-major B pass B.T and flip trans_b",
+    "for a column-major C compute C^T = op(B)^T op(A)^T: pass C.T as C, B as A with "
+    "trans_a = not trans_b, and A as B with trans_b = not trans_a")
 
 
 @dataclass(eq=False)
 class Batch:
-    A: list
+    A: list                 # as given: a list of 2-D arrays, or one 3-D array (X[i] is GEMM i)
     B: list
     C: list
     shapes: np.ndarray      # (batch, 3) int64: M, N, K of op(A) @ op(B)
@@ -39,19 +49,24 @@ class Batch:
 
 
 def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-             array_info=_default_info) -> Batch:
+             array_info=_default_info, fast_devices=("cpu",)) -> Batch:
     """Check a batch ``C_i = alpha_i op(A_i) op(B_i) + beta_i C_i`` and describe it.
 
+    Each of A, B, C is a list/tuple of 2-D arrays or one 3-D array (a stack of
+    equal-sized matrices, read through its batch stride: no per-matrix views).
     ``array_info(x) -> ArrayInfo`` is the backend's: it decides which arrays it takes.
-    Raises ShapeMismatch, DtypeError, LayoutError or ValidationError (ValueError or
-    TypeError), naming the GEMM index where there is one.
+    Lists of NumPy, CuPy or torch arrays whose device label starts with one of
+    ``fast_devices`` take the fast path (arrays.gather); anything else, and every error,
+    goes through ``array_info`` one array at a time. Raises ShapeMismatch, DtypeError,
+    LayoutError or ValidationError (ValueError or TypeError), naming the GEMM index
+    where there is one.
     """
     trans_a = _flag(trans_a, "trans_a")
     trans_b = _flag(trans_b, "trans_b")
     A, B, C = _matrices(A, "A"), _matrices(B, "B"), _matrices(C, "C")
-    n = len(A)
-    if len(B) != n or len(C) != n:
-        raise ShapeMismatch(f"A, B and C hold {len(A)}, {len(B)} and {len(C)} matrices")
+    n = _count(A)
+    if _count(B) != n or _count(C) != n:
+        raise ShapeMismatch(f"A, B and C hold {_count(A)}, {_count(B)} and {_count(C)} matrices")
     alpha = _scalars(alpha, n, "alpha")
     beta = _scalars(beta, n, "beta")
     if n == 0:
@@ -59,25 +74,19 @@ def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
         return Batch(A, B, C, z, z.astype(np.uint64), z.copy(), alpha, beta, trans_a, trans_b,
                      SUPPORTED_DTYPES[0], 0)
 
-    infos = _infos(A, "A", array_info) + _infos(B, "B", array_info) + _infos(C, "C", array_info)
-    ptrs, shapes, strides, dtypes, devices, readonly = zip(*infos)
-    dtype = _one_dtype(dtypes, n)
-    device = _one_device(devices, n)
-
-    if not all(len(s) == 2 for s in shapes):  # backends' own array_info may skip this check
-        k = next(k for k, s in enumerate(shapes) if len(s) != 2)
-        raise ValidationError(f"{_OPERANDS[k // n]}: expected a 2-D array, got shape "
-                              f"{tuple(shapes[k])}", gemm=k % n)
-    shp = np.array(shapes, dtype=np.int64)           # (3n, 2) rows, cols as stored
-    st = np.array(strides, dtype=np.int64)           # (3n, 2) in elements
-    ptr_u = np.array(ptrs, dtype=np.uint64)
-    ptr = ptr_u.view(np.int64)                       # user/device addresses are < 2**63
+    ops = [_operand(X, name, array_info, fast_devices) for X, name in ((A, "A"), (B, "B"),
+                                                                        (C, "C"))]
+    dtype = _one_dtype(ops, n)
+    device = _one_device(ops, n)
+    shp = np.concatenate([op.shape for op in ops])   # (3n, 2) rows, cols as stored
+    st = np.concatenate([op.strides for op in ops])  # (3n, 2) in elements
+    ptr = np.concatenate([op.ptr for op in ops])     # user/device addresses are < 2**63
 
     shapes_mnk = _shapes(shp, n, trans_a, trans_b)
-    ld, lo, hi = _layout(shp, st, ptr, np.array(readonly[2 * n:]), dtype.itemsize, n)
+    ld, lo, hi = _layout(shp, st, ptr, ops[2].readonly, dtype.itemsize, n)
     _overlaps(shp, ld, lo, hi, dtype.itemsize, n)
 
-    return Batch(A, B, C, shapes_mnk, np.ascontiguousarray(ptr_u.reshape(3, n).T),
+    return Batch(A, B, C, shapes_mnk, np.ascontiguousarray(ptr.view(np.uint64).reshape(3, n).T),
                  np.ascontiguousarray(ld.reshape(3, n).T), alpha, beta, trans_a, trans_b,
                  dtype, n, device)
 
@@ -90,15 +99,37 @@ def _flag(t, name):
     raise DtypeError(f"{name} must be a bool, got {t!r}")
 
 
+def _is_array(X) -> bool:
+    return isinstance(X, np.ndarray) or _kind(type(X)) is not None or \
+        hasattr(X, "__cuda_array_interface__")
+
+
 def _matrices(X, name):
+    """A list of matrices, or a 3-D array kept as it is (a stack)."""
     if isinstance(X, (list, tuple)):
         return list(X)
-    if isinstance(X, np.ndarray) or hasattr(X, "__cuda_array_interface__"):
-        raise DtypeError(f"{name} must be a list or tuple of 2-D arrays, not one array "
-                         f"(for a stack of matrices pass list({name}))")
+    if _is_array(X):
+        shape = getattr(X, "shape", None)
+        if shape is None:  # an object with only __cuda_array_interface__
+            shape = X.__cuda_array_interface__["shape"]
+        ndim = len(shape)
+        if ndim == 3 and hasattr(X, "__getitem__"):
+            return X
+        raise DtypeError(f"{name} must be a list or tuple of 2-D arrays, or one 3-D array "
+                         f"(a stack of equal-sized matrices, indexable); got one {ndim}-D "
+                         f"{type(X).__name__}")
     if isinstance(X, (str, bytes)) or not isinstance(X, Sequence):
         raise DtypeError(f"{name} must be a list or tuple of 2-D arrays, got {type(X).__name__}")
     return list(X)
+
+
+def _count(X) -> int:
+    return len(X) if isinstance(X, list) else int(X.shape[0])
+
+
+def _each(v, n):
+    """A per-operand value (one dtype/device) or a per-matrix tuple, as n values."""
+    return v if isinstance(v, tuple) else (v,) * n
 
 
 def _scalars(x, n, name):
@@ -141,6 +172,38 @@ def _scalars(x, n, name):
     return v
 
 
+def _operand(X, name, array_info, fast_devices) -> Operand:
+    if not isinstance(X, list):
+        return _stack(X, name, array_info)
+    op = gather(X) if fast_devices else None
+    if op is not None and op.device.startswith(fast_devices):
+        return op
+    infos = _infos(X, name, array_info)
+    n = len(infos)
+    ptrs, shapes, strides, dtypes, devices, readonly = zip(*infos)
+    if not all(len(s) == 2 for s in shapes):  # backends' own array_info may skip this check
+        i = next(i for i, s in enumerate(shapes) if len(s) != 2)
+        raise ValidationError(f"{name}: expected a 2-D array, got shape {tuple(shapes[i])}",
+                              gemm=i)
+    return Operand(np.array(ptrs, np.uint64).view(np.int64), np.array(shapes, np.int64),
+                   np.array(strides, np.int64).reshape(n, 2), dtypes, devices,
+                   np.array(readonly, bool))
+
+
+def _stack(X, name, array_info) -> Operand:
+    """A 3-D array as b matrices: pointers from the base and the batch stride, no views."""
+    first = _infos([X[0]], name, array_info)[0]   # the backend takes (or refuses) its type
+    whole = stacked(X)
+    if whole is None:
+        raise DtypeError(f"{name}: cannot read a {type(X).__name__} as a 3-D stack")
+    ptr, shape, strides, _, _, readonly = whole
+    b = int(shape[0])
+    step = np.arange(b, dtype=np.int64) * (strides[0] * first.dtype.itemsize)
+    return Operand(ptr + step, np.tile(np.array(shape[1:], np.int64), (b, 1)),
+                   np.tile(np.array(strides[1:], np.int64), (b, 1)), first.dtype,
+                   first.device, np.full(b, bool(readonly)))
+
+
 def _infos(X, name, array_info):
     try:
         return [array_info(x) for x in X]
@@ -156,9 +219,11 @@ def _infos(X, name, array_info):
     raise AssertionError("array_info failed once and then succeeded")  # pragma: no cover
 
 
-def _one_dtype(dtypes, n):
-    if len(set(dtypes)) == 1 and dtypes[0] in SUPPORTED_DTYPES:
-        return dtypes[0]
+def _one_dtype(ops, n):
+    uniform = not any(isinstance(op.dtype, tuple) for op in ops)
+    if uniform and len({op.dtype for op in ops}) == 1 and ops[0].dtype in SUPPORTED_DTYPES:
+        return ops[0].dtype  # the common case: three uniform operands
+    dtypes = [d for op in ops for d in _each(op.dtype, n)]
     first = dtypes[0]
     for k, d in enumerate(dtypes):
         if d not in SUPPORTED_DTYPES:
@@ -167,13 +232,24 @@ def _one_dtype(dtypes, n):
         if d != first:
             raise DtypeError(f"mixed dtypes: {_OPERANDS[k // n]} is {d}, A of GEMM 0 is "
                              f"{first}", gemm=k % n)
-    raise AssertionError("unreachable")  # pragma: no cover
+    return first
 
 
-def _one_device(devices, n):
-    if len(set(devices)) == 1:
-        return devices[0]
-    k = next(k for k, d in enumerate(devices) if d != devices[0])
+def _one_device(ops, n):
+    """One device for the whole batch. A bare "cuda" (from __cuda_array_interface__, which
+    names no device) matches any "cuda:<id>"; the backend checks the current device."""
+    labels = set()
+    for op in ops:
+        labels.update(op.device if isinstance(op.device, tuple) else (op.device,))
+    if len(labels) > 1 and all(d.startswith("cuda") for d in labels):
+        labels.discard("cuda")
+    if len(labels) == 1:
+        return labels.pop()
+    devices = [d for op in ops for d in _each(op.device, n)]
+    ref = next((d for d in devices if d != "cuda"), devices[0]) \
+        if devices[0] == "cuda" else devices[0]
+    same = lambda d: d == ref or (d == "cuda" and ref.startswith("cuda"))  # noqa: E731
+    k = next(k for k, d in enumerate(devices) if not same(d))
     raise ValidationError(f"{_OPERANDS[k // n]} is on {devices[k]}, A of GEMM 0 on "
                           f"{devices[0]}", gemm=k % n)
 
@@ -188,16 +264,17 @@ def _shapes(shp, n, trans_a, trans_b):
     a, b, c = shp[:n], shp[n:2 * n], shp[2 * n:]
     M, K = (a[:, 1], a[:, 0]) if trans_a else (a[:, 0], a[:, 1])
     Kb, N = (b[:, 1], b[:, 0]) if trans_b else (b[:, 0], b[:, 1])
-    bad = K != Kb
-    if bad.any():
-        i = _first(bad)
-        raise ShapeMismatch(f"inner dimensions differ: op(A) is {M[i]}x{K[i]}, op(B) is "
-                            f"{Kb[i]}x{N[i]}", gemm=i)
-    bad = (c[:, 0] != M) | (c[:, 1] != N)
-    if bad.any():
-        i = _first(bad)
+    bad_k = K != Kb
+    bad_c = (c[:, 0] != M) | (c[:, 1] != N)
+    if (bad_k | bad_c).any():   # one test on the common path; the first offender below
+        i = _first(bad_k | bad_c)
+        if bad_k[i]:
+            raise ShapeMismatch(f"inner dimensions differ: op(A) is {M[i]}x{K[i]}, op(B) is "
+                                f"{Kb[i]}x{N[i]}", gemm=i)
         raise ShapeMismatch(f"C is {c[i, 0]}x{c[i, 1]}, op(A) @ op(B) is {M[i]}x{N[i]}", gemm=i)
-    return np.stack([M, N, K], axis=1)
+    out = np.empty((n, 3), np.int64)
+    out[:, 0], out[:, 1], out[:, 2] = M, N, K
+    return out
 
 
 def _layout(shp, st, ptr, c_readonly, isz, n):
@@ -205,42 +282,40 @@ def _layout(shp, st, ptr, c_readonly, isz, n):
     rows, cols = shp[:, 0], shp[:, 1]
     s0, s1 = st[:, 0], st[:, 1]
     full = (rows > 0) & (cols > 0)
-
-    def fail(mask, what):
-        k = _first(mask)
-        raise LayoutError(f"{_OPERANDS[k // n]} {what(k)}", gemm=k % n)
-
-    # A stride of a length-1 dimension is never used, so it may be anything.
-    bad = full & (cols > 1) & (s1 != 1)
-    if bad.any():
-        fail(bad, lambda k: f"has inner (column) stride {s1[k]} elements; rows must be "
-                            f"contiguous (for a column-major X pass X.T and flip the trans flag)")
-    bad = full & (rows > 1) & (s0 < 0)
-    if bad.any():
-        fail(bad, lambda k: f"has negative row stride {s0[k]}")
-    bad = full & (ptr % isz != 0)
-    if bad.any():
-        fail(bad, lambda k: f"data pointer {ptr[k]:#x} is not aligned to its itemsize {isz}")
-    cfull = full[2 * n:]
-    bad = cfull & c_readonly
-    if bad.any():
-        i = _first(bad)
-        raise LayoutError("C is read-only", gemm=i)
-    # Rows of C that share memory would be written by several threads at once.
-    bad = cfull & (rows[2 * n:] > 1) & (s0[2 * n:] < cols[2 * n:])
-    if bad.any():
-        i = _first(bad)
-        raise LayoutError(f"C's rows overlap (row stride {s0[2 * n + i]} < {cols[2 * n + i]} "
-                          f"columns)", gemm=i)
-    ld = np.where(full & (rows > 1), s0, np.maximum(s0, cols))
+    multi = full & (rows > 1)
+    ld = np.where(multi, s0, np.maximum(s0, cols))
     span = np.where(full, (rows - 1) * ld + cols, 0)   # elements from [0, 0] to the end
-    bad = span > MAX_SPAN
-    if bad.any():
-        fail(bad, lambda k: f"spans {span[k]} elements from its first to its last; the kernels "
-                            f"index with 32-bit offsets (at most {MAX_SPAN})")
-    lo = ptr
-    hi = lo + span * isz
-    return ld, lo, hi
+    # Every check in one test on the common path; _layout_error names the first failure.
+    # A stride of a length-1 dimension is never used, so it may be anything.
+    bad = (full & (cols > 1) & (s1 != 1)) | (multi & (s0 < 0)) | (full & (ptr % isz != 0)) \
+        | (span > MAX_SPAN)
+    # C read-only, or rows of C sharing memory (several threads would write them at once)
+    cbad = full[2 * n:] & (c_readonly | ((rows[2 * n:] > 1) & (s0[2 * n:] < cols[2 * n:])))
+    if bad.any() or cbad.any():
+        _layout_error(rows, cols, s0, s1, full, multi, span, ptr, c_readonly, isz, n)
+    return ld, ptr, ptr + span * isz
+
+
+def _layout_error(rows, cols, s0, s1, full, multi, span, ptr, c_readonly, isz, n):
+    def fail(mask, what):
+        if mask.any():
+            k = _first(mask)
+            raise LayoutError(f"{_OPERANDS[k // n]} {what(k)}", gemm=k % n)
+
+    fail(full & (cols > 1) & (s1 != 1),
+         lambda k: f"has inner (column) stride {s1[k]} elements; rows must be contiguous "
+                   f"({_COLUMN_MAJOR[k // n]})")
+    fail(multi & (s0 < 0), lambda k: f"has negative row stride {s0[k]}")
+    fail(full & (ptr % isz != 0),
+         lambda k: f"data pointer {ptr[k]:#x} is not aligned to its itemsize {isz}")
+    is_c = np.arange(rows.size) >= 2 * n
+    fail(is_c & full & np.concatenate([np.zeros(2 * n, bool), c_readonly]),
+         lambda k: "is read-only")
+    fail(is_c & multi & (s0 < cols),
+         lambda k: f"has overlapping rows (row stride {s0[k]} < {cols[k]} columns)")
+    fail(span > MAX_SPAN, lambda k: f"spans {span[k]} elements from its first to its last; "
+                                    f"the kernels index with 32-bit offsets (at most {MAX_SPAN})")
+    raise AssertionError("a layout check failed and none names an array")  # pragma: no cover
 
 
 def _overlaps(shp, ld, lo, hi, isz, n):
@@ -249,10 +324,10 @@ def _overlaps(shp, ld, lo, hi, isz, n):
     First a test of byte spans; only arrays it flags are refined exactly, by listing
     their rows as byte intervals (so column slices of one buffer that interleave
     without sharing elements pass)."""
+    if not _any_span_meets_c(lo, hi, n):
+        return
     nonempty = hi > lo
     c_ids = np.flatnonzero(nonempty[2 * n:]) + 2 * n
-    if c_ids.size == 0:
-        return
     ab_ids = np.flatnonzero(nonempty[:2 * n])
     flag_c, flag_ab = _span_flags(lo[c_ids], hi[c_ids], lo[ab_ids], hi[ab_ids])
     if not flag_c.any() and not flag_ab.any():
@@ -283,6 +358,22 @@ def _overlaps(shp, ld, lo, hi, isz, n):
         op, gj = _OPERANDS[other // n], other % n
         whose = "its own " + op if gj == gi else f"{op} of GEMM {gj}"
         raise LayoutError(f"C overlaps {whose}", gemm=gi)
+
+
+def _any_span_meets_c(lo, hi, n):
+    """Whether any non-empty C span meets another non-empty span (C, A or B): one sort and
+    sweep over all 3n byte spans, the common path's whole overlap test. Sorted by start,
+    a later span meets an earlier one iff it starts before that one's end: before the
+    furthest end of the earlier C spans, or (for a C) of all earlier spans."""
+    order = np.argsort(lo, kind="stable")
+    s, e = lo[order], hi[order]
+    live = e > s
+    is_c = order >= 2 * n
+    low = np.iinfo(np.int64).min
+    reach_c = np.maximum.accumulate(np.where(live & is_c, e, low))
+    reach = np.maximum.accumulate(np.where(live, e, low))
+    hit = (s[1:] < reach_c[:-1]) | (is_c[1:] & (s[1:] < reach[:-1]))
+    return bool((hit & live[1:]).any())
 
 
 def _span_flags(cs, ce, as_, ae):

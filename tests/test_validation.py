@@ -75,7 +75,8 @@ def test_transpose_flags_change_the_shapes():
     expect(ShapeMismatch, 2, At, Bt, C, trans_a=True, trans_b=True)
 
 
-@pytest.mark.parametrize("bad", [np.ones((4, 3, 3), F32), "abc", 5, None])
+@pytest.mark.parametrize("bad", [np.ones((4, 3), F32), np.ones((4, 3, 3, 1), F32), "abc", 5,
+                                 None])
 def test_not_a_sequence_of_matrices(bad):
     A, B, C = make()
     e = expect(DtypeError, None, bad, B, C)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Protocol
 
-from ..errors import DeviceUnavailable
+from ..errors import ArgumentTypeError, DeviceUnavailable, UnknownBackend
 
 # Tried in this order when backend=None.
 ORDER = ("cuda", "hip", "numpy")
@@ -36,13 +36,28 @@ class Backend(Protocol):
 
     def synchronize(self) -> None: ...
 
+    # Optional:
+    #   fast_devices: tuple of device-label prefixes ("cpu", "cuda:") whose NumPy / CuPy /
+    #     torch lists problem.validate may read with arrays.gather instead of array_info.
+    #   prepare(plan, batch) -> callable: the bound call (Plan.bind), launches only; without
+    #     it a bound call is execute() reusing its descriptors.
+
 
 _instances: dict[str, Backend] = {}
 
 
-def get_backend(name: str | None = None) -> Backend:
-    """The named backend, or the first available in ORDER. A named backend that cannot
-    run here raises DeviceUnavailable saying why."""
+# What an object passed as ``backend=`` must have to be used as one (see Backend).
+PROTOCOL = ("array_info", "execute", "arch")
+
+
+def get_backend(name=None) -> Backend:
+    """The named backend, or the first available in ORDER (``name=None``).
+
+    ``name`` is one of ORDER, None, or an object implementing the Backend protocol
+    (callable ``array_info``, ``execute`` and ``arch``), which is used as it is. An
+    unknown name raises UnknownBackend (a ValueError), anything else ArgumentTypeError
+    (a TypeError); a known backend that cannot run here raises DeviceUnavailable
+    saying why."""
     if name is None:
         reasons = []
         for n in ORDER:
@@ -51,12 +66,17 @@ def get_backend(name: str | None = None) -> Backend:
             except DeviceUnavailable as e:
                 reasons.append(str(e))
         raise DeviceUnavailable("no backend available: " + "; ".join(reasons))
-    if isinstance(name, str) and name in _instances:
-        return _instances[name]
-    if not isinstance(name, str):
+    if isinstance(name, str):
+        inst = _instances.get(name)
+        if inst is not None:
+            return inst
+    elif all(callable(getattr(name, m, None)) for m in PROTOCOL):
         return name  # an object implementing the protocol
+    else:
+        raise ArgumentTypeError(f"backend must be a name ({', '.join(ORDER)}), None or a "
+                                f"backend object, got {type(name).__name__}")
     if name not in MODULES:
-        raise DeviceUnavailable(f"unknown backend {name!r}; known: {', '.join(ORDER)}")
+        raise UnknownBackend(f"unknown backend {name!r}; known: {', '.join(ORDER)}")
     try:
         mod = importlib.import_module(MODULES[name])
     except ImportError as e:

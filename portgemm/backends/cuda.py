@@ -1,15 +1,20 @@
 """CUDA backend through CuPy: NVRTC-compiled variants of the one kernel source, launched
-on the current CuPy stream over device arrays (CuPy, PyTorch, anything exposing
-__cuda_array_interface__ or DLPack), with no host round trip.
+with the driver's cuLaunchKernel (through ctypes, arguments encoded once per descriptor
+buffer) on the caller's current stream (torch's when the arrays are torch tensors, else
+CuPy's), over device arrays (CuPy, PyTorch, anything exposing __cuda_array_interface__
+or DLPack), with no host round trip.
 
 After the first call with a given set of arrays, Plan.run neither allocates nor
 synchronises: the plan's tile arrays are uploaded once per plan, and the per-GEMM
-descriptors (pointers, strides, alpha, beta) are cached by their bytes, so the call can
-be captured in a CUDA graph.
+descriptors (pointers, strides, alpha, beta) are cached by their bytes; a new set is
+uploaded asynchronously from a pinned staging ring. A bound call (Plan.bind) is only
+the raw launches, so it can be captured in a CUDA graph.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import threading
 
 import numpy as np
 
@@ -19,7 +24,8 @@ from ..errors import (DeviceError, DeviceUnavailable, DtypeError, LayoutError, U
 from ..kernels import compile_cache, nvrtc, resources as kres
 from ..kernels.render import render
 from ..occupancy.resources import KernelResources
-from .launch import cached_descriptors, plan_state
+from .launch import (DESCRIPTOR_CACHE, cached_descriptors, descriptors, plan_state,
+                     torch_device, torch_stream)
 
 
 
@@ -50,9 +56,12 @@ def create():
 
 class CudaBackend:
     name = "cuda"
+    fast_devices = ("cuda:",)   # lists of CuPy / torch CUDA arrays take the fast path
 
-    def __init__(self, cupy):
+    def __init__(self, cupy, launch_kernel=None):
         self.cp = cupy
+        self._cu_launch = launch_kernel or _cu_launch_kernel()
+        self._staging = _Staging(cupy)
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
         self._side: dict[int, list] = {}
@@ -157,62 +166,160 @@ class CudaBackend:
 
     # -- execution ------------------------------------------------------------------
     def _upload(self, host: np.ndarray):
-        cp = self.cp
-        dev = cp.empty(host.nbytes, dtype=cp.uint8)
-        dev.set(host.view(np.uint8).reshape(-1))
-        return dev
+        """A device copy of ``host``, enqueued on the current stream (no synchronisation)."""
+        return self._staging.upload(host, self.cp.cuda.get_current_stream())
 
-    def execute(self, plan, batch, gemms=None):
-        """Launch; returns the device descriptors used, which a caller that repeats the
-        same batch (BoundGemm) passes back as ``gemms`` and keeps alive."""
-        if plan.n_tiles == 0:
-            return None
+    def _state(self, plan, batch):
         dev = self._dev()
         if batch.device.startswith("cuda:") and batch.device != f"cuda:{dev}":
             raise ValidationError(f"the arrays are on {batch.device}, the current device is "
                                   f"cuda:{dev}")
-        st = plan_state(plan, ("cuda", dev), bool(batch.trans_a), bool(batch.trans_b),
-                        self._upload)
-        if gemms is None:
-            gemms = cached_descriptors(st, batch, self._upload)
-        stream = self.cp.cuda.get_current_stream()
+        return plan_state(plan, ("cuda", dev), bool(batch.trans_a), bool(batch.trans_b),
+                          self._upload)
+
+    def _stream(self, tdev):
+        """The caller's current stream: torch's when the arrays are torch tensors (tdev is
+        their device), else CuPy's."""
+        if tdev is None:
+            return self.cp.cuda.get_current_stream()
+        return self.cp.cuda.ExternalStream(torch_stream(tdev))
+
+    def execute(self, plan, batch, gemms=None):
+        """Launch on the caller's current stream; returns the device descriptors used,
+        which a caller repeating the same batch may pass back as ``gemms``."""
+        if plan.n_tiles == 0:
+            return None
+        tdev = torch_device(batch)
+        stream = self._stream(tdev)
+        with stream:  # uploads on a cache miss go to the same stream as the launch
+            st = self._state(plan, batch)
+            if gemms is None:
+                gemms = cached_descriptors(st, batch, self._upload)
+        self._launch(st, self._encoded(st, gemms), stream)
+        return gemms
+
+    def prepare(self, plan, batch):
+        """The bound call (Plan.bind): descriptors uploaded once into a buffer of its own,
+        kernel arguments encoded once; each call is only the raw launches, on the
+        caller's stream at call time (so it can be captured in a CUDA graph)."""
+        if plan.n_tiles == 0:
+            return lambda: None
+        tdev = torch_device(batch)
+        with self._stream(tdev):
+            st = self._state(plan, batch)
+            gemms = self._upload(descriptors(batch))
+        enc = self._encode(st, gemms)
+        launch, stream = self._launch, self._stream
+
+        def call():
+            launch(st, enc, stream(tdev))
+        call.gemms = gemms  # the descriptors live as long as the call
+        return call
+
+    def _encoded(self, st, gemms):
+        """Encoded launches for one descriptor buffer, kept per plan state by address
+        (they hold only addresses, so a reused address encodes the same arguments)."""
+        cache = st.setdefault("encoded", {})
+        enc = cache.get(gemms.data.ptr)
+        if enc is None:
+            if len(cache) >= 4 * DESCRIPTOR_CACHE:
+                cache.clear()
+            enc = cache[gemms.data.ptr] = self._encode(st, gemms)
+        return enc
+
+    def _encode(self, st, gemms):
+        """[(CUfunction, grid, threads, kernelParams, values)] for the plan's launches: the
+        argument buffer cuLaunchKernel reads, built once (tinygrad's CUDAProgram way)."""
         tiles = st["tiles"].data.ptr if st["tiles"] is not None else 0
         bptr = st["block_ptr"].data.ptr if st["block_ptr"] is not None else 0
-        launches = st["launches"]
-        # Per-kind launches run side by side (fork/join on side streams), so each kind
-        # keeps its own registers and block size and no launch waits for another's tail.
-        fork = plan.mode == "per-kind" and len(launches) > 1
-        if fork:
-            # Events per calling stream: callers on other streams must not wait on (or
-            # release work on) each other's fork and join points.
-            events = st.setdefault("events", {}).get(stream.ptr)
-            if events is None:
-                events = st["events"][stream.ptr] = [
-                    self.cp.cuda.Event(block=False, disable_timing=True)
-                    for _ in range(len(launches) + 1)]
-            events[0].record(stream)
-            side = self._side_streams(len(launches))
-        for i, (which, base, grid) in enumerate(launches):
+        out = []
+        for which, base, grid in st["launches"]:
             variant = st["variants"][which]
             fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
             grid = grid if isinstance(grid, tuple) else (grid, 1, 1)
-            s = stream
-            if fork:
-                s = side[i]
-                s.wait_event(events[0])
-            try:  # CuPy checks cuLaunchKernel's status and raises CUDADriverError
-                fn(grid, (variant.threads, 1, 1),
-                   (np.uint64(gemms.data.ptr), np.uint64(tiles), np.uint64(bptr), np.int32(base)),
-                   stream=s)
-            except self.cp.cuda.driver.CUDADriverError as e:
-                raise DeviceError(f"launch of {variant.name} failed: {e}") from e
-            if fork:
-                events[i + 1].record(s)
-                stream.wait_event(events[i + 1])
-        return gemms
+            values = (ctypes.c_uint64(gemms.data.ptr), ctypes.c_uint64(tiles),
+                      ctypes.c_uint64(bptr), ctypes.c_int32(base))
+            params = (ctypes.c_void_p * 4)(*(ctypes.addressof(v) for v in values))
+            out.append((fn.ptr, grid, variant.threads, params, values, variant.name))
+        return out
+
+    def _launch(self, st, enc, stream):
+        launch = self._cu_launch
+        if len(enc) == 1 or st.get("mode") != "per-kind":
+            sp = stream.ptr
+            for fn, (gx, gy, gz), threads, params, _, name in enc:
+                if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, sp, params, None):
+                    raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+            return
+        # Per-kind launches run side by side (fork/join on side streams), so each kind
+        # keeps its own registers and block size and no launch waits for another's tail.
+        # Events per calling stream: callers on other streams must not wait on (or
+        # release work on) each other's fork and join points.
+        events = st.setdefault("events", {}).get(stream.ptr)
+        if events is None:
+            events = st["events"][stream.ptr] = [
+                self.cp.cuda.Event(block=False, disable_timing=True)
+                for _ in range(len(enc) + 1)]
+        events[0].record(stream)
+        side = self._side_streams(len(enc))
+        for i, (fn, (gx, gy, gz), threads, params, _, name) in enumerate(enc):
+            s = side[i]
+            s.wait_event(events[0])
+            if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, s.ptr, params, None):
+                raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+            events[i + 1].record(s)
+            stream.wait_event(events[i + 1])
 
     def _side_streams(self, n: int):
         pool = self._side.setdefault(self._dev(), [])
         while len(pool) < n:
             pool.append(self.cp.cuda.Stream(non_blocking=True))
         return pool[:n]
+
+
+class _Staging:
+    """Pinned host buffers for asynchronous uploads: a ring of SLOTS, each refilled only
+    after the copy that last read it has run (its event). A call waits only when it is
+    SLOTS uploads ahead of the device; buffers are allocated during warm-up only."""
+
+    SLOTS = 4
+
+    def __init__(self, cp):
+        self.cp = cp
+        self.slots = [None] * self.SLOTS   # (pinned memory, its numpy view, event)
+        self.next = 0
+        self.lock = threading.Lock()
+
+    def upload(self, host: np.ndarray, stream):
+        cp = self.cp
+        data = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
+        n = data.size
+        dev = cp.empty(max(n, 1), dtype=cp.uint8)
+        if not n:
+            return dev
+        with self.lock:
+            k = self.next
+            self.next = (k + 1) % self.SLOTS
+            slot = self.slots[k]
+            if slot is None or slot[1].size < n:
+                mem = cp.cuda.alloc_pinned_memory(max(n, 4096))
+                slot = self.slots[k] = (mem, np.frombuffer(mem, np.uint8, mem.size()),
+                                        cp.cuda.Event(block=False, disable_timing=True))
+            else:
+                slot[2].synchronize()  # the copy that last read this slot has run
+            slot[1][:n] = data
+            dev.data.copy_from_host_async(ctypes.c_void_p(slot[0].ptr), n, stream)
+            slot[2].record(stream)
+        return dev
+
+
+def _cu_launch_kernel():
+    """cuLaunchKernel from the driver library CuPy has already loaded, through ctypes:
+    one foreign call per launch, arguments already encoded."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    fn = lib.cuLaunchKernel
+    u = ctypes.c_uint
+    fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
+                   ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn

@@ -1,10 +1,11 @@
 """ROCm backend through hip-python: hiprtc-compiled variants of the one kernel source
 (compiled in a subprocess, see kernels/hiprtc_compile), loaded with hipModuleLoadData and
-launched with hipModuleLaunchKernel on the backend's stream, over device arrays exposing
+launched with hipModuleLaunchKernel on the caller's current stream (torch's for torch
+tensors, else CuPy-ROCm's, else ``backend.stream``), over device arrays exposing
 __cuda_array_interface__ (CuPy-ROCm, PyTorch-ROCm) or DLPack (kDLROCM).
 
 The launch contract mirrors backends/cuda.py (except that per-kind launches run one
-after another on the backend's stream instead of side by side): per-GEMM descriptors (struct
+after another on that stream instead of side by side): per-GEMM descriptors (struct
 PgGemm, render.GEMM_DTYPE) cached per plan by their bytes, the plan's tile list and block
 pointers uploaded once per plan, and the kernel arguments
 (const PgGemm*, const PgTile*, const int* block_ptr, int base).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import sys
 
 import numpy as np
 
@@ -23,7 +25,7 @@ from ..arrays import ArrayInfo, info as generic_info
 from ..errors import DeviceError, DeviceUnavailable, DtypeError, LayoutError, ValidationError
 from ..kernels import compile_cache, hiprtc_compile, resources as kres
 from ..kernels.render import render
-from .launch import cached_descriptors, plan_state
+from .launch import cached_descriptors, descriptors, plan_state, torch_device, torch_stream
 
 KDL_ROCM = 10          # DLPack device type of ROCm memory
 
@@ -81,7 +83,7 @@ class HipBackend:
     name = "hip"
 
     def __init__(self):
-        self.stream = None  # the null stream; set to a hipStream_t to launch elsewhere
+        self.stream = None  # used when neither torch nor CuPy names a current stream: null
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
         self._arch: dict[int, object] = {}
@@ -181,17 +183,52 @@ class HipBackend:
             _check(hip.hipMemcpyHtoD(dev.ptr, host, host.nbytes))
         return dev
 
+    def _caller_stream(self, batch):
+        """The caller's current stream: torch's when the arrays are torch tensors, else
+        CuPy's (a ROCm build) when CuPy is loaded, else ``self.stream`` (None: null)."""
+        tdev = torch_device(batch)
+        if tdev is not None:
+            return torch_stream(tdev)
+        cupy = sys.modules.get("cupy")
+        if cupy is not None:
+            return cupy.cuda.get_current_stream().ptr
+        return self.stream
+
     def execute(self, plan, batch, gemms=None):
         if plan.n_tiles == 0:
             return None
-        st = plan_state(plan, ("hip", self._dev()), bool(batch.trans_a), bool(batch.trans_b),
-                        self._upload)
         # _upload copies synchronously, so the host descriptors can go at once; freeing an
         # evicted buffer (hipFree) waits for launches that may still read it.
+        st = self._state(plan, batch)
         if gemms is None:
             gemms = cached_descriptors(st, batch, self._upload)
+        self._launch(self._encode(st, gemms), self._caller_stream(batch))
+        return gemms
+
+    def prepare(self, plan, batch):
+        """The bound call (Plan.bind): descriptors uploaded once, kernel arguments encoded
+        once; each call launches them on the caller's current stream."""
+        if plan.n_tiles == 0:
+            return lambda: None
+        st = self._state(plan, batch)
+        gemms = self._upload(descriptors(batch))
+        enc = self._encode(st, gemms)
+        launch, stream = self._launch, self._caller_stream
+
+        def call():
+            launch(enc, stream(batch))
+        call.gemms = gemms  # the descriptors live as long as the call
+        return call
+
+    def _state(self, plan, batch):
+        return plan_state(plan, ("hip", self._dev()), bool(batch.trans_a),
+                          bool(batch.trans_b), self._upload)
+
+    def _encode(self, st, gemms):
+        """[(function, grid, threads, kernel arguments)] for the plan's launches."""
         tiles = st["tiles"].ptr if st["tiles"] is not None else 0
         bptr = st["block_ptr"].ptr if st["block_ptr"] is not None else 0
+        out = []
         for which, base, grid in st["launches"]:
             variant = st["variants"][which]
             fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
@@ -200,9 +237,13 @@ class HipBackend:
                 continue
             args = (ctypes.c_void_p(gemms.ptr), ctypes.c_void_p(tiles), ctypes.c_void_p(bptr),
                     ctypes.c_int32(base))
-            _check(hip.hipModuleLaunchKernel(fn, *grid, variant.threads, 1, 1, 0, self.stream,
-                                             None, args))
-        return gemms
+            out.append((fn, grid, variant.threads, args))
+        return out
+
+    @staticmethod
+    def _launch(enc, stream):
+        for fn, grid, threads, args in enc:
+            _check(hip.hipModuleLaunchKernel(fn, *grid, threads, 1, 1, 0, stream, None, args))
 
 
 # -- DLPack (ROCm memory) ------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Launch geometry and per-call descriptors shared by the GPU backends (no GPU library)."""
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 
@@ -26,7 +27,8 @@ def plan_state(plan, device_key, trans_a: bool, trans_b: bool, upload) -> dict:
 def _new_state(plan, trans_a, trans_b, upload) -> dict:
     dtype = np.dtype(plan.dtype).name
     st = {"variants": variants_for(plan.kinds, plan.mode, dtype, trans_a, trans_b),
-          "fns": {}, "desc": OrderedDict(), "tiles": None, "block_ptr": None}
+          "fns": {}, "desc": OrderedDict(), "tiles": None, "block_ptr": None,
+          "mode": plan.mode}
     if plan.mode == "grid-z":
         st["launches"] = grid_z_launches(plan, GRID_YZ_MAX)
         return st
@@ -66,6 +68,21 @@ def cached_descriptors(st: dict, batch, upload):
         while len(cache) > DESCRIPTOR_CACHE:
             cache.popitem(last=False)
     return dev
+
+
+def torch_device(batch):
+    """The device of the batch's C when it is a torch tensor, else None: such a call
+    launches on torch's current stream for that device rather than CuPy's."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    c = batch.C[0] if isinstance(batch.C, list) else batch.C
+    return c.device if isinstance(c, torch.Tensor) else None
+
+
+def torch_stream(device) -> int:
+    """torch's current stream on ``device``, as a raw handle."""
+    return sys.modules["torch"].cuda.current_stream(device).cuda_stream
 
 
 def descriptors(batch) -> np.ndarray:

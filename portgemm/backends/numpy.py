@@ -16,6 +16,7 @@ from ..errors import DtypeError, ValidationError
 
 class NumpyBackend:
     name = "numpy"
+    fast_devices = ("cpu",)   # lists of host arrays take problem.validate's fast path
 
     def device_name(self) -> str:
         return "NumPy (host)"

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import DtypeError, UnknownStrategy, ValidationError
+from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
 from ..problem import MAX_SPAN
 
 DEFAULT_STRATEGY = "wavefront-tlp"
@@ -58,6 +58,9 @@ def strategies() -> list[str]:
 
 
 def strategy_info(name: str) -> Strategy:
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"strategy must be a name ({', '.join(_registry)}) or None, "
+                                f"got {type(name).__name__}")
     try:
         return _registry[name]
     except KeyError:

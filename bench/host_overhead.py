@@ -1,0 +1,204 @@
+"""Host overhead per GEMM of each public entry point, and gemm_vbatched against cuBLAS
+grouped built from the same lists on every call (one run, one device).
+
+Host overhead of an entry point: the wall time of one call on the host (the device idle
+before it, no synchronisation inside it), median over reps, divided by the batch size.
+Entry points: ``gemm_vbatched`` and ``Plan.run`` with lists of CuPy arrays (and of torch
+tensors where torch is installed), the bound call (``Plan.bind(...)()``), and a user
+building cuBLAS grouped GEMM's pointer and size arrays from the same lists and calling
+``cublasGemmGroupedBatchedEx`` (bench/cublas_grouped.py) on every call. If portgemm has
+``gemm_grouped`` (the packed API), its ragged-M form is timed too, with host and with
+device offsets (marked "packed" below).
+
+``--grid`` adds the peer grid of bench/peers.py (MaxMN x MaxK x batch, 48 cases):
+event-timed back-to-back calls (bench/timing.do_bench, host overhead included) of gemm_vbatched,
+cuBLAS-from-lists, the bound call and a prepared cuBLAS call, and the speed-up of
+gemm_vbatched over cuBLAS-from-lists per case (geometric mean at the end). Every entry
+point's output is checked once over NaN-poisoned C against float64.
+
+    python bench/host_overhead.py [--grid] [--quick] [--out host_overhead.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import portgemm  # noqa: E402
+from portgemm.backends.base import get_backend  # noqa: E402
+from cublas_grouped import CublasGrouped  # noqa: E402
+from peers import MAX_K, MAX_MN, checked  # noqa: E402
+from timing import do_bench  # noqa: E402
+
+BATCHES = (8, 64, 256, 1024, 5000)
+GRID_BATCHES = (8, 64, 256, 1024)
+
+
+def device_batch(cp, rng, batch, max_mn, max_k):
+    """M, N uniform in [16, max_mn], K in [16, max_k]; operands drawn on the device."""
+    m, n, k = (rng.integers(16, hi + 1, batch) for hi in (max_mn, max_mn, max_k))
+    shapes = np.stack([m, n, k], 1)
+    A = [cp.random.random((a, c), dtype=cp.float32) - 0.5 for a, _, c in shapes]
+    B = [cp.random.random((c, b), dtype=cp.float32) - 0.5 for _, b, c in shapes]
+    C = [cp.empty((a, b), dtype=cp.float32) for a, b, _ in shapes]
+    return shapes, A, B, C
+
+
+def host_us(cp, fn, reps):
+    """Median host wall time (us) of one call, the device idle before each."""
+    fn()  # warm-up: compile, plan, uploads
+    dev = cp.cuda.Device()
+    times = []
+    for _ in range(reps):
+        dev.synchronize()
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    dev.synchronize()
+    return float(np.median(times)) * 1e6
+
+
+def cublas_from_lists(cublas, A, B, C):
+    """What a cuBLAS user does per call with lists: build the arrays, then call."""
+    return lambda: cublas.prepare(A, B, C)()
+
+
+def entry_points(cp, be, cublas, shapes, A, B, C, torch):
+    """name -> (call, C it writes) for every entry point on this batch."""
+    p = portgemm.plan(shapes, "float32", arch=be.arch())
+    out = {"gemm_vbatched": (lambda: portgemm.gemm_vbatched(A, B, C, backend=be), C),
+           "Plan.run": (lambda: p.run(A, B, C, backend=be), C),
+           "bound": (p.bind(A, B, C, backend=be), C),
+           "cuBLAS from lists": (cublas_from_lists(cublas, A, B, C), C)}
+    if torch is not None:
+        tA, tB, tC = ([torch.from_dlpack(x) for x in xs] for xs in (A, B, C))
+        out["gemm_vbatched (torch)"] = (
+            lambda: portgemm.gemm_vbatched(tA, tB, tC, backend=be), C)  # tC views C
+    return out
+
+
+# ---- hook: the packed API (portgemm.gemm_grouped, issue 7 items 2-3) -----------------------
+
+def packed_points(cp, be, rng, groups, max_mn, max_k):
+    """Ragged M (mixture of experts): A (sum M, K), B (G, K, N), C (sum M, N), offsets as
+    in torch._grouped_mm (int32 cumulative row ends), host and device. Timed only where
+    portgemm has gemm_grouped; the lists entry point on views of the same buffers is
+    timed beside it for reference."""
+    if not hasattr(portgemm, "gemm_grouped"):
+        return {}
+    m = rng.integers(0, max_mn + 1, groups)
+    n, k = int(max_mn), int(max_k)
+    offs = np.cumsum(m).astype(np.int32)
+    A = cp.random.random((int(offs[-1]), k), dtype=cp.float32) - 0.5
+    B = cp.random.random((groups, k, n), dtype=cp.float32) - 0.5
+    C = cp.empty((int(offs[-1]), n), cp.float32)
+    d_offs = cp.asarray(offs)
+    starts = np.concatenate([[0], offs[:-1]])
+    views = lambda X: [X[s:e] for s, e in zip(starts, offs)]  # noqa: E731
+    lists = (views(A), list(B), views(C))
+    host = lambda: portgemm.gemm_grouped(A, B, C, offs=offs, backend=be)  # noqa: E731
+    dev = lambda: portgemm.gemm_grouped(A, B, C, offs=d_offs, max_m=int(m.max()),  # noqa: E731
+                                        backend=be)
+    as_lists = lambda: portgemm.gemm_vbatched(*lists, backend=be)  # noqa: E731
+    return {"packed, host offsets": (host, lists), "packed, device offsets": (dev, lists),
+            "lists of the packed views": (as_lists, lists)}
+
+
+def overhead_table(cp, be, cublas, torch, rng, quick):
+    rows, raw = [], []
+    names = None
+    for batch in (BATCHES[:3] if quick else BATCHES):
+        shapes, A, B, C = device_batch(cp, rng, batch, 128, 128)
+        points = entry_points(cp, be, cublas, shapes, A, B, C, torch)
+        packed = packed_points(cp, be, rng, batch, 128, 128)
+        reps = max(5, min(200, 20000 // batch))
+        res = {}
+        for name, (fn, outC) in points.items():
+            err = checked(cp, fn, A, B, outC)
+            res[name] = {"host_us_per_gemm": host_us(cp, fn, reps) / batch, "err": err}
+        for name, (fn, (la, lb, lc)) in packed.items():
+            err = checked(cp, fn, la, lb, lc)
+            res[name] = {"host_us_per_gemm": host_us(cp, fn, reps) / batch, "err": err}
+        names = names or list(res)
+        rows.append([batch] + [res[n]["host_us_per_gemm"] if n in res else None for n in names])
+        raw.append({"batch": batch, "max_mn": 128, "max_k": 128, **res})
+        del A, B, C, points, packed
+    print("host overhead per GEMM (us), M, N, K uniform in [16, 128]:")
+    print(tabulate(rows, headers=["batch"] + names, floatfmt=".2f"))
+    worst = max(r["err"] for case in raw for k, r in case.items() if isinstance(r, dict))
+    print(f"max relative error over every entry point and batch: {worst:.1e}")
+    return raw
+
+
+def grid_table(cp, be, cublas, rng, quick):
+    rows, raw, ratios, where_bound_wins = [], [], [], []
+    grid = [(m, k) for m in MAX_MN for k in MAX_K]
+    for mmn, mk in (grid[::4] if quick else grid):
+        for batch in GRID_BATCHES:
+            shapes, A, B, C = device_batch(cp, rng, batch, mmn, mk)
+            pts = entry_points(cp, be, cublas, shapes, A, B, C, None)
+            prepared = cublas.prepare(A, B, C)
+            for name in ("gemm_vbatched", "cuBLAS from lists"):
+                err = checked(cp, pts[name][0], A, B, C)
+                assert err < 1e-4, f"{name}: max relative error {err:.1e}"
+            t = {name: do_bench(cp, pts[name][0]) for name in
+                 ("gemm_vbatched", "cuBLAS from lists", "bound")}
+            t["cuBLAS prepared"] = do_bench(cp, prepared)
+            speedup = t["cuBLAS from lists"] / t["gemm_vbatched"]
+            ratios.append(speedup)
+            if t["bound"] <= t["cuBLAS prepared"]:
+                where_bound_wins.append(speedup)
+            us = {k: v * 1e3 for k, v in t.items()}
+            rows.append([f"{mmn}/{mk}", batch, us["gemm_vbatched"], us["cuBLAS from lists"],
+                         us["bound"], us["cuBLAS prepared"], speedup])
+            raw.append({"max_mn": mmn, "max_k": mk, "batch": batch,
+                        **{f"{k}_ms": v for k, v in t.items()}})
+            del A, B, C, pts, prepared
+    print("\npeer grid (bench/peers.py), us per call (event-timed back-to-back, host work "
+          "included):")
+    print(tabulate(rows, headers=["maxMN/maxK", "batch", "gemm_vbatched", "cuBLAS from lists",
+                                  "bound", "cuBLAS prepared", "vbatched speed-up"],
+                   floatfmt=(".0f", ".0f", ",.1f", ",.1f", ",.1f", ",.1f", ".2f")))
+    geo = float(np.exp(np.mean(np.log(ratios))))
+    print(f"gemm_vbatched over cuBLAS-from-lists: geomean {geo:.2f}x over {len(ratios)} cases, "
+          f"faster in {sum(r > 1 for r in ratios)}; where bound <= cuBLAS prepared "
+          f"({len(where_bound_wins)} cases) faster in {sum(r > 1 for r in where_bound_wins)}")
+    return raw
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--grid", action="store_true",
+                    help="also the peer grid of bench/peers.py (48 cases)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args(argv)
+    be = get_backend("cuda")
+    cp = be.cp
+    cp.random.seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    cublas = CublasGrouped(cp)
+    arch = be.arch()
+    print(f"device: {be.device_name()} ({arch.name}, {arch.compute_units} SMs); fp32, beta = 0")
+    out = {"device": be.device_name(), "overhead": overhead_table(cp, be, cublas, torch, rng,
+                                                                  args.quick)}
+    if args.grid:
+        out["grid"] = grid_table(cp, be, cublas, rng, args.quick)
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

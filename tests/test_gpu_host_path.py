@@ -1,0 +1,171 @@
+"""The host path on a CUDA device (marker ``gpu``; skipped without one): lists of CuPy
+arrays and torch tensors, 3-D stacks, every entry point against a float64 reference over
+NaN-poisoned C; aliased outputs refused with nothing launched; bound calls and Plan.run
+captured in CUDA graphs (CuPy's stream and torch's: a launch on any other stream would
+break the capture)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import portgemm
+from portgemm.errors import DeviceUnavailable
+
+from gpu_batches import make_host_batch, max_rel_error, random_shapes, reference
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    try:
+        return portgemm.backends.base.get_backend("cuda")
+    except DeviceUnavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def cp(cuda):
+    return cuda.cp
+
+
+def _scalars(rng, n):
+    alpha = rng.uniform(-2, 2, n)
+    beta = np.where(rng.random(n) < 0.5, 0.0, rng.uniform(-2, 2, n))
+    return alpha, beta
+
+
+def _poison(hC, beta):
+    for c, b in zip(hC, beta):
+        if b == 0:
+            c[...] = np.nan
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("trans", [(False, False), (True, True)])
+@pytest.mark.parametrize("entry", ["gemm_vbatched", "run", "bind"])
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_lists_on_every_entry_point(cuda, cp, dtype, trans, entry, lib):
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        to_dev = lambda x: torch.from_numpy(x).cuda()  # noqa: E731
+        to_host = lambda x: x.cpu().numpy()  # noqa: E731
+    else:
+        to_dev, to_host = cp.asarray, cp.asnumpy
+    rng = np.random.default_rng(21)
+    shapes = random_shapes(rng, 80, 200, 150)
+    hA, hB, hC = make_host_batch(rng, shapes, dtype, *trans)
+    alpha, beta = _scalars(rng, len(shapes))
+    _poison(hC, beta)
+    ref = reference(hA, hB, hC, alpha, beta, *trans)
+    A, B, C = ([to_dev(x) for x in xs] for xs in (hA, hB, hC))
+    kw = dict(alpha=alpha, beta=beta, trans_a=trans[0], trans_b=trans[1], backend="cuda")
+    if entry == "gemm_vbatched":
+        portgemm.gemm_vbatched(A, B, C, **kw)
+    else:
+        p = portgemm.plan(shapes, dtype=dtype, arch=cuda.arch())
+        p.run(A, B, C, **kw) if entry == "run" else p.bind(A, B, C, **kw)()
+    cp.cuda.Device().synchronize()
+    assert max_rel_error([to_host(c) for c in C], ref) < (1e-5 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_stacks_equal_lists_and_the_reference(cuda, cp, lib):
+    rng = np.random.default_rng(22)
+    a = (rng.random((300, 24, 40)) - 0.5).astype(np.float32)
+    b = (rng.random((300, 40, 17)) - 0.5).astype(np.float32)
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        dev = lambda x: torch.from_numpy(np.ascontiguousarray(x)).cuda()  # noqa: E731
+        host = lambda x: x.cpu().numpy()  # noqa: E731
+    else:
+        dev, host = cp.asarray, cp.asnumpy
+    dA, dB = dev(a), dev(b)
+    dC = dev(np.full((300, 24, 17), np.nan, np.float32))
+    lists = [dev(np.full((24, 17), np.nan, np.float32)) for _ in range(300)]
+    portgemm.gemm_vbatched(dA, dB, dC, alpha=0.5, backend="cuda")
+    portgemm.gemm_vbatched([dA[i] for i in range(300)], dB, lists, alpha=0.5, backend="cuda")
+    cp.cuda.Device().synchronize()
+    ref = 0.5 * a.astype(np.float64) @ b.astype(np.float64)
+    got = host(dC)
+    assert max_rel_error(list(got), list(ref)) < 1e-5
+    np.testing.assert_array_equal(got, np.stack([host(c) for c in lists]))
+
+
+def test_aliased_outputs_are_refused(cuda, cp):
+    buf = cp.full((32, 64), cp.nan, cp.float32)
+    A = [cp.ones((32, 8), cp.float32)] * 2
+    B = [cp.ones((8, 40), cp.float32)] * 2
+    C = [buf[:, :40], buf[:, 24:64]]      # share columns 24..39
+    p = portgemm.plan([(32, 40, 8)] * 2, dtype="float32", arch=cuda.arch())
+    for call in (lambda: portgemm.gemm_vbatched(A, B, C, backend="cuda"),
+                 lambda: p.run(A, B, C, backend="cuda"),
+                 lambda: p.bind(A, B, C, backend="cuda")):
+        with pytest.raises(portgemm.LayoutError, match="C overlaps C"):
+            call()
+    cp.cuda.Device().synchronize()
+    assert bool(cp.isnan(buf).all())
+
+
+def _check_replay(rng, hA, hB, hC, alpha, A, C, set_, fill_nan, to_host, replay):
+    """New inputs in the captured buffers, C poisoned, one replay: the new product."""
+    hA = [(rng.random(a.shape) - 0.5).astype(np.float32) for a in hA]
+    for d, h in zip(A, hA):
+        set_(d, h)
+    for c in C:
+        fill_nan(c)
+    replay()
+    ref = reference(hA, hB, hC, alpha, np.zeros(len(hA)), False, False)
+    assert max_rel_error([to_host(c) for c in C], ref) < 1e-5
+
+
+def test_bound_call_in_a_cupy_graph(cuda, cp):
+    rng = np.random.default_rng(23)
+    shapes = random_shapes(rng, 40, 150, 90)
+    hA, hB, hC = make_host_batch(rng, shapes, "float32")
+    A, B = [cp.asarray(x) for x in hA], [cp.asarray(x) for x in hB]
+    C = [cp.full(c.shape, cp.nan, cp.float32) for c in hC]
+    p = portgemm.plan(shapes, dtype="float32", arch=cuda.arch())
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        call = p.bind(A, B, C, alpha=1.5, backend="cuda")
+        call()   # compiles and uploads outside the capture
+        stream.begin_capture()
+        call()
+        graph = stream.end_capture()
+
+    def replay():
+        with stream:
+            graph.launch()
+        stream.synchronize()
+    _check_replay(rng, hA, hB, hC, np.full(40, 1.5), A, C, lambda d, h: d.set(h),
+                  lambda c: c.fill(cp.nan), cp.asnumpy, replay)
+
+
+def test_torch_tensors_launch_on_torchs_stream(cuda, cp):
+    """Captured with torch.cuda.graph (torch's side stream is capturing): a launch on
+    CuPy's or the null stream would fail the capture or miss the graph."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(24)
+    shapes = random_shapes(rng, 30, 120, 80)
+    hA, hB, hC = make_host_batch(rng, shapes, "float32")
+    A, B = [torch.from_numpy(x).cuda() for x in hA], [torch.from_numpy(x).cuda() for x in hB]
+    C = [torch.full(c.shape, float("nan"), device="cuda") for c in hC]
+    p = portgemm.plan(shapes, dtype="float32", arch=cuda.arch())
+    call = p.bind(A, B, C, backend="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):   # warm-up on a side stream, as torch's docs advise
+        call()
+        p.run(A, B, C, backend="cuda")
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        call()
+        p.run(A, B, C, backend="cuda")
+
+    def replay():
+        g.replay()
+        torch.cuda.synchronize()
+    _check_replay(rng, hA, hB, hC, np.ones(30), A, C, lambda d, h: d.copy_(torch.from_numpy(h)),
+                  lambda c: c.fill_(float("nan")), lambda c: c.cpu().numpy(), replay)
