@@ -8,9 +8,11 @@ from .errors import (CompileError, DeviceError, DeviceUnavailable, DtypeError, L
 from .plan import Plan
 from .planner import plan, strategies
 from .api import gemm_vbatched
+from .grouped import gemm_grouped, gemm_grouped_general
 
 __all__ = [
     "gemm_vbatched", "plan", "Plan", "strategies",
+    "gemm_grouped", "gemm_grouped_general",
     "PortgemmError", "ValidationError", "ShapeMismatch", "DtypeError", "LayoutError",
     "UnknownArch", "UnknownStrategy", "ResourceError", "DeviceUnavailable", "CompileError",
     "DeviceError",
