@@ -10,6 +10,7 @@ import pytest
 import portgemm
 from portgemm.backends.ragged import RaggedJob, emulate_prologue
 from portgemm.errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
+from portgemm.kernels.render import DEVICE_TILE_DTYPE as DEVICE_TILE
 from portgemm.tiles import ZHANG2025
 
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
@@ -399,3 +400,95 @@ def test_prologue_keeps_bad_offsets_inside_the_buffers():
         real = tiles[tiles["gemm"] >= 0]
         g = real["gemm"]
         assert ((g < G) & (real["m0"] >= 0) & (real["m0"] < M[g])).all()
+
+
+def test_prologue_arguments_match_the_kernel_signature():
+    """backends/ragged.prologue_args lists the prologue's parameters in the order and
+    with the types of the entry point in vbatched_gemm.cu (a mismatch would only show
+    on a GPU)."""
+    import re
+
+    from portgemm.backends.ragged import prologue_args
+    from portgemm.kernels.render import SOURCE_FILE
+    src = SOURCE_FILE.read_text()
+    body = src[src.index("#if PG_RAGGED_PROLOGUE"):]
+    params = re.search(r"PG_NAME\(([^)]*)\)", body).group(1).split(",")
+
+    def kind(p):
+        p = " ".join(p.split())
+        if "*" in p:
+            return "p"
+        return {"int": "i", "long long": "q", "double": "d"}[p.rsplit(" ", 1)[0]]
+
+    job = job_for(ZHANG2025[0], np.zeros(2, np.int32), 10, 5)
+    assert [k for k, _ in prologue_args(job, 1, 2, 3, 4)] == [kind(p) for p in params]
+
+
+HOST_PRELUDE = """
+#include <algorithm>
+using std::min; using std::max;
+struct PgDim { unsigned x = 0, y = 0, z = 0; };
+static PgDim blockIdx, blockDim, threadIdx;
+extern "C" void pg_set_thread(unsigned b, unsigned t, unsigned n)
+{ blockIdx.x = b; threadIdx.x = t; blockDim.x = n; }
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__
+"""
+
+
+@pytest.fixture(scope="module")
+def host_prologue(tmp_path_factory):
+    """The prologue's own source compiled for the host (CUDA built-ins stubbed), so its
+    logic runs thread by thread on any machine with a C++ compiler."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from portgemm.kernels.render import render
+    from portgemm.kernels.variants import RaggedPrologue
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    r = render(RaggedPrologue("float32"))
+    out = tmp_path_factory.mktemp("prologue") / "prologue.so"
+    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-x", "c++", "-", "-o", str(out)],
+                   input=(HOST_PRELUDE + r.source).encode(), check=True)
+    lib = ctypes.CDLL(str(out))
+    return lib, getattr(lib, r.name)
+
+
+def test_prologue_source_agrees_with_its_emulation(host_prologue):
+    import ctypes
+
+    from portgemm.backends.ragged import prologue_args
+    from portgemm.kernels.render import GEMM_DTYPE
+    lib, kernel = host_prologue
+    ctype = {"p": ctypes.c_void_p, "i": ctypes.c_int32, "q": ctypes.c_int64, "d": ctypes.c_double}
+    rng = np.random.default_rng(23)
+    for trial in range(40):
+        kind = ZHANG2025[int(rng.integers(len(ZHANG2025)))]
+        G, rows, N = int(rng.integers(1, 9)), int(rng.integers(0, 120)), int(rng.integers(1, 90))
+        if trial % 4 == 3:   # bad offsets too: both must still agree
+            offs = rng.integers(-20, rows + 30, G).astype(np.int32)
+        else:
+            offs = np.sort(rng.integers(0, rows + 1, G)).astype(np.int32)
+        job = job_for(kind, offs, rows, N)
+        gemms = np.zeros(G, GEMM_DTYPE)
+        tiles = np.zeros(job.n_tiles, DEVICE_TILE)
+        args = prologue_args(job, gemms.ctypes.data, tiles.ctypes.data, 0, 0)
+        args[0] = ("p", offs.ctypes.data)
+        args[7:10] = [("p", 1 << 20), ("p", 1 << 30), ("p", 1 << 40)]   # A, B, C: never read
+        cargs = [ctype[k](v) for k, v in args]
+        n = job.prologue_blocks() * 256
+        for t in range(n):
+            lib.pg_set_thread(t // 256, t % 256, 256)
+            kernel(*cargs)
+        starts, M, want = emulate_prologue(job, offs)
+        np.testing.assert_array_equal(tiles, want)
+        np.testing.assert_array_equal(gemms["M"], M)
+        np.testing.assert_array_equal(gemms["A"], (1 << 20) + starts * job.a_step * 4)
+        np.testing.assert_array_equal(gemms["C"], (1 << 40) + starts * job.ldc * 4)
+        np.testing.assert_array_equal(gemms["B"], (1 << 30) + np.arange(G) * job.b_stride * 4)
