@@ -205,12 +205,25 @@ def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta):
     return job
 
 
+_kinds: dict = {}
+_KINDS_KEPT = 256
+
+
 def _kind(be, G, rows, N, K, dtype, strategy):
     """The one tile kind of a device-offsets call: the one the planner uses most for G
-    groups of the mean size (planned once per sizes; the plan cache keeps it)."""
-    from ..planner import plan
-    m = max(1, -(-rows // G))
-    p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=be.arch(), strategy=strategy,
-             mode="per-kind")
-    counts = np.bincount(p.tiles["kind"], minlength=len(p.kinds))
-    return p.kinds[int(np.argmax(counts))]
+    groups of the mean size. Chosen once per sizes and kept, so repeated calls (and a
+    graph captured after a warm-up call) run the same kernels on the same buffers even
+    when compiling the first call's kernels refines the planner's resource figures."""
+    arch = be.arch()
+    key = (G, rows, N, K, dtype.name, arch.name, int(arch.compute_units), strategy)
+    kind = _kinds.get(key)
+    if kind is None:
+        from ..planner import plan
+        m = max(1, -(-rows // G))
+        p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,
+                 mode="per-kind")
+        kind = p.kinds[int(np.argmax(np.bincount(p.tiles["kind"], minlength=len(p.kinds))))]
+        if len(_kinds) >= _KINDS_KEPT:
+            _kinds.pop(next(iter(_kinds)))
+        _kinds[key] = kind
+    return kind
