@@ -492,3 +492,17 @@ def test_prologue_source_agrees_with_its_emulation(host_prologue):
         np.testing.assert_array_equal(gemms["A"], (1 << 20) + starts * job.a_step * 4)
         np.testing.assert_array_equal(gemms["C"], (1 << 40) + starts * job.ldc * 4)
         np.testing.assert_array_equal(gemms["B"], (1 << 30) + np.arange(G) * job.b_stride * 4)
+
+
+def test_unreadable_sizes_and_offsets_are_type_errors():
+    class NotHost:  # numpy cannot turn it into an array (as with a CuPy array)
+        def __array__(self, *a, **k):
+            raise TypeError("implicit conversion to a NumPy array is not allowed")
+
+    bufs, offs, lds, sizes = general_fixture()
+    expect(DtypeError, None, call_general, bufs, offs, lds, sizes, a_off=NotHost())
+    expect(DtypeError, None, call_general, bufs, offs, lds, NotHost())
+    A, B, C, o = ragged_fixture()
+    expect(DtypeError, None, portgemm.gemm_grouped, A, B, C, NotHost())
+    expect(DtypeError, None, portgemm.gemm_grouped, A, B, C, NotHost(), device_offs=True)
+    assert (C == 42.0).all() and (bufs["C"] == 42.0).all()

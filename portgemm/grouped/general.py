@@ -63,8 +63,11 @@ def gemm_grouped_general(A, B, C, sizes, a_offsets, b_offsets, c_offsets, lda, l
 def _sizes(sizes) -> np.ndarray:
     try:
         s = np.asarray(sizes)
-    except Exception as e:  # noqa: BLE001 - ragged lists and the like
+    except ValueError as e:  # ragged lists
         raise ShapeMismatch(f"sizes must be a (G, 3) integer array of M, N, K: {e}") from None
+    except Exception as e:  # noqa: BLE001 - e.g. a device array: sizes live on the host
+        raise DtypeError(f"sizes must be a host integer array, got {type(sizes).__name__} "
+                         f"({e})") from None
     if s.ndim == 1 and s.size == 0:
         s = s.reshape(0, 3)
     if s.ndim != 2 or s.shape[1] != 3:
@@ -82,7 +85,10 @@ def _sizes(sizes) -> np.ndarray:
 
 def _ints(x, G, name, scalar) -> np.ndarray:
     """G non-negative integers (one integer broadcast if ``scalar``)."""
-    a = np.asarray(x)
+    try:
+        a = np.asarray(x)
+    except Exception as e:  # noqa: BLE001 - e.g. a device array: these are host arrays
+        raise DtypeError(f"{name} must be host integers, got {type(x).__name__} ({e})") from None
     if a.dtype.kind not in "iu":
         raise DtypeError(f"{name} must be integers, got dtype {a.dtype}")
     if a.ndim == 0 and scalar:

@@ -94,7 +94,7 @@ def _offsets(offs, be):
 
 
 def _int32(offs) -> np.ndarray:
-    o = np.asarray(offs)
+    o = _host_array(offs)
     if o.dtype.kind not in "iu":
         raise DtypeError(f"offs must be integers, got dtype {o.dtype}")
     return np.ascontiguousarray(o, np.int32)
@@ -118,11 +118,15 @@ def _check_device_offsets(o, a, G):
         raise ValidationError(f"offs is on {o.device}, A on {a.device}")
 
 
-def _host_offsets(offs, G, rows) -> np.ndarray:
+def _host_array(offs) -> np.ndarray:
     try:
-        o = np.asarray(offs)
+        return np.asarray(offs)
     except Exception as e:  # noqa: BLE001 - anything numpy cannot read
         raise DtypeError(f"offs must be integers, got {type(offs).__name__} ({e})") from None
+
+
+def _host_offsets(offs, G, rows) -> np.ndarray:
+    o = _host_array(offs)
     if o.dtype.kind not in "iu":
         raise DtypeError(f"offs must be integers, got dtype {o.dtype}")
     if o.shape != (G,):
