@@ -8,9 +8,11 @@ from .errors import (ArgumentTypeError, CompileError, DeviceError, DeviceUnavail
 from .plan import Plan
 from .planner import plan, strategies
 from .api import bind, gemm_vbatched, run
+from .grouped import gemm_grouped, gemm_grouped_general
 
 __all__ = [
-    "gemm_vbatched", "plan", "Plan", "run", "bind", "strategies",
+    "gemm_vbatched", "gemm_grouped", "gemm_grouped_general", "plan", "Plan", "run", "bind",
+    "strategies",
     "PortgemmError", "ValidationError", "ShapeMismatch", "DtypeError", "LayoutError",
     "UnknownArch", "UnknownStrategy", "UnknownBackend", "ArgumentTypeError", "ResourceError",
     "DeviceUnavailable", "CompileError", "DeviceError",

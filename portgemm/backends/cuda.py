@@ -26,6 +26,7 @@ from ..kernels.render import render
 from ..occupancy.resources import KernelResources
 from .launch import (DESCRIPTOR_CACHE, cached_descriptors, descriptors, plan_state,
                      torch_device, torch_stream)
+from .ragged import Scratch, prologue_args
 
 
 
@@ -66,6 +67,7 @@ class CudaBackend:
         self._modules: dict[tuple[int, str], object] = {}
         self._side: dict[int, list] = {}
         self._arch: dict[int, object] = {}
+        self._ragged = Scratch()
 
     # -- device ---------------------------------------------------------------------
     def _dev(self) -> int:
@@ -276,6 +278,33 @@ class CudaBackend:
             pool.append(self.cp.cuda.Stream(non_blocking=True))
         return pool[:n]
 
+    # -- ragged M, group ends on the device ------------------------------------------
+    def execute_ragged(self, job) -> None:
+        """Two launches on the current stream, no host round trip (graph-capturable):
+        the prologue writes descriptors and the tile list from ``job.offs`` on the
+        device, then ``job.variant`` runs the upper-bound list, one tile per block."""
+        if job.groups == 0 or job.n_tiles == 0:
+            return None
+        cp = self.cp
+        stream = self._stream(torch_device(job))
+        gemms, tiles, bptr = self._ragged.get(
+            (self._dev(), stream.ptr), job.groups, job.n_tiles,
+            lambda n: cp.empty(n, dtype=cp.uint8), self._upload)
+        alphas, betas = (self._ragged.scalars(self._dev(), x, self._upload)
+                         for x in (job.alphas, job.betas))
+        kinds = {"p": np.uint64, "i": np.int32, "q": np.int64, "d": np.float64}
+        args = [kinds[k](v) for k, v in prologue_args(
+            job, gemms.data.ptr, tiles.data.ptr, _ptr(alphas), _ptr(betas))]
+        steps = ((job.prologue, job.prologue_blocks(), args),
+                 (job.variant, job.n_tiles, (np.uint64(gemms.data.ptr), np.uint64(tiles.data.ptr),
+                                              np.uint64(bptr.data.ptr), np.int32(0))))
+        for variant, blocks, a in steps:
+            try:
+                self.function(variant)((blocks, 1, 1), (variant.threads, 1, 1), tuple(a),
+                                       stream=stream)
+            except self.cp.cuda.driver.CUDADriverError as e:
+                raise DeviceError(f"launch of {variant.name} failed: {e}") from e
+        return None
 
 class _Staging:
     """Pinned host buffers for asynchronous uploads: a ring of SLOTS, each refilled only
@@ -323,3 +352,7 @@ def _cu_launch_kernel():
                    ctypes.c_void_p]
     fn.restype = ctypes.c_int
     return fn
+
+
+def _ptr(buf) -> int:
+    return 0 if buf is None else buf.data.ptr

@@ -26,6 +26,7 @@ from ..errors import DeviceError, DeviceUnavailable, DtypeError, LayoutError, Va
 from ..kernels import compile_cache, hiprtc_compile, resources as kres
 from ..kernels.render import render
 from .launch import cached_descriptors, descriptors, plan_state, torch_device, torch_stream
+from .ragged import Scratch, prologue_args
 
 KDL_ROCM = 10          # DLPack device type of ROCm memory
 
@@ -87,6 +88,7 @@ class HipBackend:
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
         self._arch: dict[int, object] = {}
+        self._ragged = Scratch()
 
     # -- device ---------------------------------------------------------------------
     def _dev(self) -> int:
@@ -244,6 +246,34 @@ class HipBackend:
     def _launch(enc, stream):
         for fn, grid, threads, args in enc:
             _check(hip.hipModuleLaunchKernel(fn, *grid, threads, 1, 1, 0, stream, None, args))
+
+    # -- ragged M, group ends on the device ------------------------------------------
+    def execute_ragged(self, job) -> None:
+        """The prologue then the GEMM over the upper-bound tile list, on the caller's
+        current stream, with no host round trip (see backends/cuda.py and backends/ragged.py)."""
+        if job.groups == 0 or job.n_tiles == 0:
+            return None
+        stream = self._caller_stream(job)
+        gemms, tiles, bptr = self._ragged.get(
+            (self._dev(), int(stream or 0)), job.groups, job.n_tiles, DeviceBuffer,
+            self._upload)
+        alphas, betas = (self._ragged.scalars(self._dev(), x, self._upload)
+                         for x in (job.alphas, job.betas))
+        kinds = {"p": ctypes.c_void_p, "i": ctypes.c_int32, "q": ctypes.c_int64,
+                 "d": ctypes.c_double}
+        args = tuple(kinds[k](v) for k, v in prologue_args(job, gemms.ptr, tiles.ptr,
+                                                              _ptr(alphas), _ptr(betas)))
+        steps = ((job.prologue, job.prologue_blocks(), args),
+                 (job.variant, job.n_tiles, (ctypes.c_void_p(gemms.ptr), ctypes.c_void_p(tiles.ptr),
+                                              ctypes.c_void_p(bptr.ptr), ctypes.c_int32(0))))
+        for variant, blocks, a in steps:
+            _check(hip.hipModuleLaunchKernel(self.function(variant), blocks, 1, 1,
+                                             variant.threads, 1, 1, 0, stream, None, a))
+        return None
+
+
+def _ptr(buf) -> int:
+    return 0 if buf is None else buf.ptr
 
 
 # -- DLPack (ROCm memory) ------------------------------------------------------------

@@ -84,6 +84,41 @@ class NumpyBackend:
                     c[r0:r1, c0:c1] = 0
 
 
+    # -- ragged M, group ends on the device (here: the host emulation of the prologue) --
+    def execute_ragged(self, job) -> None:
+        """Run a device-offsets call as a GPU would: the emulated prologue, then the GEMM
+        over its tile list, where a slot with gemm = -1 does nothing (the kernel's exit)."""
+        from ..plan import TILE_DTYPE, Plan
+        from ..problem import Batch
+        from .ragged import emulate_prologue
+        if job.groups == 0 or job.n_tiles == 0:
+            return None
+        offs = np.asarray(job.offs)
+        starts, M, dev_tiles = emulate_prologue(job, offs)
+        real = dev_tiles[dev_tiles["gemm"] >= 0]
+        tiles = np.zeros(real.size, TILE_DTYPE)
+        for f in ("gemm", "m0", "n0", "kind"):
+            tiles[f] = real[f]
+        tiles["tm"], tiles["tn"] = job.kind.tm, job.kind.tn
+        G = job.groups
+        stops = (starts + M).tolist()
+        A = [job.A[:, s:e] if job.trans_a else job.A[s:e] for s, e in zip(starts.tolist(), stops)]
+        C = [job.C[s:e] for s, e in zip(starts.tolist(), stops)]
+        B = [job.B[g] for g in range(G)]
+        shapes = np.stack([M, np.full(G, job.N), np.full(G, job.K)], axis=1)
+        isz = job.dtype.itemsize
+        ptr = np.stack([job.a_ptr + starts * job.a_step * isz,
+                        job.b_ptr + np.arange(G) * job.b_stride * isz,
+                        job.c_ptr + starts * job.ldc * isz], axis=1).astype(np.uint64)
+        ld = np.tile(np.array([job.lda, job.ldb, job.ldc], np.int64), (G, 1))
+        alpha = job.alphas if job.alphas is not None else np.full(G, job.alpha)
+        beta = job.betas if job.betas is not None else np.full(G, job.beta)
+        batch = Batch(A, B, C, shapes, ptr, ld, alpha, beta, job.trans_a, job.trans_b, job.dtype, G)
+        plan = Plan("ragged-device", self.arch(), job.dtype, shapes, (job.kind,), tiles,
+                    np.arange(tiles.size + 1, dtype=np.int32), "per-kind", 0.0, 0.0, "-", {})
+        self.execute(plan, batch)
+
+
 def _check_tiles(tiles, size):
     """A malformed tile would index out of bounds on a GPU; refuse it here."""
     if tiles.size == 0:
@@ -98,3 +133,4 @@ def _check_tiles(tiles, size):
 
 def create() -> NumpyBackend:
     return NumpyBackend()
+

@@ -59,6 +59,22 @@ class Variant:
         return f"pg_{d}_{op}_{what}"
 
 
+@dataclass(frozen=True)
+class RaggedPrologue:
+    """The ragged-M prologue entry point (PG_RAGGED_PROLOGUE): reads group ends on the
+    device and writes the descriptors and tile list a tile-list variant then runs."""
+    dtype: str = "float32"
+    threads = 256  # its __launch_bounds__
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unsupported dtype {self.dtype!r}")
+
+    @property
+    def name(self) -> str:
+        return f"pg_{'f32' if self.dtype == 'float32' else 'f64'}_ragged_prologue"
+
+
 def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
                  trans_a: bool = False, trans_b: bool = False) -> tuple[Variant, ...]:
     """The variants a plan's kinds need in one execution mode."""

@@ -9,6 +9,8 @@
 //   PG_SMEM_ELEMS   shared-memory elements (max over the kinds)
 //   PG_PAD          shared-memory row padding in elements (keeps 16-byte alignment)
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN) for every tile kind this entry point runs
+//   PG_RAGGED_PROLOGUE  1: render only the ragged-M prologue (needs PG_T, PG_NAME); the
+//                   GEMM defines above are then absent
 //
 // C_i = alpha_i * op(A_i) @ op(B_i) + beta_i * C_i, all matrices row-major with
 // leading dimensions (row strides, in elements). beta == 0 never reads C; alpha == 0
@@ -26,6 +28,67 @@ struct PgGemm {                 // one per GEMM; layout mirrored by render.GEMM_
 struct alignas(16) PgTile {     // one per tile; layout mirrored by render.DEVICE_TILE_DTYPE
     int gemm, m0, n0, kind;
 };
+
+#if PG_RAGGED_PROLOGUE
+// Ragged M with the group ends on the device, in torch._grouped_mm's convention: group g
+// is rows [offs[g-1], offs[g]) of A and C (offs[-1] = 0 implied). It runs before the GEMM
+// kernel on the same stream, so nothing goes back to the host and a graph replay reads
+// the offsets current at replay time. One thread per slot of an upper-bound tile list of
+// rows / tm + groups row slots (times tiles_n column tiles). Group g owns the row slots
+// from first(g) = start(g) / tm + g up to first(g + 1); its real row tiles come first and
+// never reach first(g + 1), so no scan is needed: a slot finds its group by a binary
+// search over first(). Slots past a group's rows get gemm = -1, on which the GEMM
+// kernel's block leaves at once. Threads t < groups also write group t's descriptor.
+// backends/ragged.py emulates this logic on the host; keep the two in step.
+// Offsets are clamped into [0, rows], so bad ones give wrong results, never an access
+// outside A or C.
+__device__ __forceinline__ int pg_group_start(const int* offs, int g, int rows)
+{
+    const int s = g > 0 ? offs[g - 1] : 0;
+    return min(max(s, 0), rows);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+PG_NAME(const int* __restrict__ offs, int groups, int rows, int tm, int tn, int tiles_n,
+        int n_tiles, const PG_T* A, const PG_T* B, PG_T* C, long long a_step,
+        long long b_stride, int lda, int ldb, int ldc, int N, int K, double alpha,
+        double beta, const double* __restrict__ alphas, const double* __restrict__ betas,
+        PgGemm* __restrict__ gemms, PgTile* __restrict__ tiles)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < groups) {
+        const int s = pg_group_start(offs, t, rows);
+        const int e = min(max(offs[t], s), rows);
+        PgGemm g;
+        g.A = A + s * a_step;
+        g.B = B + t * b_stride;
+        g.C = C + (long long)s * ldc;
+        g.lda = lda; g.ldb = ldb; g.ldc = ldc;
+        g.M = e - s; g.N = N; g.K = K;
+        g.alpha = alphas ? alphas[t] : alpha;
+        g.beta = betas ? betas[t] : beta;
+        gemms[t] = g;
+    }
+    if (t < n_tiles) {
+        const int r = t / tiles_n, j = t - r * tiles_n;
+        int lo = 0, hi = groups - 1;    // the last group with first(g) <= r; first(0) = 0
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (pg_group_start(offs, mid, rows) / tm + mid <= r) lo = mid; else hi = mid - 1;
+        }
+        const int s = pg_group_start(offs, lo, rows);
+        const int e = min(max(offs[lo], s), rows);
+        const int m0 = (r - (s / tm + lo)) * tm;
+        PgTile tile;
+        const bool real = m0 >= 0 && m0 < e - s;
+        tile.gemm = real ? lo : -1;
+        tile.m0 = real ? m0 : 0;
+        tile.n0 = j * tn;
+        tile.kind = 0;
+        tiles[t] = tile;
+    }
+}
+#else
 
 // One workgroup computes one BM x BN tile of C. Thread (ty, tx) holds an RM x RN
 // micro-tile of contiguous rows/columns (so shared-memory reads can be vectorised).
@@ -217,9 +280,11 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;
     for (int t = t0; t < t1; ++t) {
         const PgTile tl = tiles[t];
+        if (tl.gemm < 0) continue;  // an unused slot of a ragged upper-bound list
         const PgGemm* g = gemms + tl.gemm;
         const int m0 = tl.m0, n0 = tl.n0;
         switch (tl.kind) { PG_KINDS(PG_CASE) }
     }
 }
 #endif
+#endif  // PG_RAGGED_PROLOGUE

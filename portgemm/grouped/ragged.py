@@ -1,0 +1,233 @@
+"""gemm_grouped: ragged M (mixture of experts), one buffer per operand.
+
+Group g is rows [offs[g-1], offs[g]) of op(A) and C (offs[-1] = 0 implied), as in
+``torch._grouped_mm``'s ``offs``. Host offsets are validated and become a Batch for the
+planner and the backend's ``execute``; device offsets never leave the device: the
+backend's ``execute_ragged`` runs a prologue kernel that reads them (backends/ragged.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends.base import get_backend
+from ..backends.ragged import RaggedJob
+from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
+from ..problem import _flag, _layout
+from .operands import (Views, check_operands, first, group_error, group_scalars, make_batch,
+                       read, run)
+
+_MAX_SLOTS = 2**31 - 1 - 256
+
+
+def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
+                 backend=None, strategy=None, device_offs=None):
+    """C[rows of g] = alpha_g op(A)[rows of g] @ op(B[g]) + beta_g C[rows of g] for each
+    group g, in place; returns C.
+
+    A: (T, K) (stored (K, T) with trans_a); B: (G, K, N) (stored (G, N, K) with trans_b);
+    C: (T, N); all one dtype (float32 or float64) on the backend's device. offs: G
+    non-decreasing group ends with offs[G-1] <= T: group g is rows [offs[g-1], offs[g])
+    (offs[-1] = 0), rows from offs[G-1] on are neither read nor written; empty groups are
+    legal. alpha, beta: scalars or one per group.
+
+    Offsets on the host (a sequence or NumPy array) are checked exactly, and C may not
+    overlap A or B. Offsets on the device (int32, contiguous) are never copied to the
+    host: a prologue kernel reads them on the device, so the call does not synchronise
+    and may be captured in a CUDA graph that stays correct when ``offs`` changes in place
+    between replays (warm it up with one uncaptured call of the same sizes first). Device
+    offsets cannot be checked: values that break the rules above give wrong results, but
+    no access outside A, B or C. device_offs: None (decide by where offs is), True (run
+    the device path; host offsets are uploaded, and the NumPy backend emulates the
+    prologue) or False (device offsets are copied to the host and checked).
+    """
+    be = get_backend(backend)
+    ta, tb = _flag(trans_a, "trans_a"), _flag(trans_b, "trans_b")
+    ops = {"A": read(A, "A"), "B": read(B, "B"), "C": read(C, "C")}
+    dtype = check_operands(be, ops, {"A": 2, "B": 3, "C": 2})
+    a, b, c = ops["A"], ops["B"], ops["C"]
+    G = b.shape[0]
+    K, rows = a.shape if ta else a.shape[::-1]
+    Kb, N = b.shape[:0:-1] if tb else b.shape[1:]
+    if K != Kb:
+        raise ShapeMismatch(f"inner dimensions differ: op(A) is {rows}x{K}, op(B[g]) is {Kb}x{N}")
+    if c.shape != (rows, N):
+        raise ShapeMismatch(f"C is {c.shape[0]}x{c.shape[1]}, op(A) @ op(B[g]) stacks to {rows}x{N}")
+    alphas, alpha_scalar = group_scalars(alpha, G, "alpha")
+    betas, beta_scalar = group_scalars(beta, G, "beta")
+    host, dev = _offsets(offs, be)
+    on_device = dev is not None if device_offs is None else bool(device_offs)
+    if on_device:
+        if dev is None:  # upload (the NumPy backend emulates the device path on the host)
+            o = _int32(host)
+            dev = read(o if be.name == "numpy" else be.to_device(o), "offs")
+        _check_device_offsets(dev, a, G)
+        if G == 0:
+            return C
+        job = _job(be, a, b, c, dev, rows, N, K, dtype, ta, tb, strategy,
+                   (alphas, alpha_scalar), (betas, beta_scalar))
+        if job is not None:
+            be.execute_ragged(job)
+        return C
+    if host is None:  # device offsets, copied to the host on request (device_offs=False)
+        o = dev.obj
+        host = o.cpu().numpy() if hasattr(o, "cpu") else np.asarray(be.to_host(o))
+    ends = _host_offsets(host, G, rows)
+    if G == 0:
+        return C
+    run(be, _batch(a, b, c, ends, rows, N, K, alphas, betas, ta, tb, dtype), strategy)
+    return C
+
+
+# ---- offsets -----------------------------------------------------------------------------
+
+def _offsets(offs, be):
+    """(host array, None) or (None, device Operand)."""
+    if isinstance(offs, (list, tuple, np.ndarray)):
+        return offs, None
+    try:
+        o = read(offs, "offs")
+    except DtypeError:
+        return offs, None  # e.g. a range: let numpy read it
+    if o.device == "cpu":
+        return (offs.numpy() if hasattr(offs, "numpy") else offs), None
+    return None, _device_offsets(offs, be)
+
+
+def _int32(offs) -> np.ndarray:
+    o = _host_array(offs)
+    if o.dtype.kind not in "iu":
+        raise DtypeError(f"offs must be integers, got dtype {o.dtype}")
+    return np.ascontiguousarray(o, np.int32)
+
+
+def _device_offsets(x, be):
+    o = read(x, "offs")
+    if be.name == "numpy":
+        raise DtypeError(f"the numpy backend takes host offsets; offs is on {o.device}")
+    return o
+
+
+def _check_device_offsets(o, a, G):
+    if o.dtype != np.int32:
+        raise DtypeError(f"device offs must be int32 (as torch._grouped_mm's), got {o.dtype}")
+    if o.shape != (G,):
+        raise ShapeMismatch(f"offs has shape {o.shape}; expected ({G},), one end per group")
+    if G > 1 and o.strides[0] != 1:
+        raise LayoutError(f"device offs must be contiguous, got stride {o.strides[0]} elements")
+    if o.device != a.device:
+        raise ValidationError(f"offs is on {o.device}, A on {a.device}")
+
+
+def _host_array(offs) -> np.ndarray:
+    try:
+        return np.asarray(offs)
+    except Exception as e:  # noqa: BLE001 - anything numpy cannot read
+        raise DtypeError(f"offs must be integers, got {type(offs).__name__} ({e})") from None
+
+
+def _host_offsets(offs, G, rows) -> np.ndarray:
+    o = _host_array(offs)
+    if o.dtype.kind not in "iu":
+        raise DtypeError(f"offs must be integers, got dtype {o.dtype}")
+    if o.shape != (G,):
+        raise ShapeMismatch(f"offs has shape {o.shape}; expected ({G},), one end per group")
+    o = o.astype(np.int64)
+    if G and o[0] < 0:
+        raise group_error(ValidationError, f"offs[0] = {o[0]} is negative", 0)
+    bad = o[1:] < o[:-1]
+    if bad.any():
+        g = first(bad) + 1
+        raise group_error(ValidationError, f"offs[{g}] = {o[g]} < offs[{g - 1}] = {o[g - 1]}; "
+                                           f"group ends must be non-decreasing", g)
+    bad = o > rows
+    if bad.any():
+        g = first(bad)
+        raise group_error(ValidationError, f"ends at row {o[g]}, past the {rows} rows of "
+                                           f"op(A) and C", g)
+    return o
+
+
+# ---- host offsets: a Batch --------------------------------------------------------------
+
+def _batch(a, b, c, ends, rows, N, K, alphas, betas, ta, tb, dtype):
+    G = ends.size
+    isz = dtype.itemsize
+    starts = np.concatenate([[0], ends[:-1]])
+    M = ends - starts
+    g = np.arange(G)
+    a_shp = np.stack([np.full(G, K), M], 1) if ta else np.stack([M, np.full(G, K)], 1)
+    b_shp = np.broadcast_to(np.array(b.shape[1:]), (G, 2))
+    c_shp = np.stack([M, np.full(G, N)], 1)
+    shp = np.concatenate([a_shp, b_shp, c_shp])
+    st = np.repeat(np.array([a.strides, b.strides[1:], c.strides], np.int64), G, axis=0)
+    a_step = a.strides[1] if ta else a.strides[0]
+    ptr = np.concatenate([a.ptr + starts * a_step * isz, b.ptr + g * b.strides[0] * isz,
+                          c.ptr + starts * c.strides[0] * isz]).astype(np.int64)
+    A, B, C = a.obj, b.obj, c.obj
+    s_l, e_l = starts.tolist(), ends.tolist()
+    views = (Views(G, (lambda i: A[:, s_l[i]:e_l[i]]) if ta else (lambda i: A[s_l[i]:e_l[i]])),
+             Views(G, lambda i: B[i]), Views(G, lambda i: C[s_l[i]:e_l[i]]))
+    shapes = np.stack([M, np.full(G, N), np.full(G, K)], 1)
+    return make_batch(views, shp, st, ptr, c.readonly, shapes, alphas, betas, ta, tb, dtype,
+                      a.device)
+
+
+# ---- device offsets: a RaggedJob ---------------------------------------------------------
+
+def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta):
+    """Validated launch description (None when nothing is to be written: N = 0 or no rows)."""
+    isz = dtype.itemsize
+    # Whole A, C and one B[g] through the lists path's stride checks (n = 1).
+    shp = np.array([a.shape, b.shape[1:], c.shape], np.int64)
+    st = np.array([a.strides, b.strides[1:], c.strides], np.int64)
+    ptr = np.array([a.ptr, b.ptr, c.ptr], np.int64)
+    try:
+        ld, lo, hi = _layout(shp, st, ptr, np.array([c.readonly]), isz, 1)
+    except (ValidationError, DtypeError) as e:  # about a whole operand, not one group
+        raise type(e)(str(e).split(": ", 1)[-1]) from None
+    if hi[1] > lo[1]:  # B's span: from B[0]'s to B[G-1]'s
+        extra = (b.shape[0] - 1) * b.strides[0] * isz
+        lo[1], hi[1] = lo[1] + min(extra, 0), hi[1] + max(extra, 0)
+    # Groups are unknown here, so C may share no byte span with A or B (conservative).
+    if hi[2] > lo[2]:
+        for k, name in ((0, "A"), (1, "B")):
+            if hi[k] > lo[k] and lo[k] < hi[2] and lo[2] < hi[k]:
+                raise LayoutError(f"C overlaps {name} (with device offsets C may share no "
+                                  f"memory span with A or B)")
+    if N == 0 or rows == 0:
+        return None
+    kind = _kind(be, offs.shape[0], rows, N, K, dtype, strategy)
+    (alphas, a1), (betas, b1) = alpha, beta
+    job = RaggedJob(kind, dtype, ta, tb, offs.shape[0], rows, N, K, offs.obj, offs.ptr,
+                    a.obj, b.obj, c.obj, a.ptr, b.ptr, c.ptr,
+                    a.strides[1] if ta else a.strides[0], b.strides[0],
+                    int(ld[0]), int(ld[1]), int(ld[2]), float(alphas[0]), float(betas[0]),
+                    None if a1 else alphas, None if b1 else betas)
+    if job.n_tiles > _MAX_SLOTS:  # the prologue indexes its threads with 32-bit ints
+        raise ValidationError(f"the upper-bound tile list has {job.n_tiles} slots; device "
+                              f"offsets support at most {_MAX_SLOTS}")
+    return job
+
+
+_kinds: dict = {}
+_KINDS_KEPT = 256
+
+
+def _kind(be, G, rows, N, K, dtype, strategy):
+    """The one tile kind of a device-offsets call: the one the planner uses most for G
+    groups of the mean size. Chosen once per sizes and kept, so repeated calls (and a
+    graph captured after a warm-up call) run the same kernels on the same buffers even
+    when compiling the first call's kernels refines the planner's resource figures."""
+    arch = be.arch()
+    key = (G, rows, N, K, dtype.name, arch.name, int(arch.compute_units), strategy)
+    kind = _kinds.get(key)
+    if kind is None:
+        from ..planner import plan
+        m = max(1, -(-rows // G))
+        p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,
+                 mode="per-kind")
+        kind = p.kinds[int(np.argmax(np.bincount(p.tiles["kind"], minlength=len(p.kinds))))]
+        if len(_kinds) >= _KINDS_KEPT:
+            _kinds.pop(next(iter(_kinds)))
+        _kinds[key] = kind
+    return kind

@@ -1,0 +1,508 @@
+"""The packed API on the NumPy backend: gemm_grouped (ragged M, host offsets and the
+emulated device-offsets prologue) and gemm_grouped_general, against the lists API and a
+float64 reference over NaN-poisoned outputs; typed errors that name the group and leave
+C untouched; the prologue's tile list for any split."""
+import itertools
+
+import numpy as np
+import pytest
+
+import portgemm
+from portgemm.backends.ragged import RaggedJob, emulate_prologue
+from portgemm.errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
+from portgemm.kernels.render import DEVICE_TILE_DTYPE as DEVICE_TILE
+from portgemm.tiles import ZHANG2025
+
+TOL = {np.float32: 2e-5, np.float64: 1e-12}
+TRANS = list(itertools.product([False, True], repeat=2))
+SEEDS = itertools.count(7000)
+
+
+def scalars(rng, G, per_group):
+    if not per_group:
+        return 1.25, 0.0
+    alpha = rng.uniform(-2, 2, G)
+    beta = np.where(rng.random(G) < 0.5, 0.0, rng.uniform(-2, 2, G))
+    return alpha, beta
+
+
+def close(got, ref, dtype):
+    got = np.asarray(got, np.float64)
+    assert np.isfinite(got).all(), "NaN or inf where a result belongs"
+    scale = max(1.0, float(np.abs(ref).max(initial=0.0)))
+    assert np.abs(got - ref).max(initial=0.0) <= TOL[dtype] * scale * 10
+
+
+# ---- ragged M ------------------------------------------------------------------------------
+
+def ragged_operands(rng, sizes, K, N, dtype, ta, tb, spare=3):
+    """A, B, C (C NaN where beta is 0 or past the last group) and offs."""
+    G = len(sizes)
+    offs = np.cumsum(sizes).astype(np.int32)
+    T = int(offs[-1]) + spare if G else spare
+    A = (rng.random((K, T) if ta else (T, K)) - 0.5).astype(dtype)
+    B = (rng.random((G, N, K) if tb else (G, K, N)) - 0.5).astype(dtype)
+    C = (rng.random((T, N)) - 0.5).astype(dtype)
+    return A, B, C, offs
+
+
+def ragged_reference(A, B, C, offs, alpha, beta, ta, tb):
+    G = len(offs)
+    alpha, beta = np.broadcast_to(alpha, (G,)), np.broadcast_to(beta, (G,))
+    opA = (A.T if ta else A).astype(np.float64)
+    out, start = C.astype(np.float64), 0
+    for g, end in enumerate(offs):
+        b = (B[g].T if tb else B[g]).astype(np.float64)
+        r = alpha[g] * opA[start:end] @ b
+        if beta[g] != 0:
+            r += beta[g] * C[start:end]
+        out[start:end] = r
+        start = end
+    return out
+
+
+def poison(C, offs, beta):
+    """NaN into every row whose beta is 0 and every row past the last group."""
+    G, start = len(offs), 0
+    beta = np.broadcast_to(beta, (G,))
+    for g, end in enumerate(offs):
+        if beta[g] == 0:
+            C[start:end] = np.nan
+        start = end
+    C[start:] = np.nan
+
+
+@pytest.mark.parametrize("device_offs", [False, True])
+@pytest.mark.parametrize("per_group", [False, True])
+@pytest.mark.parametrize("trans", TRANS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ragged_matches_lists_and_reference(dtype, trans, per_group, device_offs):
+    ta, tb = trans
+    rng = np.random.default_rng(next(SEEDS))
+    sizes = [5, 0, 70, 1, 33, 0, 16, 129]
+    K, N = 37, 50
+    A, B, C, offs = ragged_operands(rng, sizes, K, N, dtype, ta, tb)
+    alpha, beta = scalars(rng, len(sizes), per_group)
+    poison(C, offs, beta)
+    ref = ragged_reference(A, B, C, offs, alpha, beta, ta, tb)
+    C_lists = C.copy()
+
+    out = portgemm.gemm_grouped(A, B, C, offs, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb,
+                                backend="numpy", device_offs=device_offs)
+    assert out is C
+    end = int(offs[-1])
+    close(C[:end], ref[:end], dtype)
+    assert np.isnan(C[end:]).all(), "rows past offs[-1] were written"
+
+    starts = np.concatenate([[0], offs[:-1]])
+    views = [(A[:, s:e] if ta else A[s:e]) for s, e in zip(starts, offs)]
+    portgemm.gemm_vbatched(views, list(B), [C_lists[s:e] for s, e in zip(starts, offs)],
+                           alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend="numpy")
+    close(C[:end], C_lists[:end].astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("device_offs", [False, True])
+def test_ragged_empty_groups_and_edges(device_offs):
+    rng = np.random.default_rng(3)
+    kw = dict(backend="numpy", device_offs=device_offs)
+    # every group empty: nothing is written
+    A, B, C, offs = ragged_operands(rng, [0, 0, 0], 4, 5, np.float32, False, False)
+    C[...] = np.nan
+    portgemm.gemm_grouped(A, B, C, offs, **kw)
+    assert np.isnan(C).all()
+    # K = 0: C = beta * C (and beta = 0 never reads C)
+    A, B, C, offs = ragged_operands(rng, [3, 0, 4], 0, 5, np.float64, False, False)
+    C0 = C.copy()
+    portgemm.gemm_grouped(A, B, C, offs, beta=[2.0, 1.0, 0.5], **kw)
+    np.testing.assert_array_equal(C[:3], 2.0 * C0[:3])
+    np.testing.assert_array_equal(C[3:7], 0.5 * C0[3:7])
+    np.testing.assert_array_equal(C[7:], C0[7:])
+    C[:7] = np.nan
+    portgemm.gemm_grouped(A, B, C, offs, beta=0.0, **kw)
+    assert (C[:7] == 0).all()
+    # N = 0 and no groups at all: no-ops
+    A, B, C, offs = ragged_operands(rng, [3, 4], 6, 0, np.float32, False, False)
+    portgemm.gemm_grouped(A, B, C, offs, **kw)
+    A, B, C, _ = ragged_operands(rng, [], 6, 2, np.float32, False, False)
+    assert portgemm.gemm_grouped(A, B, C, np.zeros(0, np.int32), **kw) is C
+
+
+def test_ragged_offsets_may_be_a_list_and_alpha_zero_never_reads_a():
+    rng = np.random.default_rng(4)
+    A, B, C, offs = ragged_operands(rng, [2, 3], 4, 3, np.float32, False, False)
+    A[...] = np.nan
+    portgemm.gemm_grouped(A, B, C, offs.tolist(), alpha=0.0, beta=0.0, backend="numpy")
+    assert (C[:5] == 0).all()
+
+
+# ---- general (MAGMA vbatched) form ---------------------------------------------------------
+
+def general_operands(rng, sizes, dtype, ta, tb, pad=3):
+    """Flat buffers with every matrix at its own offset, rows padded by ``pad``."""
+    stored = {"A": [(k, m) if ta else (m, k) for m, n, k in sizes],
+              "B": [(n, k) if tb else (k, n) for m, n, k in sizes],
+              "C": [(m, n) for m, n, k in sizes]}
+    bufs, offs, lds, mats = {}, {}, {}, {}
+    for name, shapes in stored.items():
+        ld = [c + pad for r, c in shapes]
+        length = [r * l for (r, c), l in zip(shapes, ld)]
+        off = np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64) + 1
+        buf = (rng.random(int(off[-1] + length[-1]) + 2) - 0.5).astype(dtype)
+        bufs[name], offs[name], lds[name] = buf, off, np.array(ld)
+        mats[name] = [np.lib.stride_tricks.as_strided(buf[o:], s, (l * buf.itemsize, buf.itemsize))
+                      for o, s, l in zip(off, shapes, ld)]
+    return bufs, offs, lds, mats
+
+
+@pytest.mark.parametrize("per_group", [False, True])
+@pytest.mark.parametrize("trans", TRANS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_general_matches_lists_and_reference(dtype, trans, per_group):
+    ta, tb = trans
+    rng = np.random.default_rng(next(SEEDS))
+    sizes = np.array([[5, 7, 3], [0, 4, 2], [64, 33, 17], [1, 1, 1], [20, 0, 5], [9, 31, 0]])
+    G = len(sizes)
+    bufs, offs, lds, mats = general_operands(rng, sizes, dtype, ta, tb)
+    alpha, beta = scalars(rng, G, per_group)
+    b = np.broadcast_to(beta, (G,))
+    for g in range(G):
+        if b[g] == 0:
+            mats["C"][g][...] = np.nan
+    al = np.broadcast_to(alpha, (G,))
+    ref = []
+    for g in range(G):
+        a = mats["A"][g].astype(np.float64)
+        bb = mats["B"][g].astype(np.float64)
+        r = al[g] * (a.T if ta else a) @ (bb.T if tb else bb)
+        ref.append(r + b[g] * mats["C"][g] if b[g] != 0 else r)
+    C_lists = bufs["C"].copy()
+    lists_c = [np.lib.stride_tricks.as_strided(C_lists[o:], c.shape, c.strides)
+               for o, c in zip(offs["C"], mats["C"])]
+    untouched = np.ones(bufs["C"].size, bool)
+    for o, c in zip(offs["C"], mats["C"]):
+        for r in range(c.shape[0]):
+            untouched[o + r * c.strides[0] // c.itemsize:][:c.shape[1]] = False
+    before = bufs["C"][untouched].copy()
+
+    out = portgemm.gemm_grouped_general(
+        bufs["A"], bufs["B"], bufs["C"], sizes, offs["A"], offs["B"], offs["C"],
+        lds["A"], lds["B"], lds["C"], alpha=alpha, beta=beta, trans_a=ta, trans_b=tb,
+        backend="numpy")
+    assert out is bufs["C"]
+    for g in range(G):
+        close(mats["C"][g], ref[g], dtype)
+    np.testing.assert_array_equal(bufs["C"][untouched], before)  # padding and gaps
+
+    portgemm.gemm_vbatched(mats["A"], mats["B"], lists_c, alpha=alpha, beta=beta,
+                           trans_a=ta, trans_b=tb, backend="numpy")
+    for g in range(G):
+        close(mats["C"][g], lists_c[g].astype(np.float64), dtype)
+
+
+def test_general_scalar_leading_dimensions():
+    rng = np.random.default_rng(5)
+    A, B = rng.random(40).astype(np.float32), rng.random(40).astype(np.float32)
+    C = np.full(40, np.nan, np.float32)
+    sizes = [[2, 3, 4], [2, 3, 4]]
+    portgemm.gemm_grouped_general(A, B, C, sizes, [0, 8], [0, 12], [0, 6], 4, 3, 3,
+                                  backend="numpy")
+    for g, (ao, bo, co) in enumerate([(0, 0, 0), (8, 12, 6)]):
+        ref = A[ao:ao + 8].reshape(2, 4).astype(np.float64) @ B[bo:bo + 12].reshape(4, 3)
+        close(C[co:co + 6].reshape(2, 3), ref, np.float32)
+    assert np.isnan(C[12:]).all()
+
+
+# ---- errors: typed, naming the group, nothing written ---------------------------------------
+
+def expect(cls, group, fn, *args, match=None, **kw):
+    with pytest.raises(cls, match=match) as info:
+        fn(*args, backend="numpy", **kw)
+    e = info.value
+    assert isinstance(e, (ValueError, TypeError)) and isinstance(e, portgemm.PortgemmError)
+    if group is not None:
+        assert e.gemm == group and str(e).startswith(f"group {group}:"), str(e)
+    return e
+
+
+def ragged_fixture():
+    rng = np.random.default_rng(11)
+    A, B, C, offs = ragged_operands(rng, [3, 5, 2, 4], 6, 7, np.float32, False, False)
+    C[...] = 42.0
+    return A, B, C, offs
+
+
+@pytest.mark.parametrize("device_offs", [False, True])
+def test_ragged_input_errors(device_offs):
+    A, B, C, offs = ragged_fixture()
+    f = portgemm.gemm_grouped
+    kw = {"device_offs": device_offs}
+    expect(ShapeMismatch, None, f, A, B, C, offs[:3], **kw)                     # wrong length
+    expect(ShapeMismatch, None, f, A, B, C, offs.reshape(2, 2), **kw)
+    expect(DtypeError, None, f, A, B, C, offs.astype(np.float32), **kw)
+    expect(ShapeMismatch, None, f, A[:, :5], B, C, offs, **kw)                  # K differs
+    expect(ShapeMismatch, None, f, A, B, C[:-1], offs, **kw)                    # rows differ
+    expect(DtypeError, None, f, A.astype(np.float64), B, C, offs, **kw)         # mixed dtypes
+    expect(DtypeError, None, f, A.astype(np.int32), B.astype(np.int32), C.astype(np.int32),
+           offs, **kw)
+    expect(ValidationError, None, f, A, B[0], C, offs, **kw)                    # B not 3-D
+    expect(ShapeMismatch, None, f, A, B, C, offs, beta=[0.0] * 3, **kw)
+    expect(ValidationError, 2, f, A, B, C, offs, alpha=[1.0, 1.0, np.nan, 1.0], **kw)
+    ro = C.copy()
+    ro.flags.writeable = False
+    expect(LayoutError, None if device_offs else 0, f, A, B, ro, offs, **kw)
+
+    class OnDevice:  # a device array handed to the NumPy backend
+        __cuda_array_interface__ = {"shape": C.shape, "typestr": "<f4", "data": (0, False),
+                                    "version": 3}
+    expect(DtypeError, None, f, A, B, OnDevice(), offs, match="takes host arrays", **kw)
+    assert (C == 42.0).all()
+
+
+def test_ragged_offset_value_errors_name_the_group():
+    A, B, C, offs = ragged_fixture()
+    f = portgemm.gemm_grouped
+    bad = offs.copy()
+    bad[2] = bad[1] - 1
+    expect(ValidationError, 2, f, A, B, C, bad, match="non-decreasing")
+    bad = offs.copy()
+    bad[0] = -1
+    expect(ValidationError, 0, f, A, B, C, bad, match="negative")
+    bad = offs.copy()
+    bad[3] = A.shape[0] + 1
+    expect(ValidationError, 3, f, A, B, C, bad, match="past")
+    assert (C == 42.0).all()
+
+
+@pytest.mark.parametrize("device_offs", [False, True])
+def test_ragged_c_overlapping_a_or_b_is_rejected(device_offs):
+    A, B, C, offs = ragged_fixture()
+    buf = np.zeros((A.shape[0], 13), np.float32)
+    A2, C2 = buf[:, :6], buf[:, 6:]   # interleaved columns of one buffer: legal
+    portgemm.gemm_grouped(A2, B, C2, offs, backend="numpy")
+    if device_offs:   # groups unknown on the host: C may share no span with A or B
+        expect(LayoutError, None, portgemm.gemm_grouped, A2, B, C2, offs, device_offs=True)
+    C3 = buf[:, 5:12]   # shares column 5 with A
+    C3_before = C3.copy()
+    e = expect(LayoutError, None if device_offs else 0, portgemm.gemm_grouped, A2, B, C3, offs,
+               device_offs=device_offs)
+    assert "overlaps" in str(e)
+    np.testing.assert_array_equal(C3, C3_before)
+    Bbuf = np.zeros((4 * 6 * 7 + 100,), np.float32)
+    Bv = Bbuf[:4 * 42].reshape(4, 6, 7)
+    Cv = Bbuf[100:100 + A.shape[0] * 7].reshape(-1, 7)   # inside B[2] and B[3]
+    expect(LayoutError, None if device_offs else 1, portgemm.gemm_grouped, A, Bv, Cv, offs,
+           device_offs=device_offs)
+
+
+def general_fixture():
+    rng = np.random.default_rng(12)
+    sizes = np.array([[3, 4, 5], [2, 2, 2], [4, 3, 1]])
+    bufs, offs, lds, _ = general_operands(rng, sizes, np.float64, False, False)
+    bufs["C"][...] = 42.0
+    return bufs, offs, lds, sizes
+
+
+def call_general(bufs_, offs_, lds_, sizes_, **kw):
+    """gemm_grouped_general on the fixture, with the arguments named in kw replaced."""
+    args = [bufs_["A"], bufs_["B"], bufs_["C"], sizes_, offs_["A"], offs_["B"], offs_["C"],
+            lds_["A"], lds_["B"], lds_["C"]]
+    for k in list(kw):
+        if k in ("A", "B", "C", "sizes", "a_off", "b_off", "c_off", "lda", "ldb", "ldc"):
+            i = ["A", "B", "C", "sizes", "a_off", "b_off", "c_off", "lda", "ldb", "ldc"].index(k)
+            args[i] = kw.pop(k)
+    return portgemm.gemm_grouped_general(*args, **kw)
+
+
+def test_general_input_errors():
+    bufs, offs, lds, sizes = general_fixture()
+    c = bufs["C"]
+    f = lambda backend, **kw: call_general(bufs, offs, lds, sizes, backend=backend, **kw)
+    expect(ShapeMismatch, None, f, sizes=sizes[:, :2])                # sizes (G, 2)
+    expect(ShapeMismatch, None, f, sizes=sizes.ravel())
+    expect(DtypeError, None, f, sizes=sizes.astype(float))
+    neg = sizes.copy()
+    neg[1, 2] = -1
+    expect(ValidationError, 1, f, sizes=neg)
+    expect(ShapeMismatch, None, f, a_off=offs["A"][:2])               # offsets per group
+    o = offs["B"].copy()
+    o[2] = -4
+    expect(ValidationError, 2, f, b_off=o, match="negative")
+    o = offs["A"].copy()
+    o[1] = bufs["A"].size - 3                                          # past the buffer
+    expect(ValidationError, 1, f, a_off=o, match="past")
+    ld = lds["C"].copy()
+    ld[2] = 2                                                          # < 3 columns of C_2
+    expect(LayoutError, 2, f, ldc=ld)
+    expect(DtypeError, None, f, lda=lds["A"].astype(float))
+    expect(ShapeMismatch, None, f, ldb=[5, 5])
+    expect(DtypeError, None, f, B=bufs["B"].astype(np.float32))       # mixed dtypes
+    expect(ValidationError, None, f, A=bufs["A"].reshape(1, -1))      # not a flat buffer
+    expect(LayoutError, None, f, A=bufs["A"][::2])                    # not contiguous
+    expect(ShapeMismatch, None, f, beta=[0.0, 1.0])
+    assert (c == 42.0).all()
+
+
+def test_general_overlapping_outputs_are_rejected():
+    bufs, offs, lds, sizes = general_fixture()
+    c_off = offs["C"].copy()
+    c_off[2] = c_off[1] + 1           # C_2 starts inside C_1
+    e = expect(LayoutError, 1, call_general, bufs, offs, lds, sizes, c_off=c_off)
+    assert "group 2" in str(e) and "overlaps" in str(e)
+    e = expect(LayoutError, None, call_general, bufs, offs, lds, sizes, C=bufs["A"])
+    assert "overlaps" in str(e)
+    assert (bufs["C"] == 42.0).all()
+    # interleaved rows that share no element are legal: C_1 in C_0's row padding
+    c_off = offs["C"].copy()
+    c_off[1] = c_off[0] + 4           # C_0 rows are 4 wide with ld 7; C_1 2 wide, ld 7
+    ld = lds["C"].copy()
+    ld[1] = ld[0]
+    call_general(bufs, offs, lds, sizes, c_off=c_off, ldc=ld, backend="numpy")
+
+
+# ---- the prologue's tile list (the same logic the device runs) ------------------------------
+
+def job_for(kind, offs, rows, N):
+    z = np.zeros(1)
+    return RaggedJob(kind, np.dtype(np.float32), False, False, len(offs), rows, N, 3, offs, 0,
+                     z, z, z, 0, 0, 0, 3, N, N, 3, N, 1.0, 0.0, None, None)
+
+
+@pytest.mark.parametrize("kind", [ZHANG2025[0], ZHANG2025[3], ZHANG2025[4]])
+def test_prologue_covers_every_split_exactly_once(kind):
+    rng = np.random.default_rng(21)
+    for _ in range(300):
+        G = int(rng.integers(1, 12))
+        rows = int(rng.integers(0, 300))
+        cuts = np.sort(rng.integers(0, rows + 1, G))
+        if rng.random() < 0.3:
+            cuts[rng.random(G) < 0.5] = cuts[0]   # many empty groups
+            cuts = np.sort(cuts)
+        N = int(rng.integers(1, 150))
+        job = job_for(kind, cuts.astype(np.int32), rows, N)
+        starts, M, tiles = emulate_prologue(job, cuts)
+        assert tiles.size == (rows // kind.tm + G) * -(-N // kind.tn)
+        np.testing.assert_array_equal(M, np.diff(np.concatenate([[0], cuts])))
+        real = tiles[tiles["gemm"] >= 0]
+        got = sorted(zip(real["gemm"].tolist(), real["m0"].tolist(), real["n0"].tolist()))
+        want = sorted((g, m0, n0) for g in range(G) for m0 in range(0, int(M[g]), kind.tm)
+                      for n0 in range(0, N, kind.tn))
+        assert got == want
+
+
+def test_prologue_keeps_bad_offsets_inside_the_buffers():
+    rng = np.random.default_rng(22)
+    kind = ZHANG2025[1]
+    for _ in range(300):
+        G, rows, N = int(rng.integers(1, 10)), int(rng.integers(0, 200)), 40
+        offs = rng.integers(-50, rows + 80, G).astype(np.int32)   # any order, out of range
+        starts, M, tiles = emulate_prologue(job_for(kind, offs, rows, N), offs)
+        assert ((starts >= 0) & (M >= 0) & (starts + M <= rows)).all()
+        real = tiles[tiles["gemm"] >= 0]
+        g = real["gemm"]
+        assert ((g < G) & (real["m0"] >= 0) & (real["m0"] < M[g])).all()
+
+
+def test_prologue_arguments_match_the_kernel_signature():
+    """backends/ragged.prologue_args lists the prologue's parameters in the order and
+    with the types of the entry point in vbatched_gemm.cu (a mismatch would only show
+    on a GPU)."""
+    import re
+
+    from portgemm.backends.ragged import prologue_args
+    from portgemm.kernels.render import SOURCE_FILE
+    src = SOURCE_FILE.read_text()
+    body = src[src.index("#if PG_RAGGED_PROLOGUE"):]
+    params = re.search(r"PG_NAME\(([^)]*)\)", body).group(1).split(",")
+
+    def kind(p):
+        p = " ".join(p.split())
+        if "*" in p:
+            return "p"
+        return {"int": "i", "long long": "q", "double": "d"}[p.rsplit(" ", 1)[0]]
+
+    job = job_for(ZHANG2025[0], np.zeros(2, np.int32), 10, 5)
+    assert [k for k, _ in prologue_args(job, 1, 2, 3, 4)] == [kind(p) for p in params]
+
+
+HOST_PRELUDE = """
+#include <algorithm>
+using std::min; using std::max;
+struct PgDim { unsigned x = 0, y = 0, z = 0; };
+static PgDim blockIdx, blockDim, threadIdx;
+extern "C" void pg_set_thread(unsigned b, unsigned t, unsigned n)
+{ blockIdx.x = b; threadIdx.x = t; blockDim.x = n; }
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__
+"""
+
+
+@pytest.fixture(scope="module")
+def host_prologue(tmp_path_factory):
+    """The prologue's own source compiled for the host (CUDA built-ins stubbed), so its
+    logic runs thread by thread on any machine with a C++ compiler."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from portgemm.kernels.render import render
+    from portgemm.kernels.variants import RaggedPrologue
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    r = render(RaggedPrologue("float32"))
+    out = tmp_path_factory.mktemp("prologue") / "prologue.so"
+    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-x", "c++", "-", "-o", str(out)],
+                   input=(HOST_PRELUDE + r.source).encode(), check=True)
+    lib = ctypes.CDLL(str(out))
+    return lib, getattr(lib, r.name)
+
+
+def test_prologue_source_agrees_with_its_emulation(host_prologue):
+    import ctypes
+
+    from portgemm.backends.ragged import prologue_args
+    from portgemm.kernels.render import GEMM_DTYPE
+    lib, kernel = host_prologue
+    ctype = {"p": ctypes.c_void_p, "i": ctypes.c_int32, "q": ctypes.c_int64, "d": ctypes.c_double}
+    rng = np.random.default_rng(23)
+    for trial in range(40):
+        kind = ZHANG2025[int(rng.integers(len(ZHANG2025)))]
+        G, rows, N = int(rng.integers(1, 9)), int(rng.integers(0, 120)), int(rng.integers(1, 90))
+        if trial % 4 == 3:   # bad offsets too: both must still agree
+            offs = rng.integers(-20, rows + 30, G).astype(np.int32)
+        else:
+            offs = np.sort(rng.integers(0, rows + 1, G)).astype(np.int32)
+        job = job_for(kind, offs, rows, N)
+        gemms = np.zeros(G, GEMM_DTYPE)
+        tiles = np.zeros(job.n_tiles, DEVICE_TILE)
+        args = prologue_args(job, gemms.ctypes.data, tiles.ctypes.data, 0, 0)
+        args[0] = ("p", offs.ctypes.data)
+        args[7:10] = [("p", 1 << 20), ("p", 1 << 30), ("p", 1 << 40)]   # A, B, C: never read
+        cargs = [ctype[k](v) for k, v in args]
+        n = job.prologue_blocks() * 256
+        for t in range(n):
+            lib.pg_set_thread(t // 256, t % 256, 256)
+            kernel(*cargs)
+        starts, M, want = emulate_prologue(job, offs)
+        np.testing.assert_array_equal(tiles, want)
+        np.testing.assert_array_equal(gemms["M"], M)
+        np.testing.assert_array_equal(gemms["A"], (1 << 20) + starts * job.a_step * 4)
+        np.testing.assert_array_equal(gemms["C"], (1 << 40) + starts * job.ldc * 4)
+        np.testing.assert_array_equal(gemms["B"], (1 << 30) + np.arange(G) * job.b_stride * 4)
+
+
+def test_unreadable_sizes_and_offsets_are_type_errors():
+    class NotHost:  # numpy cannot turn it into an array (as with a CuPy array)
+        def __array__(self, *a, **k):
+            raise TypeError("implicit conversion to a NumPy array is not allowed")
+
+    bufs, offs, lds, sizes = general_fixture()
+    expect(DtypeError, None, call_general, bufs, offs, lds, sizes, a_off=NotHost())
+    expect(DtypeError, None, call_general, bufs, offs, lds, NotHost())
+    A, B, C, o = ragged_fixture()
+    expect(DtypeError, None, portgemm.gemm_grouped, A, B, C, NotHost())
+    expect(DtypeError, None, portgemm.gemm_grouped, A, B, C, NotHost(), device_offs=True)
+    assert (C == 42.0).all() and (bufs["C"] == 42.0).all()

@@ -1,0 +1,149 @@
+"""The packed API on a CUDA device (marker ``gpu``; skipped where there is none): both
+forms against a float64 reference over NaN-poisoned outputs, host and device offsets,
+a CUDA graph replayed after the device offsets change in place, and PyTorch tensors."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import portgemm
+from portgemm.errors import DeviceUnavailable, DtypeError, LayoutError, ShapeMismatch
+
+from test_grouped import (TRANS, general_operands, poison, ragged_operands,
+                          ragged_reference, scalars)
+
+pytestmark = pytest.mark.gpu
+TOL = {np.float32: 1e-5, np.float64: 1e-12}
+SEEDS = itertools.count(9000)
+SIZES = [5, 0, 70, 1, 33, 0, 16, 129, 300, 2]
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    try:
+        return portgemm.backends.base.get_backend("cuda")
+    except DeviceUnavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def cp(cuda):
+    return cuda.cp
+
+
+def rel_err(got, ref) -> float:
+    got = np.asarray(got, np.float64)
+    if not np.isfinite(got).all():
+        return float("inf")
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1.0))
+
+
+@pytest.mark.parametrize("where", ["host", "device"])
+@pytest.mark.parametrize("per_group", [False, True])
+@pytest.mark.parametrize("trans", TRANS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ragged_on_cuda(cuda, cp, dtype, trans, per_group, where):
+    ta, tb = trans
+    rng = np.random.default_rng(next(SEEDS))
+    A, B, C, offs = ragged_operands(rng, SIZES, 96, 80, dtype, ta, tb)
+    alpha, beta = scalars(rng, len(SIZES), per_group)
+    poison(C, offs, beta)
+    ref = ragged_reference(A, B, C, offs, alpha, beta, ta, tb)
+    dC = cp.asarray(C)
+    d_offs = cp.asarray(offs) if where == "device" else offs
+    portgemm.gemm_grouped(cp.asarray(A), cp.asarray(B), dC, d_offs, alpha=alpha, beta=beta,
+                          trans_a=ta, trans_b=tb, backend="cuda")
+    got = cp.asnumpy(dC)
+    end = int(offs[-1])
+    assert rel_err(got[:end], ref[:end]) < TOL[dtype]
+    assert np.isnan(got[end:]).all(), "rows past offs[-1] were written"
+
+
+@pytest.mark.parametrize("trans", TRANS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_general_on_cuda(cuda, cp, dtype, trans):
+    ta, tb = trans
+    rng = np.random.default_rng(next(SEEDS))
+    sizes = np.array([[5, 7, 3], [0, 4, 2], [64, 33, 17], [1, 1, 1], [200, 90, 130], [9, 31, 0]])
+    bufs, offs, lds, mats = general_operands(rng, sizes, dtype, ta, tb)
+    for c in mats["C"]:
+        c[...] = np.nan
+    ref = [(a.T if ta else a).astype(np.float64) @ (b.T if tb else b)
+           for a, b in zip(mats["A"], mats["B"])]
+    dC = cp.asarray(bufs["C"])
+    portgemm.gemm_grouped_general(cp.asarray(bufs["A"]), cp.asarray(bufs["B"]), dC, sizes,
+                                  offs["A"], offs["B"], offs["C"], lds["A"], lds["B"], lds["C"],
+                                  trans_a=ta, trans_b=tb, backend="cuda")
+    host = cp.asnumpy(dC)
+    for g, c in enumerate(mats["C"]):
+        got = np.lib.stride_tricks.as_strided(host[offs["C"][g]:], c.shape, c.strides)
+        assert rel_err(got, ref[g]) < TOL[dtype], g
+
+
+def test_device_offsets_graph_replays_with_new_offsets(cuda, cp):
+    """Capture one call with device offsets, then change offs (and A) in place between
+    replays: each replay computes the split current at replay time."""
+    rng = np.random.default_rng(1)
+    G, K, N, T = 8, 64, 96, 1000
+    A = (rng.random((T, K)) - 0.5).astype(np.float32)
+    B = (rng.random((G, K, N)) - 0.5).astype(np.float32)
+    dA, dB = cp.asarray(A), cp.asarray(B)
+    dC = cp.full((T, N), cp.nan, dtype=cp.float32)
+    d_offs = cp.asarray(np.linspace(0, T, G + 1)[1:].astype(np.int32))
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        portgemm.gemm_grouped(dA, dB, dC, d_offs, alpha=0.5, backend="cuda")  # warm-up
+        stream.begin_capture()
+        portgemm.gemm_grouped(dA, dB, dC, d_offs, alpha=0.5, backend="cuda")
+        graph = stream.end_capture()
+    splits = [rng.multinomial(T - 37, np.ones(G) / G), np.array([0, T - 37, 0, 0, 0, 0, 0, 0]),
+              np.array([0] * G), np.array([1, 0, 0, 500, 3, 0, 120, 9])]
+    for sizes in splits:
+        offs = np.cumsum(sizes).astype(np.int32)
+        A = (rng.random((T, K)) - 0.5).astype(np.float32)
+        with stream:
+            d_offs.set(offs)
+            dA.set(A)
+            dC.fill(cp.nan)
+            graph.launch(stream)
+        stream.synchronize()
+        got = cp.asnumpy(dC)
+        C = np.full((T, N), np.nan)
+        ref = ragged_reference(A, B, C, offs, 0.5, 0.0, False, False)
+        end = int(offs[-1])
+        assert rel_err(got[:end], ref[:end]) < 1e-5, sizes
+        assert np.isnan(got[end:]).all()
+
+
+def test_torch_tensors(cuda, cp):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    A, B, C, offs = ragged_operands(rng, SIZES, 40, 24, np.float32, False, True)
+    ref = ragged_reference(A, B, C, offs, 1.0, 0.0, False, True)
+    tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+    end = int(offs[-1])
+    for t_offs in (torch.from_numpy(offs), torch.from_numpy(offs).cuda()):
+        tC = torch.full(C.shape, float("nan"), device="cuda")
+        torch.cuda.synchronize()
+        portgemm.gemm_grouped(tA, tB, tC, t_offs, trans_b=True, backend="cuda")
+        cuda.synchronize()
+        got = tC.cpu().numpy()
+        assert rel_err(got[:end], ref[:end]) < 1e-5
+        assert np.isnan(got[end:]).all()
+
+
+def test_device_offsets_errors(cuda, cp):
+    rng = np.random.default_rng(3)
+    A, B, C, offs = ragged_operands(rng, [3, 4, 5], 8, 8, np.float32, False, False)
+    dA, dB, dC = cp.asarray(A), cp.asarray(B), cp.asarray(C)
+    with pytest.raises(DtypeError, match="int32"):
+        portgemm.gemm_grouped(dA, dB, dC, cp.asarray(offs.astype(np.int64)), backend="cuda")
+    with pytest.raises(ShapeMismatch):
+        portgemm.gemm_grouped(dA, dB, dC, cp.asarray(offs[:2]), backend="cuda")
+    with pytest.raises(LayoutError):
+        portgemm.gemm_grouped(dA, dB, dC, cp.asarray(np.repeat(offs, 2))[::2], backend="cuda")
+    with pytest.raises(DtypeError, match="device arrays"):
+        portgemm.gemm_grouped(A, dB, dC, cp.asarray(offs), backend="cuda")
+    np.testing.assert_array_equal(cp.asnumpy(dC), C)
