@@ -51,7 +51,7 @@ def parse_csv(text: str) -> float | None:
     return sum(o * d for o, d in pairs) / weight if pairs and weight > 0 else None
 
 
-def measure(ncu: str, method: str, dtype: str, shapes_list, timeout_s=180) -> tuple[float | None, str]:
+def measure(ncu: str, method: str, dtype: str, shapes_list, timeout_s=120) -> tuple[float | None, str]:
     """(occupancy percent or None, a note) of one method over the given cases."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
@@ -63,7 +63,7 @@ def measure(ncu: str, method: str, dtype: str, shapes_list, timeout_s=180) -> tu
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            return None, f"ncu timed out after {timeout_s} s"
+            return None, f"ncu timed out after {timeout_s:.0f} s"
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         return None, f"ncu exit {done.returncode}: {tail[0][:160]}"

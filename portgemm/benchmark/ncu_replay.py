@@ -25,18 +25,27 @@ def main(argv=None) -> int:
         method = entry_methods([entry], [strategy])[0]
     else:
         method = peer_methods([name])[0]
-    profiler = dev.xp.cuda.profiler
+    start, stop = _profiler(dev.xp)
     for i, shapes in enumerate(spec["cases"]):
         ops = make_operands(dev, np.array(shapes, np.int64), spec["dtype"], seed=i,
                             reference=False)
         prep = method.make(dev, ops)
         prep.call()
         dev.synchronize()
-        profiler.start()
+        start()
         prep.call()
         dev.synchronize()
-        profiler.stop()
+        stop()
     return 0
+
+
+def _profiler(cp):
+    """cudaProfilerStart/Stop through CuPy (its runtime module, else its profiler module)."""
+    rt = cp.cuda.runtime
+    if hasattr(rt, "profilerStart"):
+        return rt.profilerStart, rt.profilerStop
+    import cupy.cuda.profiler as prof
+    return prof.start, prof.stop
 
 
 if __name__ == "__main__":

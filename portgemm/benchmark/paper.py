@@ -29,6 +29,7 @@ from .runner import Results, run_cases
 SWEEP_BATCHES = (8, 16, 32, 64, 128, 256, 512, 1024)
 SWEEP_RANGE = (256, 256)
 OCCUPANCY_BATCH = 64
+NCU_BUDGET_S = 300   # all ncu runs together, so --paper stays within one device call
 
 
 def sweep_cases(seed, batches=SWEEP_BATCHES):
@@ -204,14 +205,19 @@ def _occupancy(args, dev, methods, ranges, out, draw, figs):
         lines.append(f"measured occupancy: skipped (ncu {why}); predicted only")
     lines += ["", "| method | measured (ncu) | predicted (model) | note |", "|---|---|---|---|"]
     names, measured, predicted = [], [], []
+    deadline = time.monotonic() + NCU_BUDGET_S
     for m in methods:
         pred = None
         if m.strategy:
             pred = 100 * float(np.mean([portgemm.plan(c.shapes, dtype=args.dtype, arch=arch,
                                                       strategy=m.strategy).predicted_occupancy()
                                         for c in cases]))
-        occ, note = (None, "") if ncu is None else _ncu.measure(
-            ncu, m.name, args.dtype, [c.shapes for c in cases])
+        occ, note = None, ""
+        if ncu is not None and time.monotonic() < deadline:
+            occ, note = _ncu.measure(ncu, m.name, args.dtype, [c.shapes for c in cases],
+                                     timeout_s=min(120, max(1, deadline - time.monotonic())))
+        elif ncu is not None:
+            note = f"not profiled: the {NCU_BUDGET_S} s ncu budget was spent"
         names.append(m.name)
         measured.append(occ if occ is not None else float("nan"))
         predicted.append(pred if pred is not None else float("nan"))
