@@ -4,7 +4,8 @@
   bound call of every strategy and every peer; per range, the geometric mean over batches
   of (method time / wavefront-tlp time).
 - Fig. 6, occupancy per method: achieved occupancy by Nsight Compute over the 12 ranges at
-  batch 64, next to the occupancy model's prediction (plan.predicted_occupancy()).
+  batch 64, next to the occupancy model's prediction (plan.predicted_occupancy()); all
+  ncu runs together get NCU_BUDGET_S, so the whole of --paper fits one 10-minute call.
 - Fig. 7, planning overhead: host time of planning (the plan cache bypassed) over
   planning + the bound call, for batch 8..1024.
 - Figs. 8/9, wavefront-TLP vs workgroup-TLP: speed-up per grid case.
@@ -29,7 +30,7 @@ from .runner import Results, run_cases
 SWEEP_BATCHES = (8, 16, 32, 64, 128, 256, 512, 1024)
 SWEEP_RANGE = (256, 256)
 OCCUPANCY_BATCH = 64
-NCU_BUDGET_S = 300   # all ncu runs together, so --paper stays within one device call
+NCU_BUDGET_S = 240   # all ncu runs together, so --paper stays within one device call
 
 
 def sweep_cases(seed, batches=SWEEP_BATCHES):
