@@ -215,3 +215,20 @@ def test_ncu_csv_is_duration_weighted():
     assert ncu.parse_csv(text) == pytest.approx(65.0)
     assert ncu.parse_csv("==PROF== nothing\n") is None
     assert ncu.find_ncu("off") is None
+
+
+# --- the Triton peer compiles (where Triton is installed; no device needed) -------------
+@pytest.mark.toolchain
+def test_triton_grouped_kernel_compiles_for_sm_90():
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from portgemm.benchmark import triton_grouped as tg
+    sig = {"a_ptrs": "*i64", "b_ptrs": "*i64", "c_ptrs": "*i64", "sizes": "*i32",
+           "lds": "*i32", "group_count": "i32", "NUM_PROGRAMS": "constexpr",
+           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+    consts = {"NUM_PROGRAMS": 132, "BLOCK_M": tg.BLOCK_M, "BLOCK_N": tg.BLOCK_N,
+              "BLOCK_K": tg.BLOCK_K}
+    k = triton.compile(ASTSource(fn=tg._grouped_kernel, signature=sig, constexprs=consts),
+                       target=GPUTarget("cuda", 90, 32))
+    assert "tf32" not in k.asm["ptx"]   # IEEE fp32: no TF32 MMA
