@@ -3,7 +3,8 @@
 # packed as one tar.gz under $OUT (the device returns few files).
 # Usage (repo root): bash bench/device_bench.sh grid|paper|quick [extra bench options]
 set -u -o pipefail
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PORTGEMM_CACHE_DIR=${PORTGEMM_CACHE_DIR:-/tmp/pgcache}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export PORTGEMM_CACHE_DIR=${PORTGEMM_CACHE_DIR:-/tmp/pgcache}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 what=${1:-quick}; shift || true
 case "$what" in
