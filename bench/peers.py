@@ -1,4 +1,5 @@
-"""portgemm against cuBLAS grouped GEMM, one run, one device (docs/design.md §6 grid).
+"""portgemm against cuBLAS grouped GEMM, one run, one device (docs/design.md §6 grid);
+the fuller comparison is `python -m portgemm bench --grid`.
 
 Both sides are timed the same way: arrays and call set up once, then back-to-back
 calls with device events (median). portgemm: a bound plan call (`Plan.bind`, what a
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import portgemm  # noqa: E402
 from portgemm.backends.base import get_backend  # noqa: E402
-from cublas_grouped import CublasGrouped  # noqa: E402
+from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
 from timing import do_bench, random_batch  # noqa: E402
 
 MAX_MN = (128, 256, 512, 1024)

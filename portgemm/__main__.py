@@ -13,10 +13,16 @@ TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # its own parser: python -m portgemm bench --help
+        from portgemm.benchmark.cli import main as bench_main
+        return bench_main(argv[1:])
     p = OneLineParser(
         prog="python -m portgemm",
         description="Variable-size batched GEMM, planned by an occupancy model.")
     sub = p.add_subparsers(dest="command")
+    sub.add_parser("bench", help="portgemm against its peers on this device (bench --help)",
+                   add_help=False)
     r = sub.add_parser("run", help="plan, run, time and check a random irregular batch",
                        description="Build a random batch (M, N uniform in [16, max-mn], K in "
                                    "[16, max-k]), plan it, run it, time it and check it "
