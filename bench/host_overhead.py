@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import portgemm  # noqa: E402
 from portgemm.backends.base import get_backend  # noqa: E402
-from cublas_grouped import CublasGrouped  # noqa: E402
+from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
 from peers import MAX_K, MAX_MN, checked  # noqa: E402
 from timing import do_bench  # noqa: E402
 
