@@ -104,8 +104,7 @@ def packed_points(cp, be, rng, groups, max_mn, max_k):
     views = lambda X: [X[s:e] for s, e in zip(starts, offs)]  # noqa: E731
     lists = (views(A), list(B), views(C))
     host = lambda: portgemm.gemm_grouped(A, B, C, offs=offs, backend=be)  # noqa: E731
-    dev = lambda: portgemm.gemm_grouped(A, B, C, offs=d_offs, max_m=int(m.max()),  # noqa: E731
-                                        backend=be)
+    dev = lambda: portgemm.gemm_grouped(A, B, C, offs=d_offs, backend=be)  # noqa: E731
     as_lists = lambda: portgemm.gemm_vbatched(*lists, backend=be)  # noqa: E731
     return {"packed, host offsets": (host, lists), "packed, device offsets": (dev, lists),
             "lists of the packed views": (as_lists, lists)}
