@@ -134,12 +134,14 @@ class CudaDevice:
 
     def time_calls(self, fn, n: int, flush: bool = False) -> list[float]:
         """Milliseconds between events around each of n calls; a flush, when asked,
-        runs on the stream before the start event, so it is not timed."""
+        runs on the stream before the start event and is waited for, so neither it is
+        timed nor does it hide the call's host work (which would overlap it)."""
         cp, start, end = self.xp, self._start, self._end
         out = []
         for _ in range(n):
             if flush:
                 self.flush_l2()
+                cp.cuda.get_current_stream().synchronize()
             start.record()
             fn()
             end.record()
