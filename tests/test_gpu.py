@@ -12,33 +12,16 @@ import numpy as np
 import pytest
 
 import portgemm
-from portgemm.errors import DeviceUnavailable
 
+from conftest import backend_or_skip
 from gpu_batches import EDGE_SIZES, TOL, make_host_batch, max_rel_error, random_shapes, reference
 
 pytestmark = pytest.mark.gpu
 
 
-def _backend(name):
-    try:
-        return portgemm.backends.base.get_backend(name)
-    except DeviceUnavailable as e:
-        pytest.skip(str(e))
-
-
 @pytest.fixture(scope="module", params=["cuda", "hip"])
 def be(request):
-    return _backend(request.param)
-
-
-@pytest.fixture(scope="module")
-def cuda():
-    return _backend("cuda")
-
-
-@pytest.fixture(scope="module")
-def cp(cuda):
-    return cuda.cp
+    return backend_or_skip(request.param)
 
 
 SEEDS = itertools.count(1000)

@@ -9,24 +9,10 @@ import numpy as np
 import pytest
 
 import portgemm
-from portgemm.errors import DeviceUnavailable
 
 from gpu_batches import make_host_batch, max_rel_error, random_shapes, reference
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def cuda():
-    try:
-        return portgemm.backends.base.get_backend("cuda")
-    except DeviceUnavailable as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture(scope="module")
-def cp(cuda):
-    return cuda.cp
 
 
 def _scalars(rng, n):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import portgemm
-from portgemm.errors import DeviceUnavailable, DtypeError, LayoutError, ShapeMismatch
+from portgemm.errors import DtypeError, LayoutError, ShapeMismatch
 
 from test_grouped import (TRANS, general_operands, poison, ragged_operands,
                           ragged_reference, scalars)
@@ -18,19 +18,6 @@ pytestmark = pytest.mark.gpu
 TOL = {np.float32: 1e-5, np.float64: 1e-12}
 SEEDS = itertools.count(9000)
 SIZES = [5, 0, 70, 1, 33, 0, 16, 129, 300, 2]
-
-
-@pytest.fixture(scope="module")
-def cuda():
-    try:
-        return portgemm.backends.base.get_backend("cuda")
-    except DeviceUnavailable as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture(scope="module")
-def cp(cuda):
-    return cuda.cp
 
 
 def rel_err(got, ref) -> float:

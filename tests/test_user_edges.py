@@ -7,7 +7,6 @@ import subprocess
 import sys
 import tracemalloc
 
-import numpy as np
 import pytest
 
 import portgemm
