@@ -1,0 +1,104 @@
+"""Where a gemm_vbatched call spends its host time, on the present CUDA device.
+
+Prints: the cost of each attribute read on a CuPy array (and a torch tensor, where torch
+is installed), whether weak references work on them, the stage times of one call
+(validate, plan-cache hit, execute) and a cProfile of gemm_vbatched at batches 8 and 1024.
+
+    python tools/profile_host.py
+"""
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import sys
+import time
+import timeit
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import portgemm  # noqa: E402
+from portgemm.api import _validate  # noqa: E402
+from portgemm.backends.base import get_backend  # noqa: E402
+from portgemm.planner import plan as make_plan  # noqa: E402
+
+
+def per_op_us(stmt, glb, number=20000):
+    return min(timeit.repeat(stmt, globals=glb, number=number, repeat=5)) / number * 1e6
+
+
+def attribute_costs(cp):
+    x = cp.zeros((64, 32), cp.float32)
+    rows = {s: per_op_us(s, {"x": x, "id": id, "type": type}) for s in (
+        "x.data.ptr", "x.data", "x.shape", "x.strides", "x.dtype", "x.data.device_id",
+        "type(x)", "id(x)", "x.ndim", "x.size", "x.itemsize", "x.__cuda_array_interface__")}
+    try:
+        weakref.ref(x)
+        rows["weakref.ref(x)"] = per_op_us("ref(x)", {"x": x, "ref": weakref.ref})
+    except TypeError as e:
+        rows["weakref.ref(x)"] = f"unsupported ({e})"
+    try:
+        import torch
+        t = torch.zeros((64, 32), device="cuda")
+        for s in ("t.data_ptr()", "t.shape", "t.stride()", "t.dtype", "t.get_device()",
+                  "t.device"):
+            rows["torch " + s] = per_op_us(s, {"t": t}, 5000)
+        rows["torch weakref.ref(t)"] = per_op_us("ref(t)", {"t": t, "ref": weakref.ref})
+    except ImportError:
+        pass
+    for k, v in rows.items():
+        print(f"  {k:36s} {v if isinstance(v, str) else f'{v:.3f} us'}")
+
+
+def stages(be, cp, batch, rng):
+    shapes = np.stack([rng.integers(16, 129, batch) for _ in range(3)], 1)
+    A = [cp.random.random((m, k), dtype=cp.float32) for m, _, k in shapes]
+    B = [cp.random.random((k, n), dtype=cp.float32) for _, n, k in shapes]
+    C = [cp.empty((m, n), dtype=cp.float32) for m, n, _ in shapes]
+    portgemm.gemm_vbatched(A, B, C, backend=be)
+    cp.cuda.Device().synchronize()
+    b = _validate(be, A, B, C, 1.0, 0.0, False, False)
+    p = make_plan(b.shapes, dtype=b.dtype, arch=be.arch())
+
+    def t(fn, reps=50):
+        out = []
+        for _ in range(reps):
+            cp.cuda.Device().synchronize()
+            s = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - s)
+        return float(np.median(out)) * 1e6
+
+    res = {"validate": t(lambda: _validate(be, A, B, C, 1.0, 0.0, False, False)),
+           "plan (cache hit)": t(lambda: make_plan(b.shapes, dtype=b.dtype, arch=be.arch())),
+           "be.arch()": t(lambda: be.arch()),
+           "execute": t(lambda: be.execute(p, b)),
+           "gemm_vbatched": t(lambda: portgemm.gemm_vbatched(A, B, C, backend=be)),
+           "bound": t(p.bind(A, B, C, backend=be))}
+    print(f"batch {batch}: " + ", ".join(f"{k} {v:.1f} us" for k, v in res.items()))
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(20):
+        portgemm.gemm_vbatched(A, B, C, backend=be)
+    prof.disable()
+    cp.cuda.Device().synchronize()
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
+    print("\n".join(s.getvalue().splitlines()[:45]))
+
+
+def main():
+    be = get_backend("cuda")
+    cp = be.cp
+    print("attribute reads (us per read):")
+    attribute_costs(cp)
+    rng = np.random.default_rng(3)
+    for batch in (8, 1024):
+        stages(be, cp, batch, rng)
+
+
+if __name__ == "__main__":
+    main()
