@@ -362,9 +362,8 @@ def test_general_overlapping_outputs_are_rejected():
 # ---- the prologue's tile list (the same logic the device runs) ------------------------------
 
 def job_for(kind, offs, rows, N):
-    z = np.zeros(1)
-    return RaggedJob(kind, np.dtype(np.float32), False, False, len(offs), rows, N, 3, offs, 0,
-                     z, z, z, 0, 0, 0, 3, N, N, 3, N, 1.0, 0.0, None, None)
+    return RaggedJob(kind, np.dtype(np.float32), False, False, len(offs), rows, N, 3, 0,
+                     0, 0, 0, 3, N, N, 3, N, 1.0, 0.0, None, None)
 
 
 @pytest.mark.parametrize("kind", [ZHANG2025[0], ZHANG2025[3], ZHANG2025[4]])

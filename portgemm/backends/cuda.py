@@ -279,32 +279,48 @@ class CudaBackend:
         return pool[:n]
 
     # -- ragged M, group ends on the device ------------------------------------------
-    def execute_ragged(self, job) -> None:
-        """Two launches on the current stream, no host round trip (graph-capturable):
-        the prologue writes descriptors and the tile list from ``job.offs`` on the
-        device, then ``job.variant`` runs the upper-bound list, one tile per block."""
+    def execute_ragged(self, job, arrays) -> None:
+        """Two raw launches on the caller's current stream, no host round trip
+        (graph-capturable): the prologue writes descriptors and the tile list from the
+        offsets on the device, then ``job.variant`` runs the upper-bound list, one tile
+        per block. The arguments are encoded once per job, device and stream (kept on
+        the job), so a repeated call uploads nothing and only launches."""
         if job.groups == 0 or job.n_tiles == 0:
             return None
-        cp = self.cp
-        stream = self._stream(torch_device(job))
+        stream = self._stream(torch_device(arrays))
+        key = (id(self), self._dev(), stream.ptr)
+        enc = job.launches.get(key)
+        if enc is None:
+            with stream:  # the scalars' upload goes to the stream of the launches
+                enc = job.launches[key] = self._encode_ragged(job, stream)
+        launch, sp = self._cu_launch, stream.ptr
+        for fn, blocks, threads, params, _, name in enc[0]:
+            if rc := launch(fn, blocks, 1, 1, threads, 1, 1, 0, sp, params, None):
+                raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+        return None
+
+    def _encode_ragged(self, job, stream):
+        """([(CUfunction, blocks, threads, kernelParams, values, name)] for the prologue
+        and the GEMM, the device buffers they use): cuLaunchKernel's argument buffers."""
         gemms, tiles, bptr = self._ragged.get(
             (self._dev(), stream.ptr), job.groups, job.n_tiles,
-            lambda n: cp.empty(n, dtype=cp.uint8), self._upload)
+            lambda n: self.cp.empty(n, dtype=self.cp.uint8), self._upload)
         alphas, betas = (self._ragged.scalars(self._dev(), x, self._upload)
                          for x in (job.alphas, job.betas))
-        kinds = {"p": np.uint64, "i": np.int32, "q": np.int64, "d": np.float64}
-        args = [kinds[k](v) for k, v in prologue_args(
+        ctype = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "q": ctypes.c_int64,
+                 "d": ctypes.c_double}
+        pro = [ctype[k](v) for k, v in prologue_args(
             job, gemms.data.ptr, tiles.data.ptr, _ptr(alphas), _ptr(betas))]
-        steps = ((job.prologue, job.prologue_blocks(), args),
-                 (job.variant, job.n_tiles, (np.uint64(gemms.data.ptr), np.uint64(tiles.data.ptr),
-                                              np.uint64(bptr.data.ptr), np.int32(0))))
-        for variant, blocks, a in steps:
-            try:
-                self.function(variant)((blocks, 1, 1), (variant.threads, 1, 1), tuple(a),
-                                       stream=stream)
-            except self.cp.cuda.driver.CUDADriverError as e:
-                raise DeviceError(f"launch of {variant.name} failed: {e}") from e
-        return None
+        gemm = [ctypes.c_uint64(gemms.data.ptr), ctypes.c_uint64(tiles.data.ptr),
+                ctypes.c_uint64(bptr.data.ptr), ctypes.c_int32(0)]
+        out = []
+        for variant, blocks, values in ((job.prologue, job.prologue_blocks(), pro),
+                                        (job.variant, job.n_tiles, gemm)):
+            params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
+            out.append((self.function(variant).ptr, blocks, variant.threads, params, values,
+                        variant.name))
+        return out, (gemms, tiles, bptr, alphas, betas)  # the buffers live with the launches
+
 
 class _Staging:
     """Pinned host buffers for asynchronous uploads: a ring of SLOTS, each refilled only

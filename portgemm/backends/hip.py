@@ -248,12 +248,23 @@ class HipBackend:
             _check(hip.hipModuleLaunchKernel(fn, *grid, threads, 1, 1, 0, stream, None, args))
 
     # -- ragged M, group ends on the device ------------------------------------------
-    def execute_ragged(self, job) -> None:
+    def execute_ragged(self, job, arrays) -> None:
         """The prologue then the GEMM over the upper-bound tile list, on the caller's
-        current stream, with no host round trip (see backends/cuda.py and backends/ragged.py)."""
+        current stream, with no host round trip (see backends/cuda.py and
+        backends/ragged.py); arguments encoded once per job, device and stream."""
         if job.groups == 0 or job.n_tiles == 0:
             return None
-        stream = self._caller_stream(job)
+        stream = self._caller_stream(arrays)
+        key = (id(self), self._dev(), int(stream or 0))
+        enc = job.launches.get(key)
+        if enc is None:
+            enc = job.launches[key] = self._encode_ragged(job, stream)
+        for fn, blocks, threads, args in enc[0]:
+            _check(hip.hipModuleLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, stream,
+                                             None, args))
+        return None
+
+    def _encode_ragged(self, job, stream):
         gemms, tiles, bptr = self._ragged.get(
             (self._dev(), int(stream or 0)), job.groups, job.n_tiles, DeviceBuffer,
             self._upload)
@@ -263,13 +274,11 @@ class HipBackend:
                  "d": ctypes.c_double}
         args = tuple(kinds[k](v) for k, v in prologue_args(job, gemms.ptr, tiles.ptr,
                                                               _ptr(alphas), _ptr(betas)))
-        steps = ((job.prologue, job.prologue_blocks(), args),
-                 (job.variant, job.n_tiles, (ctypes.c_void_p(gemms.ptr), ctypes.c_void_p(tiles.ptr),
-                                              ctypes.c_void_p(bptr.ptr), ctypes.c_int32(0))))
-        for variant, blocks, a in steps:
-            _check(hip.hipModuleLaunchKernel(self.function(variant), blocks, 1, 1,
-                                             variant.threads, 1, 1, 0, stream, None, a))
-        return None
+        gemm = (ctypes.c_void_p(gemms.ptr), ctypes.c_void_p(tiles.ptr),
+                ctypes.c_void_p(bptr.ptr), ctypes.c_int32(0))
+        out = [(self.function(v), blocks, v.threads, a) for v, blocks, a in
+               ((job.prologue, job.prologue_blocks(), args), (job.variant, job.n_tiles, gemm))]
+        return out, (gemms, tiles, bptr, alphas, betas)
 
 
 def _ptr(buf) -> int:

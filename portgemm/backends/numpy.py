@@ -85,15 +85,16 @@ class NumpyBackend:
 
 
     # -- ragged M, group ends on the device (here: the host emulation of the prologue) --
-    def execute_ragged(self, job) -> None:
-        """Run a device-offsets call as a GPU would: the emulated prologue, then the GEMM
-        over its tile list, where a slot with gemm = -1 does nothing (the kernel's exit)."""
+    def execute_ragged(self, job, arrays) -> None:
+        """Run a device-offsets call (``arrays``: its RaggedArrays) as a GPU would: the
+        emulated prologue, then the GEMM over its tile list, where a slot with gemm = -1
+        does nothing (the kernel's exit)."""
         from ..plan import TILE_DTYPE, Plan
         from ..problem import Batch
         from .ragged import emulate_prologue
         if job.groups == 0 or job.n_tiles == 0:
             return None
-        offs = np.asarray(job.offs)
+        offs = np.asarray(arrays.offs)
         starts, M, dev_tiles = emulate_prologue(job, offs)
         real = dev_tiles[dev_tiles["gemm"] >= 0]
         tiles = np.zeros(real.size, TILE_DTYPE)
@@ -102,9 +103,10 @@ class NumpyBackend:
         tiles["tm"], tiles["tn"] = job.kind.tm, job.kind.tn
         G = job.groups
         stops = (starts + M).tolist()
-        A = [job.A[:, s:e] if job.trans_a else job.A[s:e] for s, e in zip(starts.tolist(), stops)]
-        C = [job.C[s:e] for s, e in zip(starts.tolist(), stops)]
-        B = [job.B[g] for g in range(G)]
+        a, b, c = arrays.A, arrays.B, arrays.C
+        A = [a[:, s:e] if job.trans_a else a[s:e] for s, e in zip(starts.tolist(), stops)]
+        C = [c[s:e] for s, e in zip(starts.tolist(), stops)]
+        B = [b[g] for g in range(G)]
         shapes = np.stack([M, np.full(G, job.N), np.full(G, job.K)], axis=1)
         isz = job.dtype.itemsize
         ptr = np.stack([job.a_ptr + starts * job.a_step * isz,

@@ -10,7 +10,8 @@ groups; unused slots hold gemm = -1 and their blocks leave at once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,9 +22,20 @@ from ..tiles import TileConfig
 RAGGED_SCALARS = 64   # per-group alpha/beta sets a GPU backend keeps on the device
 
 
+class RaggedArrays(NamedTuple):
+    """The arrays of one call of a RaggedJob (a job holds only their addresses, so one
+    job serves every call on the same buffers)."""
+    offs: object              # the offsets (device, or host for the NumPy backend)
+    A: object
+    B: object
+    C: object                 # (its type picks the stream: torch's for a torch tensor)
+
+
 @dataclass(frozen=True, eq=False)
 class RaggedJob:
-    """One device-offsets call, validated: everything but the group ends is known."""
+    """One device-offsets call, validated: everything but the group ends is known.
+    It holds addresses, not arrays; a GPU backend keeps the launches it encodes for it
+    in ``launches`` (per device and stream), so a repeated call only launches."""
     kind: TileConfig
     dtype: np.dtype
     trans_a: bool
@@ -32,11 +44,7 @@ class RaggedJob:
     rows: int                 # rows of op(A) and C: the upper bound of offs
     N: int
     K: int
-    offs: object              # the offsets array (device, or host for the NumPy backend)
     offs_ptr: int
-    A: object                 # the packed operands, for the NumPy backend
-    B: object
-    C: object
     a_ptr: int
     b_ptr: int
     c_ptr: int
@@ -49,6 +57,8 @@ class RaggedJob:
     beta: float
     alphas: np.ndarray | None  # per-group float64, or None: the scalars apply
     betas: np.ndarray | None
+    uploaded: object = None   # offsets this call uploaded (kept alive with the job)
+    launches: dict = field(default_factory=dict, repr=False)
 
     @property
     def tiles_n(self) -> int:

@@ -7,8 +7,8 @@ import numpy as np
 from ..backends.base import get_backend
 from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from ..problem import _flag
-from .operands import (Views, check_operands, first, group_error, group_scalars, make_batch,
-                       read, run)
+from .operands import (CallCache, Views, call_key, check_operands, first, group_error,
+                       group_scalars, host_call, make_batch, operand_key, read, value_key)
 
 _INT_LIMIT = 2**31 - 1
 
@@ -25,10 +25,31 @@ def gemm_grouped_general(A, B, C, sizes, a_offsets, b_offsets, c_offsets, lda, l
     trans_b) and C_g (M x N). Offsets: G non-negative integers; lda, ldb, ldc: one
     integer or G. alpha, beta: scalars or one per group. Every matrix must lie inside its
     buffer, and no C_g may share an element with another C or any A or B.
+
+    A call that repeats an earlier one (the same buffers by address and layout, equal
+    sizes, offsets, leading dimensions and scalars) is not validated or planned again.
     """
     be = get_backend(backend)
     ta, tb = _flag(trans_a, "trans_a"), _flag(trans_b, "trans_b")
     ops = {"A": read(A, "A"), "B": read(B, "B"), "C": read(C, "C")}
+    key = call_key((be, ta, tb, strategy), *map(operand_key, ops.values()),
+                   *map(value_key, (sizes, a_offsets, b_offsets, c_offsets, lda, ldb, ldc,
+                                    alpha, beta)))
+    entry = _calls.get(key)
+    if entry is None:
+        entry = _validate(be, ops, sizes, (a_offsets, b_offsets, c_offsets), (lda, ldb, ldc),
+                          alpha, beta, ta, tb, strategy)
+        _calls.put(key, entry)
+    if entry is not None:
+        entry.run(be, tuple(op.obj for op in ops.values()))
+    return C
+
+
+_calls = CallCache()
+
+
+def _validate(be, ops, sizes, offsets, lds, alpha, beta, ta, tb, strategy):
+    """The full checks of one call: its HostCall (None when it has no group)."""
     dtype = check_operands(be, ops, {"A": 1, "B": 1, "C": 1})
     for name, op in ops.items():
         if op.shape[0] > 1 and op.strides[0] != 1:
@@ -40,8 +61,7 @@ def gemm_grouped_general(A, B, C, sizes, a_offsets, b_offsets, c_offsets, lda, l
     alphas, _ = group_scalars(alpha, G, "alpha")
     betas, _ = group_scalars(beta, G, "beta")
     stored = {"A": (K, M) if ta else (M, K), "B": (N, K) if tb else (K, N), "C": (M, N)}
-    offsets = {"A": a_offsets, "B": b_offsets, "C": c_offsets}
-    lds = {"A": lda, "B": ldb, "C": ldc}
+    offsets, lds = dict(zip("ABC", offsets)), dict(zip("ABC", lds))
     shp, st, ptr, starts = [], [], [], {}
     for name, op in ops.items():
         rows, cols = stored[name]
@@ -52,12 +72,13 @@ def gemm_grouped_general(A, B, C, sizes, a_offsets, b_offsets, c_offsets, lda, l
         st.append(np.stack([ld, np.ones(G, np.int64)], 1))
         ptr.append(op.ptr + off * dtype.itemsize)
         starts[name] = (off.tolist(), ld.tolist(), rows.tolist(), cols.tolist())
-    views = tuple(Views(G, _viewer(ops[n].obj, *starts[n])) for n in "ABC")
-    batch = make_batch(views, np.concatenate(shp), np.concatenate(st),
-                       np.concatenate(ptr).astype(np.int64), ops["C"].readonly, s, alphas,
-                       betas, ta, tb, dtype, ops["A"].device)
-    run(be, batch, strategy)
-    return C
+
+    def views(*bufs):  # per-group host views of this call's buffers (NumPy backend)
+        return tuple(Views(G, _viewer(buf, *starts[n])) for buf, n in zip(bufs, "ABC"))
+    batch = make_batch(views(*(op.obj for op in ops.values())), np.concatenate(shp),
+                       np.concatenate(st), np.concatenate(ptr).astype(np.int64),
+                       ops["C"].readonly, s, alphas, betas, ta, tb, dtype, ops["A"].device)
+    return host_call(be, batch, views, strategy)
 
 
 def _sizes(sizes) -> np.ndarray:

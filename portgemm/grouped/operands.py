@@ -6,6 +6,9 @@ group g runs as GEMM g.
 """
 from __future__ import annotations
 
+import sys
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -52,6 +55,10 @@ def read(x, name: str) -> Operand:
     if isinstance(x, np.ndarray):
         return _checked(name, x.ctypes.data, x.shape, x.strides, x.dtype, "cpu",
                         not x.flags.writeable, x)
+    cupy = sys.modules.get("cupy")   # loaded if x is one of its arrays
+    if cupy is not None and isinstance(x, cupy.ndarray):
+        return _checked(name, x.data.ptr, x.shape, x.strides, x.dtype,
+                        f"cuda:{x.data.device_id}", False, x)
     mod = type(x).__module__ or ""
     if mod.startswith("torch") and hasattr(x, "data_ptr"):
         dtype = _TORCH_DTYPES.get(str(x.dtype))
@@ -60,9 +67,6 @@ def read(x, name: str) -> Operand:
         dev = x.device
         where = "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
         return Operand(x.data_ptr(), tuple(x.shape), tuple(x.stride()), dtype, where, False, x)
-    if mod.startswith("cupy") and hasattr(x, "data"):
-        return _checked(name, x.data.ptr, x.shape, x.strides, x.dtype,
-                        f"cuda:{x.data.device_id}", False, x)
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is not None:
         shape = tuple(int(d) for d in cai["shape"])
@@ -79,11 +83,14 @@ def read(x, name: str) -> Operand:
 
 def _checked(name, ptr, shape, byte_strides, dtype, device, readonly, obj) -> Operand:
     isz = dtype.itemsize
-    if any(s % isz for s in byte_strides):
+    strides = tuple([s // isz for s in byte_strides])
+    if any([s % isz for s in byte_strides]):
         raise LayoutError(f"{name}: byte strides {tuple(byte_strides)} are not multiples of "
                           f"the itemsize {isz}")
-    return Operand(int(ptr), tuple(shape), tuple(s // isz for s in byte_strides), dtype,
-                   device, bool(readonly), obj)
+    return _new(Operand, (ptr, tuple(shape), strides, dtype, device, bool(readonly), obj))
+
+
+_new = tuple.__new__  # NamedTuple's own __new__ is a Python function; this skips it
 
 
 def check_operands(backend, ops: dict, ndims: dict) -> np.dtype:
@@ -153,10 +160,99 @@ def first(mask) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def run(backend, batch, strategy):
-    """Plan the validated batch and launch it on the backend's current stream."""
+# ---- repeated calls: validated once, then only launched ---------------------------------
+
+class CallCache:
+    """Validated calls by everything their validation and launch depend on (backend,
+    flags, each operand's pointer, shape, strides, dtype, device and writability, the
+    sizes and offsets as values, alpha and beta), so that a call repeating an earlier
+    one skips validation and planning: equal keys would validate alike. Entries hold
+    no user array (a freed buffer is never kept alive; a new one at the same address
+    with the same geometry validates the same); the last KEPT entries are kept."""
+
+    KEPT = 64
+
+    def __init__(self):
+        self._d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        try:
+            return self._d.get(key)   # one atomic dict read; no lock needed
+        except TypeError:             # unhashable (e.g. a strategy object): not cached
+            return None
+
+    def put(self, key, entry):
+        if key is None:
+            return
+        with self._lock:
+            try:
+                self._d[key] = entry
+            except TypeError:
+                return
+            while len(self._d) > self.KEPT:
+                self._d.popitem(last=False)
+
+    def clear(self):
+        with self._lock:
+            self._d.clear()
+
+
+def operand_key(op: Operand) -> tuple:
+    """What validation reads of one operand: pointer, shape, strides, dtype, device,
+    read-only (and its type: torch tensors launch on torch's stream)."""
+    return op[:6] + (type(op.obj),)
+
+
+def value_key(x):
+    """A hashable stand-in for a host array of integers or floats given by value (the
+    whole content), or None when there is none (the call is then not cached)."""
+    if type(x) is int or type(x) is float:
+        return x
+    try:
+        a = np.asarray(x)
+    except Exception:  # noqa: BLE001 - the full path raises the typed error
+        return None
+    if a.dtype.kind not in "iuf":
+        return None
+    return a.dtype.str, a.shape, a.tobytes()
+
+
+def call_key(settings: tuple, *values):
+    """The cache key of ``settings`` (backend, flags, strategy) and operand and value
+    keys, or None where a value has no key (an unhashable key is never cached either)."""
+    if None in values:
+        return None
+    return settings + values
+
+
+class HostCall:
+    """A validated host-sizes call: its plan and the Batch's arrays, without the user's
+    arrays; ``run`` binds this call's arrays and launches on the backend's current
+    stream, reusing the descriptors the first launch uploaded."""
+
+    def __init__(self, plan, batch: Batch, views):
+        self.plan = plan
+        self.fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta,
+                       batch.trans_a, batch.trans_b, batch.dtype, batch.size, batch.device)
+        self.views = views   # (objects) -> (A, B, C) per-group views, built lazily
+        self.gemms = None
+
+    def run(self, backend, objs):
+        if getattr(backend, "name", None) in ("cuda", "hip"):
+            # The GPU backends read pointers from the Batch and C[0] only to pick the
+            # stream (torch's for torch tensors): no per-group views needed.
+            A, B, C = ([x] for x in objs)
+        else:
+            A, B, C = self.views(*objs)
+        batch = Batch(A, B, C, *self.fields)
+        self.gemms = backend.execute(self.plan, batch, self.gemms)
+
+
+def host_call(backend, batch, views, strategy) -> HostCall | None:
+    """Plan a validated batch (None when it has no GEMM)."""
     if batch.size == 0:
-        return
+        return None
     from ..planner import plan
     p = plan(batch.shapes, dtype=batch.dtype, arch=backend.arch(), strategy=strategy)
-    backend.execute(p, batch)
+    return HostCall(p, batch, views)

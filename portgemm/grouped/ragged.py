@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends.base import get_backend
-from ..backends.ragged import RaggedJob
+from ..backends.ragged import RaggedArrays, RaggedJob
 from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from ..problem import _flag, _layout
-from .operands import (Views, check_operands, first, group_error, group_scalars, make_batch,
-                       read, run)
+from .operands import (CallCache, Views, call_key, check_operands, first, group_error,
+                       group_scalars, host_call, make_batch, operand_key, read, value_key)
 
 _MAX_SLOTS = 2**31 - 1 - 256
 
@@ -39,12 +39,43 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
     no access outside A, B or C. device_offs: None (decide by where offs is), True (run
     the device path; host offsets are uploaded, and the NumPy backend emulates the
     prologue) or False (device offsets are copied to the host and checked).
+
+    A call that repeats an earlier one (the same arrays by address and layout, the same
+    host offsets by value, or the same device offsets array, and equal scalars) is not
+    validated or planned again: it only launches (operands.CallCache).
     """
     be = get_backend(backend)
     ta, tb = _flag(trans_a, "trans_a"), _flag(trans_b, "trans_b")
-    ops = {"A": read(A, "A"), "B": read(B, "B"), "C": read(C, "C")}
-    dtype = check_operands(be, ops, {"A": 2, "B": 3, "C": 2})
-    a, b, c = ops["A"], ops["B"], ops["C"]
+    a, b, c = read(A, "A"), read(B, "B"), read(C, "C")
+    host, dev = _offsets(offs, be)
+    on_device = dev is not None if device_offs is None else bool(device_offs)
+    if on_device:   # offsets read on the device: their address is what a launch uses
+        o_key = dev[:5] if dev is not None else None   # (uploaded per call: not cached)
+    else:           # offsets read on the host: their values
+        o_key = value_key(host) if host is not None else None
+    key = call_key((be, ta, tb, strategy, on_device), operand_key(a), operand_key(b),
+                   operand_key(c), o_key, value_key(alpha), value_key(beta))
+    entry = _calls.get(key)
+    if entry is None:
+        entry = _validate(be, a, b, c, host, dev, on_device, alpha, beta, ta, tb, strategy)
+        _calls.put(key, entry)
+    if entry is not _NOTHING:
+        if on_device:
+            o = dev.obj if entry.uploaded is None else entry.uploaded
+            be.execute_ragged(entry, RaggedArrays(o, a.obj, b.obj, c.obj))
+        else:
+            entry.run(be, (a.obj, b.obj, c.obj))
+    return C
+
+
+_calls = CallCache()
+_NOTHING = "nothing"   # a validated call that writes nothing (no group, N = 0, no rows)
+
+
+def _validate(be, a, b, c, host, dev, on_device, alpha, beta, ta, tb, strategy):
+    """The full checks of one call: a RaggedJob (device offsets), a HostCall (host
+    offsets) or _NOTHING. Typed errors; nothing is written."""
+    dtype = check_operands(be, {"A": a, "B": b, "C": c}, {"A": 2, "B": 3, "C": 2})
     G = b.shape[0]
     K, rows = a.shape if ta else a.shape[::-1]
     Kb, N = b.shape[:0:-1] if tb else b.shape[1:]
@@ -54,28 +85,26 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
         raise ShapeMismatch(f"C is {c.shape[0]}x{c.shape[1]}, op(A) @ op(B[g]) stacks to {rows}x{N}")
     alphas, alpha_scalar = group_scalars(alpha, G, "alpha")
     betas, beta_scalar = group_scalars(beta, G, "beta")
-    host, dev = _offsets(offs, be)
-    on_device = dev is not None if device_offs is None else bool(device_offs)
     if on_device:
+        uploaded = None
         if dev is None:  # upload (the NumPy backend emulates the device path on the host)
             o = _int32(host)
             dev = read(o if be.name == "numpy" else be.to_device(o), "offs")
+            uploaded = dev.obj
         _check_device_offsets(dev, a, G)
         if G == 0:
-            return C
+            return _NOTHING
         job = _job(be, a, b, c, dev, rows, N, K, dtype, ta, tb, strategy,
-                   (alphas, alpha_scalar), (betas, beta_scalar))
-        if job is not None:
-            be.execute_ragged(job)
-        return C
+                   (alphas, alpha_scalar), (betas, beta_scalar), uploaded)
+        return _NOTHING if job is None else job
     if host is None:  # device offsets, copied to the host on request (device_offs=False)
         o = dev.obj
         host = o.cpu().numpy() if hasattr(o, "cpu") else np.asarray(be.to_host(o))
     ends = _host_offsets(host, G, rows)
     if G == 0:
-        return C
-    run(be, _batch(a, b, c, ends, rows, N, K, alphas, betas, ta, tb, dtype), strategy)
-    return C
+        return _NOTHING
+    batch, views = _batch(a, b, c, ends, rows, N, K, alphas, betas, ta, tb, dtype)
+    return host_call(be, batch, views, strategy) or _NOTHING
 
 
 # ---- offsets -----------------------------------------------------------------------------
@@ -90,7 +119,9 @@ def _offsets(offs, be):
         return offs, None  # e.g. a range: let numpy read it
     if o.device == "cpu":
         return (offs.numpy() if hasattr(offs, "numpy") else offs), None
-    return None, _device_offsets(offs, be)
+    if be.name == "numpy":
+        raise DtypeError(f"the numpy backend takes host offsets; offs is on {o.device}")
+    return None, o
 
 
 def _int32(offs) -> np.ndarray:
@@ -98,13 +129,6 @@ def _int32(offs) -> np.ndarray:
     if o.dtype.kind not in "iu":
         raise DtypeError(f"offs must be integers, got dtype {o.dtype}")
     return np.ascontiguousarray(o, np.int32)
-
-
-def _device_offsets(x, be):
-    o = read(x, "offs")
-    if be.name == "numpy":
-        raise DtypeError(f"the numpy backend takes host offsets; offs is on {o.device}")
-    return o
 
 
 def _check_device_offsets(o, a, G):
@@ -163,18 +187,20 @@ def _batch(a, b, c, ends, rows, N, K, alphas, betas, ta, tb, dtype):
     a_step = a.strides[1] if ta else a.strides[0]
     ptr = np.concatenate([a.ptr + starts * a_step * isz, b.ptr + g * b.strides[0] * isz,
                           c.ptr + starts * c.strides[0] * isz]).astype(np.int64)
-    A, B, C = a.obj, b.obj, c.obj
     s_l, e_l = starts.tolist(), ends.tolist()
-    views = (Views(G, (lambda i: A[:, s_l[i]:e_l[i]]) if ta else (lambda i: A[s_l[i]:e_l[i]])),
-             Views(G, lambda i: B[i]), Views(G, lambda i: C[s_l[i]:e_l[i]]))
+
+    def views(A, B, C):  # per-group host views of this call's arrays (NumPy backend)
+        return (Views(G, (lambda i: A[:, s_l[i]:e_l[i]]) if ta else (lambda i: A[s_l[i]:e_l[i]])),
+                Views(G, lambda i: B[i]), Views(G, lambda i: C[s_l[i]:e_l[i]]))
     shapes = np.stack([M, np.full(G, N), np.full(G, K)], 1)
-    return make_batch(views, shp, st, ptr, c.readonly, shapes, alphas, betas, ta, tb, dtype,
-                      a.device)
+    batch = make_batch(views(a.obj, b.obj, c.obj), shp, st, ptr, c.readonly, shapes, alphas,
+                       betas, ta, tb, dtype, a.device)
+    return batch, views
 
 
 # ---- device offsets: a RaggedJob ---------------------------------------------------------
 
-def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta):
+def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta, uploaded):
     """Validated launch description (None when nothing is to be written: N = 0 or no rows)."""
     isz = dtype.itemsize
     # Whole A, C and one B[g] through the lists path's stride checks (n = 1).
@@ -198,11 +224,11 @@ def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta):
         return None
     kind = _kind(be, offs.shape[0], rows, N, K, dtype, strategy)
     (alphas, a1), (betas, b1) = alpha, beta
-    job = RaggedJob(kind, dtype, ta, tb, offs.shape[0], rows, N, K, offs.obj, offs.ptr,
-                    a.obj, b.obj, c.obj, a.ptr, b.ptr, c.ptr,
+    job = RaggedJob(kind, dtype, ta, tb, offs.shape[0], rows, N, K, offs.ptr,
+                    a.ptr, b.ptr, c.ptr,
                     a.strides[1] if ta else a.strides[0], b.strides[0],
                     int(ld[0]), int(ld[1]), int(ld[2]), float(alphas[0]), float(betas[0]),
-                    None if a1 else alphas, None if b1 else betas)
+                    None if a1 else alphas, None if b1 else betas, uploaded)
     if job.n_tiles > _MAX_SLOTS:  # the prologue indexes its threads with 32-bit ints
         raise ValidationError(f"the upper-bound tile list has {job.n_tiles} slots; device "
                               f"offsets support at most {_MAX_SLOTS}")
