@@ -505,3 +505,181 @@ def test_unreadable_sizes_and_offsets_are_type_errors():
     expect(DtypeError, None, portgemm.gemm_grouped, A, B, C, NotHost())
     expect(DtypeError, None, portgemm.gemm_grouped, A, B, C, NotHost(), device_offs=True)
     assert (C == 42.0).all() and (bufs["C"] == 42.0).all()
+
+
+# ---- repeated calls: the call cache -----------------------------------------------------------
+
+def test_repeated_calls_revalidate_what_changed():
+    """A repeated call skips validation only when nothing it checks changed: offsets by
+    value (also changed in place), scalars, and each array's address, layout and
+    writability."""
+    rng = np.random.default_rng(31)
+    A, B, C, offs = ragged_operands(rng, [3, 4, 5], 6, 7, np.float64, False, False)
+    for _ in range(2):
+        portgemm.gemm_grouped(A, B, C, offs, backend="numpy")
+    bad = offs.copy()
+    offs[1] = offs[0] - 1                         # in place: no longer non-decreasing
+    before = C.copy()
+    expect(ValidationError, 1, portgemm.gemm_grouped, A, B, C, offs)
+    np.testing.assert_array_equal(C, before)
+    offs[:] = bad
+    ref = ragged_reference(A, B, C, offs, 2.5, 0.0, False, False)
+    portgemm.gemm_grouped(A, B, C, offs, alpha=2.5, backend="numpy")   # new alpha: new result
+    close(C[:12], ref[:12], np.float64)
+    C.flags.writeable = False                     # same address, now read-only
+    expect(LayoutError, 0, portgemm.gemm_grouped, A, B, C, offs, match="read-only")
+    C.flags.writeable = True
+    expect(ValidationError, 0, portgemm.gemm_grouped, A, B, C, offs, alpha=np.nan)
+    sizes = np.array([[2, 3, 4], [2, 3, 4]])
+    buf = np.zeros(40)
+    for ldc in (3, 3, 2):                         # ldc < N only on the third call
+        if ldc == 2:
+            expect(LayoutError, None, portgemm.gemm_grouped_general, buf, buf.copy(),
+                   np.zeros(12), sizes, [0, 8], [0, 12], [0, 6], 4, 3, ldc)
+        else:
+            portgemm.gemm_grouped_general(buf, buf.copy(), np.zeros(12), sizes, [0, 8],
+                                          [0, 12], [0, 6], 4, 3, ldc, backend="numpy")
+
+
+def test_the_call_cache_keeps_no_array_alive():
+    import gc
+    import weakref
+    rng = np.random.default_rng(32)
+    A, B, C, offs = ragged_operands(rng, [3, 4], 5, 6, np.float32, False, False)
+    refs = [weakref.ref(x) for x in (A, B, C)]
+    for device_offs in (False, True, False):
+        portgemm.gemm_grouped(A, B, C, offs, backend="numpy", device_offs=device_offs)
+    bufs, offs_, lds, sizes = general_fixture()
+    refs += [weakref.ref(x) for x in bufs.values()]
+    call_general(bufs, offs_, lds, sizes, backend="numpy")
+    del A, B, C, bufs
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+# ---- the CUDA backend's packed paths on a fake CuPy (no GPU) -----------------------------------
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """The CUDA backend over test_cuda_backend_fake's fake CuPy, with a fake
+    cuLaunchKernel that runs the prologue (emulated from exactly the encoded arguments)
+    and the GEMM kernel (FakeHip's tile emulation; slots with gemm = -1 do nothing)."""
+    import ctypes
+    import sys
+    import types
+
+    from test_cuda_backend_fake import make_cupy
+    from test_hip_backend_fake import FakeHip, _read, _view
+
+    from portgemm.backends import cuda as cudabe
+    from portgemm.backends.ragged import prologue_args
+    from portgemm.kernels import resources
+    from portgemm.kernels.render import GEMM_DTYPE
+    from portgemm.kernels.variants import catalogue_variants
+    variants = {v.name: v for v in catalogue_variants(trans=TRANS)}
+    hip = FakeHip(variants)
+    cp = make_cupy(hip)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(resources, "_registered", {})
+    portgemm.planner.clear_cache()
+    names, launches = {}, []
+    kinds = [k for k, _ in prologue_args(job_for(ZHANG2025[0], np.zeros(1, np.int32), 1, 1),
+                                         0, 0, 0, 0)]
+    ctype = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "q": ctypes.c_int64, "d": ctypes.c_double}
+
+    def prologue(name, params):
+        (offs_p, G, rows, tm, tn, tiles_n, n_tiles, a, b, c, a_step, b_stride, lda, ldb, ldc,
+         N, K, alpha, beta, alphas_p, betas_p, gemms_p, tiles_p) = (
+            ctype[k].from_address(params[i]).value for i, k in enumerate(kinds))
+        isz = 4 if "_f32_" in name else 8
+        offs = _read(offs_p, np.int32, G)
+        job = types.SimpleNamespace(groups=G, rows=rows, tiles_n=tiles_n, n_tiles=n_tiles,
+                                    kind=types.SimpleNamespace(tm=tm, tn=tn))
+        starts, M, tiles = emulate_prologue(job, offs)
+        d = np.zeros(G, GEMM_DTYPE)
+        d["A"], d["B"], d["C"] = (a + starts * a_step * isz, b + np.arange(G) * b_stride * isz,
+                                  c + starts * ldc * isz)
+        d["lda"], d["ldb"], d["ldc"], d["M"], d["N"], d["K"] = lda, ldb, ldc, M, N, K
+        d["alpha"] = _read(alphas_p, np.float64, G) if alphas_p else alpha
+        d["beta"] = _read(betas_p, np.float64, G) if betas_p else beta
+        _view(gemms_p, np.uint8, d.nbytes)[:] = d.view(np.uint8)
+        _view(tiles_p, np.uint8, tiles.nbytes)[:] = tiles.view(np.uint8)
+
+    def gemm(name, gx, params):
+        g_p, t_p, b_p = (ctypes.c_uint64.from_address(params[i]).value for i in range(3))
+        v = variants[name]
+        g = _read(g_p, GEMM_DTYPE, hip.sizes[g_p] // GEMM_DTYPE.itemsize)
+        bp = _read(b_p, np.int32, gx + 1)
+        for t in _read(t_p, DEVICE_TILE, int(bp[gx])):
+            if t["gemm"] >= 0:
+                hip._tile(g[t["gemm"]], v, v.kinds[t["kind"]], int(t["m0"]), int(t["n0"]))
+
+    def launch(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        name = names[fn]
+        launches.append((name, stream))
+        prologue(name, params) if name.endswith("prologue") else gemm(name, gx, params)
+        return 0
+
+    be = cudabe.CudaBackend(cp, launch_kernel=launch)
+
+    def function(variant):
+        fn = types.SimpleNamespace(ptr=1000 + len(names))
+        names[fn.ptr] = variant.name
+        return fn
+    be.function = function
+    be.launches = launches
+    return be
+
+
+@pytest.mark.parametrize("trans", TRANS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cuda_device_offsets_encode_once_and_follow_new_offsets(fake_cuda, dtype, trans):
+    """Device offsets on the CUDA backend: the first call uploads the per-group scalars
+    and encodes both launches; later calls on the same arrays upload nothing and only
+    launch, and each one computes the split the offsets hold at that time (as a graph
+    replay would)."""
+    from test_cuda_backend_fake import FakeArray, FakeStream
+    ta, tb = trans
+    rng = np.random.default_rng(next(SEEDS))
+    sizes = [5, 0, 40, 1, 17, 0, 33]
+    A, B, C, offs = ragged_operands(rng, sizes, 19, 23, dtype, ta, tb, spare=30)
+    alpha, beta = scalars(rng, len(sizes), True)
+    dA, dB, dC, d_offs = FakeArray(A), FakeArray(B), FakeArray(C), FakeArray(offs.copy())
+    T = C.shape[0]
+    splits = [np.array(sizes), rng.multinomial(T - 9, np.ones(len(sizes)) / len(sizes)),
+              np.zeros(len(sizes), int), np.array([0, T, 0, 0, 0, 0, 0])]
+    with FakeStream(71) as s:
+        for i, split in enumerate(splits):
+            o = np.cumsum(split).astype(np.int32)
+            d_offs.a[:] = o                      # in place, as a graph replay would see it
+            C[...] = rng.random(C.shape) - 0.5
+            poison(C, o, beta)
+            ref = ragged_reference(A, B, C, o, alpha, beta, ta, tb)
+            uploads = len(s.log)
+            portgemm.gemm_grouped(dA, dB, dC, d_offs, alpha=alpha, beta=beta, trans_a=ta,
+                                  trans_b=tb, backend=fake_cuda)
+            end = int(o[-1])
+            close(C[:end], ref[:end], dtype)
+            assert np.isnan(C[end:]).all(), "rows past offs[-1] were written"
+            if i:
+                assert len(s.log) == uploads, "a repeated call uploaded something"
+    names = [n for n, _ in fake_cuda.launches]
+    assert len(names) == 2 * len(splits) and all(n.endswith("prologue") for n in names[::2])
+    assert {st for _, st in fake_cuda.launches} == {71}
+
+
+def test_cuda_host_offsets_repeat_without_uploads(fake_cuda):
+    from test_cuda_backend_fake import FakeArray, FakeStream
+    rng = np.random.default_rng(33)
+    A, B, C, offs = ragged_operands(rng, [4, 0, 30, 9], 12, 20, np.float32, False, True)
+    dA, dB, dC = FakeArray(A), FakeArray(B), FakeArray(C)
+    with FakeStream(5) as s:
+        for i in range(3):
+            C[...] = np.nan
+            before = len(s.log)
+            portgemm.gemm_grouped(dA, dB, dC, offs, trans_b=True, backend=fake_cuda)
+            if i:
+                assert len(s.log) == before
+            ref = ragged_reference(A, B, C, offs, 1.0, 0.0, False, True)
+            close(C[:43], ref[:43], np.float32)
+            assert np.isnan(C[43:]).all()
