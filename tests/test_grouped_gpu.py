@@ -69,27 +69,31 @@ def test_general_on_cuda(cuda, cp, dtype, trans):
         assert rel_err(got, ref[g]) < TOL[dtype], g
 
 
-def test_device_offsets_graph_replays_with_new_offsets(cuda, cp):
+@pytest.mark.parametrize("dtype, trans_b, per_group", [(np.float32, False, False),
+                                                     (np.float64, True, True)])
+def test_device_offsets_graph_replays_with_new_offsets(cuda, cp, dtype, trans_b, per_group):
     """Capture one call with device offsets, then change offs (and A) in place between
     replays: each replay computes the split current at replay time."""
     rng = np.random.default_rng(1)
     G, K, N, T = 8, 64, 96, 1000
-    A = (rng.random((T, K)) - 0.5).astype(np.float32)
-    B = (rng.random((G, K, N)) - 0.5).astype(np.float32)
+    A = (rng.random((T, K)) - 0.5).astype(dtype)
+    B = (rng.random((G, N, K) if trans_b else (G, K, N)) - 0.5).astype(dtype)
+    alpha = rng.uniform(-2, 2, G) if per_group else 0.5
     dA, dB = cp.asarray(A), cp.asarray(B)
-    dC = cp.full((T, N), cp.nan, dtype=cp.float32)
+    dC = cp.full((T, N), cp.nan, dtype=dtype)
     d_offs = cp.asarray(np.linspace(0, T, G + 1)[1:].astype(np.int32))
+    kw = dict(alpha=alpha, trans_b=trans_b, backend="cuda")
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
-        portgemm.gemm_grouped(dA, dB, dC, d_offs, alpha=0.5, backend="cuda")  # warm-up
+        portgemm.gemm_grouped(dA, dB, dC, d_offs, **kw)  # warm-up
         stream.begin_capture()
-        portgemm.gemm_grouped(dA, dB, dC, d_offs, alpha=0.5, backend="cuda")
+        portgemm.gemm_grouped(dA, dB, dC, d_offs, **kw)
         graph = stream.end_capture()
     splits = [rng.multinomial(T - 37, np.ones(G) / G), np.array([0, T - 37, 0, 0, 0, 0, 0, 0]),
               np.array([0] * G), np.array([1, 0, 0, 500, 3, 0, 120, 9])]
     for sizes in splits:
         offs = np.cumsum(sizes).astype(np.int32)
-        A = (rng.random((T, K)) - 0.5).astype(np.float32)
+        A = (rng.random((T, K)) - 0.5).astype(dtype)
         with stream:
             d_offs.set(offs)
             dA.set(A)
@@ -98,10 +102,37 @@ def test_device_offsets_graph_replays_with_new_offsets(cuda, cp):
         stream.synchronize()
         got = cp.asnumpy(dC)
         C = np.full((T, N), np.nan)
-        ref = ragged_reference(A, B, C, offs, 0.5, 0.0, False, False)
+        ref = ragged_reference(A, B, C, offs, alpha, 0.0, False, trans_b)
         end = int(offs[-1])
-        assert rel_err(got[:end], ref[:end]) < 1e-5, sizes
+        assert rel_err(got[:end], ref[:end]) < TOL[dtype], sizes
         assert np.isnan(got[end:]).all()
+
+
+@pytest.mark.parametrize("where", ["host", "device"])
+def test_repeated_calls_follow_new_outputs_offsets_and_scalars(cuda, cp, where):
+    """The call cache on a GPU: a new C each call (as a layer allocating its output),
+    offsets changed in place, new alpha: every call computes what it is given."""
+    rng = np.random.default_rng(4)
+    G, K, N, T = 6, 40, 56, 300
+    A = (rng.random((T, K)) - 0.5).astype(np.float32)
+    B = (rng.random((G, K, N)) - 0.5).astype(np.float32)
+    dA, dB = cp.asarray(A), cp.asarray(B)
+    host = np.cumsum(rng.multinomial(T - 20, np.ones(G) / G)).astype(np.int32)
+    offs = cp.asarray(host) if where == "device" else host
+    for i in range(6):
+        if i in (2, 4):   # same offsets array, new values
+            new = np.cumsum(rng.multinomial(T - 20 * (i // 2), np.ones(G) / G)).astype(np.int32)
+            host[:] = new
+            if where == "device":
+                offs.set(new)
+        alpha = 1.0 if i < 3 else 0.25
+        dC = cp.full((T, N), cp.nan, dtype=cp.float32)   # a new output every call
+        portgemm.gemm_grouped(dA, dB, dC, offs, alpha=alpha, backend="cuda")
+        got = cp.asnumpy(dC)
+        ref = ragged_reference(A, B, np.full((T, N), np.nan), host, alpha, 0.0, False, False)
+        end = int(host[-1])
+        assert rel_err(got[:end], ref[:end]) < 1e-5, i
+        assert np.isnan(got[end:]).all(), i
 
 
 def test_torch_tensors(cuda, cp):

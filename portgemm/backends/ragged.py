@@ -11,6 +11,7 @@ groups; unused slots hold gemm = -1 and their blocks leave at once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -72,11 +73,11 @@ class RaggedJob:
     def n_tiles(self) -> int:
         return self.row_slots * self.tiles_n
 
-    @property
+    @cached_property
     def variant(self) -> Variant:
         return Variant((self.kind,), self.dtype.name, "tile-list", self.trans_a, self.trans_b)
 
-    @property
+    @cached_property
     def prologue(self) -> RaggedPrologue:
         return RaggedPrologue(self.dtype.name)
 

@@ -202,18 +202,9 @@ def _batch(a, b, c, ends, rows, N, K, alphas, betas, ta, tb, dtype):
 
 def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta, uploaded):
     """Validated launch description (None when nothing is to be written: N = 0 or no rows)."""
-    isz = dtype.itemsize
-    # Whole A, C and one B[g] through the lists path's stride checks (n = 1).
-    shp = np.array([a.shape, b.shape[1:], c.shape], np.int64)
-    st = np.array([a.strides, b.strides[1:], c.strides], np.int64)
-    ptr = np.array([a.ptr, b.ptr, c.ptr], np.int64)
-    try:
-        ld, lo, hi = _layout(shp, st, ptr, np.array([c.readonly]), isz, 1)
-    except (ValidationError, DtypeError) as e:  # about a whole operand, not one group
-        raise type(e)(str(e).split(": ", 1)[-1]) from None
-    if hi[1] > lo[1]:  # B's span: from B[0]'s to B[G-1]'s
-        extra = (b.shape[0] - 1) * b.strides[0] * isz
-        lo[1], hi[1] = lo[1] + min(extra, 0), hi[1] + max(extra, 0)
+    ld, span, b_start = _whole_layout(a, b, c, dtype.itemsize)
+    lo = (a.ptr, b.ptr + b_start, c.ptr)
+    hi = tuple(p + n for p, n in zip(lo, span))
     # Groups are unknown here, so C may share no byte span with A or B (conservative).
     if hi[2] > lo[2]:
         for k, name in ((0, "A"), (1, "B")):
@@ -227,12 +218,44 @@ def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta, up
     job = RaggedJob(kind, dtype, ta, tb, offs.shape[0], rows, N, K, offs.ptr,
                     a.ptr, b.ptr, c.ptr,
                     a.strides[1] if ta else a.strides[0], b.strides[0],
-                    int(ld[0]), int(ld[1]), int(ld[2]), float(alphas[0]), float(betas[0]),
+                    ld[0], ld[1], ld[2], float(alphas[0]), float(betas[0]),
                     None if a1 else alphas, None if b1 else betas, uploaded)
     if job.n_tiles > _MAX_SLOTS:  # the prologue indexes its threads with 32-bit ints
         raise ValidationError(f"the upper-bound tile list has {job.n_tiles} slots; device "
                               f"offsets support at most {_MAX_SLOTS}")
     return job
+
+
+_layouts: dict = {}
+_LAYOUTS_KEPT = 256
+
+
+def _whole_layout(a, b, c, isz):
+    """Whole A, C and one B[g] through the lists path's stride checks (problem._layout,
+    n = 1): (row strides in elements, byte spans, B's covering every B[g]), kept per
+    geometry (shapes, strides, C's writability, each pointer's alignment)."""
+    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, c.readonly,
+           a.ptr % isz, b.ptr % isz, c.ptr % isz, isz)
+    got = _layouts.get(key)
+    if got is not None:
+        return got
+    shp = np.array([a.shape, b.shape[1:], c.shape], np.int64)
+    st = np.array([a.strides, b.strides[1:], c.strides], np.int64)
+    ptr = np.array([a.ptr, b.ptr, c.ptr], np.int64)
+    try:
+        ld, lo, hi = _layout(shp, st, ptr, np.array([c.readonly]), isz, 1)
+    except (ValidationError, DtypeError) as e:  # about a whole operand, not one group
+        raise type(e)(str(e).split(": ", 1)[-1]) from None
+    span = [int(h - o) for o, h in zip(lo, hi)]
+    start = 0
+    if span[1] > 0:  # B's span: from B[0]'s to B[G-1]'s (relative to B[0])
+        extra = (b.shape[0] - 1) * b.strides[0] * isz
+        start, span[1] = min(extra, 0), span[1] + abs(extra)
+    got = (int(ld[0]), int(ld[1]), int(ld[2])), (span[0], span[1], span[2]), start
+    if len(_layouts) >= _LAYOUTS_KEPT:
+        _layouts.pop(next(iter(_layouts)))
+    _layouts[key] = got
+    return got
 
 
 _kinds: dict = {}
@@ -245,7 +268,7 @@ def _kind(be, G, rows, N, K, dtype, strategy):
     graph captured after a warm-up call) run the same kernels on the same buffers even
     when compiling the first call's kernels refines the planner's resource figures."""
     arch = be.arch()
-    key = (G, rows, N, K, dtype.name, arch.name, int(arch.compute_units), strategy)
+    key = (G, rows, N, K, dtype, arch.name, arch.compute_units, strategy)
     kind = _kinds.get(key)
     if kind is None:
         from ..planner import plan
