@@ -12,6 +12,7 @@ from portgemm.backends.ragged import RaggedJob, emulate_prologue
 from portgemm.errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from portgemm.kernels.render import DEVICE_TILE_DTYPE as DEVICE_TILE
 from portgemm.tiles import ZHANG2025
+from test_hip_backend_fake import backend as hip_backend  # noqa: F401  (a fixture)
 
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
 TRANS = list(itertools.product([False, True], repeat=2))
@@ -559,38 +560,25 @@ def test_the_call_cache_keeps_no_array_alive():
 
 # ---- the CUDA backend's packed paths on a fake CuPy (no GPU) -----------------------------------
 
-@pytest.fixture
-def fake_cuda(monkeypatch):
-    """The CUDA backend over test_cuda_backend_fake's fake CuPy, with a fake
-    cuLaunchKernel that runs the prologue (emulated from exactly the encoded arguments)
-    and the GEMM kernel (FakeHip's tile emulation; slots with gemm = -1 do nothing)."""
-    import ctypes
-    import sys
-    import types
+class FakeKernels:
+    """The two kernels of a device-offsets call on host memory posing as device memory:
+    the prologue (emulate_prologue, from exactly the arguments a backend passed) and the
+    GEMM kernel (FakeHip's tile emulation; slots with gemm = -1 do nothing)."""
 
-    from test_cuda_backend_fake import make_cupy
-    from test_hip_backend_fake import FakeHip, _read, _view
+    def __init__(self, hip, variants):
+        from portgemm.backends.ragged import prologue_args
+        self.hip, self.variants = hip, variants
+        self.kinds = [k for k, _ in prologue_args(
+            job_for(ZHANG2025[0], np.zeros(1, np.int32), 1, 1), 0, 0, 0, 0)]
 
-    from portgemm.backends import cuda as cudabe
-    from portgemm.backends.ragged import prologue_args
-    from portgemm.kernels import resources
-    from portgemm.kernels.render import GEMM_DTYPE
-    from portgemm.kernels.variants import catalogue_variants
-    variants = {v.name: v for v in catalogue_variants(trans=TRANS)}
-    hip = FakeHip(variants)
-    cp = make_cupy(hip)
-    monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setattr(resources, "_registered", {})
-    portgemm.planner.clear_cache()
-    names, launches = {}, []
-    kinds = [k for k, _ in prologue_args(job_for(ZHANG2025[0], np.zeros(1, np.int32), 1, 1),
-                                         0, 0, 0, 0)]
-    ctype = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "q": ctypes.c_int64, "d": ctypes.c_double}
+    def prologue(self, name, values):
+        import types
 
-    def prologue(name, params):
+        from test_hip_backend_fake import _read, _view
+
+        from portgemm.kernels.render import GEMM_DTYPE
         (offs_p, G, rows, tm, tn, tiles_n, n_tiles, a, b, c, a_step, b_stride, lda, ldb, ldc,
-         N, K, alpha, beta, alphas_p, betas_p, gemms_p, tiles_p) = (
-            ctype[k].from_address(params[i]).value for i, k in enumerate(kinds))
+         N, K, alpha, beta, alphas_p, betas_p, gemms_p, tiles_p) = values
         isz = 4 if "_f32_" in name else 8
         offs = _read(offs_p, np.int32, G)
         job = types.SimpleNamespace(groups=G, rows=rows, tiles_n=tiles_n, n_tiles=n_tiles,
@@ -605,19 +593,51 @@ def fake_cuda(monkeypatch):
         _view(gemms_p, np.uint8, d.nbytes)[:] = d.view(np.uint8)
         _view(tiles_p, np.uint8, tiles.nbytes)[:] = tiles.view(np.uint8)
 
-    def gemm(name, gx, params):
-        g_p, t_p, b_p = (ctypes.c_uint64.from_address(params[i]).value for i in range(3))
-        v = variants[name]
-        g = _read(g_p, GEMM_DTYPE, hip.sizes[g_p] // GEMM_DTYPE.itemsize)
+    def gemm(self, name, gx, g_p, t_p, b_p):
+        from test_hip_backend_fake import _read
+
+        from portgemm.kernels.render import GEMM_DTYPE
+        v = self.variants[name]
+        g = _read(g_p, GEMM_DTYPE, self.hip.sizes[g_p] // GEMM_DTYPE.itemsize)
         bp = _read(b_p, np.int32, gx + 1)
         for t in _read(t_p, DEVICE_TILE, int(bp[gx])):
             if t["gemm"] >= 0:
-                hip._tile(g[t["gemm"]], v, v.kinds[t["kind"]], int(t["m0"]), int(t["n0"]))
+                self.hip._tile(g[t["gemm"]], v, v.kinds[t["kind"]], int(t["m0"]), int(t["n0"]))
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """The CUDA backend over test_cuda_backend_fake's fake CuPy; its fake cuLaunchKernel
+    decodes the encoded argument buffers and runs FakeKernels."""
+    import ctypes
+    import sys
+    import types
+
+    from test_cuda_backend_fake import make_cupy
+    from test_hip_backend_fake import FakeHip
+
+    from portgemm.backends import cuda as cudabe
+    from portgemm.kernels import resources
+    from portgemm.kernels.variants import catalogue_variants
+    variants = {v.name: v for v in catalogue_variants(trans=TRANS)}
+    hip = FakeHip(variants)
+    kernels = FakeKernels(hip, variants)
+    cp = make_cupy(hip)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(resources, "_registered", {})
+    portgemm.planner.clear_cache()
+    names, launches = {}, []
+    ctype = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "q": ctypes.c_int64, "d": ctypes.c_double}
 
     def launch(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
         name = names[fn]
         launches.append((name, stream))
-        prologue(name, params) if name.endswith("prologue") else gemm(name, gx, params)
+        if name.endswith("prologue"):
+            kernels.prologue(name, [ctype[k].from_address(params[i]).value
+                                    for i, k in enumerate(kernels.kinds)])
+        else:
+            kernels.gemm(name, gx, *(ctypes.c_uint64.from_address(params[i]).value
+                                     for i in range(3)))
         return 0
 
     be = cudabe.CudaBackend(cp, launch_kernel=launch)
@@ -627,6 +647,26 @@ def fake_cuda(monkeypatch):
         names[fn.ptr] = variant.name
         return fn
     be.function = function
+    be.launches = launches
+    return be
+
+
+@pytest.fixture
+def fake_hip(hip_backend, monkeypatch):
+    """The HIP backend on test_hip_backend_fake's runtime, with FakeKernels behind
+    hipModuleLaunchKernel for both kernels of a device-offsets call."""
+    be, launches = hip_backend, []
+    kernels = FakeKernels(be.fake, be.fake.variants)
+
+    def launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        launches.append((fn, stream))
+        values = [a.value or 0 for a in extra]
+        if fn.endswith("prologue"):
+            kernels.prologue(fn, values)
+        else:
+            kernels.gemm(fn, gx, *values[:3])
+        return (0,)
+    monkeypatch.setattr(be.fake, "hipModuleLaunchKernel", launch)
     be.launches = launches
     return be
 
@@ -683,3 +723,26 @@ def test_cuda_host_offsets_repeat_without_uploads(fake_cuda):
             ref = ragged_reference(A, B, C, offs, 1.0, 0.0, False, True)
             close(C[:43], ref[:43], np.float32)
             assert np.isnan(C[43:]).all()
+
+
+def test_hip_device_offsets_encode_once(fake_hip):
+    from test_hip_backend_fake import DevArray
+    rng = np.random.default_rng(34)
+    A, B, C, offs = ragged_operands(rng, [7, 0, 20, 3], 9, 11, np.float64, True, False)
+    alpha, beta = scalars(rng, 4, True)
+    d_offs = DevArray(offs.copy())
+    allocs = []
+    for split in ([7, 0, 20, 3], [0, 30, 0, 0], [1, 2, 3, 4]):
+        o = np.cumsum(split).astype(np.int32)
+        d_offs.a[:] = o
+        C[...] = rng.random(C.shape) - 0.5
+        poison(C, o, beta)
+        ref = ragged_reference(A, B, C, o, alpha, beta, True, False)
+        portgemm.gemm_grouped(DevArray(A), DevArray(B), DevArray(C), d_offs, alpha=alpha,
+                              beta=beta, trans_a=True, backend=fake_hip, device_offs=True)
+        end = int(o[-1])
+        close(C[:end], ref[:end], np.float64)
+        assert np.isnan(C[end:]).all()
+        allocs.append(len(fake_hip.fake._keep))
+    assert len(fake_hip.launches) == 6
+    assert allocs[0] == allocs[-1] > 0, "a repeated call allocated or uploaded"
