@@ -11,7 +11,10 @@ import portgemm
 from portgemm.backends.ragged import RaggedJob, emulate_prologue
 from portgemm.errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from portgemm.kernels.render import DEVICE_TILE_DTYPE as DEVICE_TILE
+from portgemm.kernels.variants import catalogue_variants
 from portgemm.tiles import ZHANG2025
+from test_cuda_backend_fake import backend as cuda_fake_backend  # noqa: F401  (a fixture)
+from test_hip_backend_fake import FakeHip
 from test_hip_backend_fake import backend as hip_backend  # noqa: F401  (a fixture)
 
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
@@ -560,14 +563,17 @@ def test_the_call_cache_keeps_no_array_alive():
 
 # ---- the CUDA backend's packed paths on a fake CuPy (no GPU) -----------------------------------
 
+_VARIANTS = {v.name: v for v in catalogue_variants(trans=TRANS)}
+
+
 class FakeKernels:
     """The two kernels of a device-offsets call on host memory posing as device memory:
     the prologue (emulate_prologue, from exactly the arguments a backend passed) and the
     GEMM kernel (FakeHip's tile emulation; slots with gemm = -1 do nothing)."""
 
-    def __init__(self, hip, variants):
+    def __init__(self, variants):
         from portgemm.backends.ragged import prologue_args
-        self.hip, self.variants = hip, variants
+        self.variants = variants
         self.kinds = [k for k, _ in prologue_args(
             job_for(ZHANG2025[0], np.zeros(1, np.int32), 1, 1), 0, 0, 0, 0)]
 
@@ -598,40 +604,31 @@ class FakeKernels:
 
         from portgemm.kernels.render import GEMM_DTYPE
         v = self.variants[name]
-        g = _read(g_p, GEMM_DTYPE, self.hip.sizes[g_p] // GEMM_DTYPE.itemsize)
         bp = _read(b_p, np.int32, gx + 1)
-        for t in _read(t_p, DEVICE_TILE, int(bp[gx])):
+        tiles = _read(t_p, DEVICE_TILE, int(bp[gx]))
+        g = _read(g_p, GEMM_DTYPE, int(tiles["gemm"].max(initial=-1)) + 1)
+        for t in tiles:
             if t["gemm"] >= 0:
-                self.hip._tile(g[t["gemm"]], v, v.kinds[t["kind"]], int(t["m0"]), int(t["n0"]))
+                FakeHip._tile(g[t["gemm"]], v, v.kinds[t["kind"]], int(t["m0"]), int(t["n0"]))
 
 
 @pytest.fixture
-def fake_cuda(monkeypatch):
-    """The CUDA backend over test_cuda_backend_fake's fake CuPy; its fake cuLaunchKernel
-    decodes the encoded argument buffers and runs FakeKernels."""
+def fake_cuda(cuda_fake_backend):
+    """test_cuda_backend_fake's CUDA backend on a fake CuPy, its cuLaunchKernel replaced by
+    one that decodes the encoded argument buffers and runs FakeKernels."""
     import ctypes
-    import sys
-    import types
-
-    from test_cuda_backend_fake import make_cupy
-    from test_hip_backend_fake import FakeHip
-
-    from portgemm.backends import cuda as cudabe
-    from portgemm.kernels import resources
-    from portgemm.kernels.variants import catalogue_variants
-    variants = {v.name: v for v in catalogue_variants(trans=TRANS)}
-    hip = FakeHip(variants)
-    kernels = FakeKernels(hip, variants)
-    cp = make_cupy(hip)
-    monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setattr(resources, "_registered", {})
-    portgemm.planner.clear_cache()
-    names, launches = {}, []
+    be, names, kernels = cuda_fake_backend, {}, FakeKernels(_VARIANTS)
     ctype = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "q": ctypes.c_int64, "d": ctypes.c_double}
+    make = be.function
+
+    def function(variant):
+        fn = make(variant)
+        names[fn.ptr] = variant.name
+        return fn
 
     def launch(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
         name = names[fn]
-        launches.append((name, stream))
+        be.launches.append((name, stream))
         if name.endswith("prologue"):
             kernels.prologue(name, [ctype[k].from_address(params[i]).value
                                     for i, k in enumerate(kernels.kinds)])
@@ -639,15 +636,7 @@ def fake_cuda(monkeypatch):
             kernels.gemm(name, gx, *(ctypes.c_uint64.from_address(params[i]).value
                                      for i in range(3)))
         return 0
-
-    be = cudabe.CudaBackend(cp, launch_kernel=launch)
-
-    def function(variant):
-        fn = types.SimpleNamespace(ptr=1000 + len(names))
-        names[fn.ptr] = variant.name
-        return fn
-    be.function = function
-    be.launches = launches
+    be.function, be._cu_launch = function, launch
     return be
 
 
@@ -656,7 +645,7 @@ def fake_hip(hip_backend, monkeypatch):
     """The HIP backend on test_hip_backend_fake's runtime, with FakeKernels behind
     hipModuleLaunchKernel for both kernels of a device-offsets call."""
     be, launches = hip_backend, []
-    kernels = FakeKernels(be.fake, be.fake.variants)
+    kernels = FakeKernels(be.fake.variants)
 
     def launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         launches.append((fn, stream))
