@@ -285,12 +285,12 @@ class CudaBackend:
         offsets on the device, then ``job.variant`` runs the upper-bound list, one tile
         per block. The arguments are encoded once per job, device and stream (kept on
         the job), so a repeated call uploads nothing and only launches."""
-        if job.groups == 0 or job.n_tiles == 0:
-            return None
         stream = self._stream(torch_device(arrays))
         key = (id(self), self._dev(), stream.ptr)
         enc = job.launches.get(key)
         if enc is None:
+            if job.groups == 0 or job.n_tiles == 0:
+                return None
             with stream:  # the scalars' upload goes to the stream of the launches
                 enc = job.launches[key] = self._encode_ragged(job, stream)
         launch, sp = self._cu_launch, stream.ptr

@@ -252,12 +252,12 @@ class HipBackend:
         """The prologue then the GEMM over the upper-bound tile list, on the caller's
         current stream, with no host round trip (see backends/cuda.py and
         backends/ragged.py); arguments encoded once per job, device and stream."""
-        if job.groups == 0 or job.n_tiles == 0:
-            return None
         stream = self._caller_stream(arrays)
         key = (id(self), self._dev(), int(stream or 0))
         enc = job.launches.get(key)
         if enc is None:
+            if job.groups == 0 or job.n_tiles == 0:
+                return None
             enc = job.launches[key] = self._encode_ragged(job, stream)
         for fn, blocks, threads, args in enc[0]:
             _check(hip.hipModuleLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, stream,

@@ -253,7 +253,7 @@ def _whole_layout(a, b, c, isz):
         start, span[1] = min(extra, 0), span[1] + abs(extra)
     got = (int(ld[0]), int(ld[1]), int(ld[2])), (span[0], span[1], span[2]), start
     if len(_layouts) >= _LAYOUTS_KEPT:
-        _layouts.pop(next(iter(_layouts)))
+        _layouts.clear()
     _layouts[key] = got
     return got
 
