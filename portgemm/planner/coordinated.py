@@ -148,7 +148,8 @@ def plan_coordinated(req):
     if batching not in BATCHING:
         raise ValidationError(f"unknown batching {batching!r}; known: {', '.join(BATCHING)}")
     model = req.option("occupancy_model", "exact")
-    tables = [(kinds, kind_table(arch, kinds, req.mode, req.dtype, model))
+    tables = [(kinds, kind_table(arch, kinds, req.mode, req.dtype, model,
+                                 resources=req.resources))
               for kinds in map(_by_area, FAMILY_ORDER)]
     notes = notes_for_shapes(shapes)
 

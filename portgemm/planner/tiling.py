@@ -21,6 +21,7 @@ class Request:
     arch: object                # occupancy Arch
     mode: str
     options: dict = field(default_factory=dict)
+    resources: object = None    # the resources provider (None: the default one)
 
     @property
     def batch(self) -> int:
@@ -87,44 +88,76 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     tiles row-major over its tile grid (``m_fastest``: column-major, i.e. the order a
     grid with x = tile row launches them).
 
-    Per-tile work is a handful of int32 repeats written straight into the fields (a
-    repeat of the 24-byte records is several times slower); the coordinate along a
-    tile row/column is computed per *line* (a few thousand), the one across it per tile.
+    Speed (this is most of a plan-cache miss): the 24-byte records are written as three
+    int64 columns, each holding two int32 fields (little-endian: the first field in
+    the low half): (gemm, m0), (n0, tm), (tn, kind). Along a *line* of tiles (a tile
+    row; a tile column with ``m_fastest``) every field but one coordinate is constant,
+    so two columns are one repeat of a per-line or per-GEMM value, and the third is
+    ``tile index x step + per-line base``: a handful of passes over the tiles instead
+    of one per field.
     """
-    i32 = np.int32
-    if gemm_order is None:
-        gemm_order = np.arange(shapes.shape[0])
-    tm_k = np.array([k.tm for k in kinds], dtype=np.int64)
-    tn_k = np.array([k.tn for k in kinds], dtype=np.int64)
-    g = np.asarray(gemm_order, dtype=np.int64)
-    kk = kidx[g]
-    tm, tn = tm_k[kk], tn_k[kk]
+    i64 = np.int64
+    g = (np.arange(shapes.shape[0], dtype=i64) if gemm_order is None
+         else np.asarray(gemm_order, dtype=i64))
+    kk = np.asarray(kidx)[g].astype(i64, copy=False)
+    tm = np.array([k.tm for k in kinds], dtype=i64)[kk]
+    tn = np.array([k.tn for k in kinds], dtype=i64)[kk]
     gm, gn = cdiv(shapes[g, 0], tm), cdiv(shapes[g, 1], tn)   # 0 when M or N is 0
     n_t = gm * gn
     check_tile_count(n_t, g)
-    if m_fastest:  # a line is a tile column: gn lines of gm tiles
-        lines, per_line, lstep, pstep = gn, gm, tn, tm
-    else:          # a line is a tile row: gm lines of gn tiles
-        lines, per_line, lstep, pstep = gm, gn, tm, tn
-    lg = np.repeat(np.arange(g.shape[0], dtype=i32), lines)        # line -> GEMM slot
-    first = np.cumsum(lines) - lines
-    lcoord = (np.arange(lg.shape[0], dtype=np.int64) - first[lg]) * lstep[lg]
-    llen = per_line[lg]
-    n = int(llen.sum())
-    tiles = np.empty(n, dtype=TILE_DTYPE)
+    n = int(n_t.sum())
+    out = np.empty((n, 3), dtype=i64)
+    tiles = out.reshape(-1).view(np.int32).view(TILE_DTYPE)
     if n == 0:
         return tiles
-    tiles["gemm"] = np.repeat(g.astype(i32), n_t)
-    tiles["tm"] = np.repeat(tm.astype(i32), n_t)
-    tiles["tn"] = np.repeat(tn.astype(i32), n_t)
-    tiles["kind"] = np.repeat(kk.astype(i32), n_t)
-    lf, pf = ("n0", "m0") if m_fastest else ("m0", "n0")
-    tiles[lf] = np.repeat(lcoord.astype(i32), llen)
-    pos = np.arange(n, dtype=i32)                                   # index inside the line
-    pos -= np.repeat((np.cumsum(llen) - llen).astype(i32), llen)
-    pos *= np.repeat(pstep.astype(i32), n_t)
-    tiles[pf] = pos
+    hi = i64(32)
+    if m_fastest:  # a line is a tile column: gn lines of gm tiles, m0 varies
+        lines, per_line, lstep, pstep = gn, gm, tn, tm
+    else:          # a line is a tile row: gm lines of gn tiles, n0 varies
+        lines, per_line, lstep, pstep = gm, gn, tm, tn
+    # Per line (a few thousand): GEMM-slot values repeated once per line of the slot.
+    def per_line_of(x):
+        return np.repeat(x, lines)
+    first_line = per_line_of(np.cumsum(lines) - lines)
+    lcoord = (np.arange(first_line.shape[0], dtype=i64) - first_line) * per_line_of(lstep)
+    llen = per_line_of(per_line)
+    lend = np.cumsum(llen)                                           # one past its last tile
+    step = per_line_of(pstep)
+    # Per line: the two constant columns, and the varying one as t x step + base
+    # (t = the tile's index in the whole list).
+    const2 = per_line_of(tn | (kk << hi))                            # (tn, kind)
+    if m_fastest:   # (n0, tm) constant; (gemm, m0): m0 = (t - first) x tm, high half
+        vary, const = 0, (1, lcoord | (per_line_of(tm) << hi))
+        # t x (step << 32) may wrap int64: the sum is exact modulo 2**64 and the final
+        # (gemm, m0) pair is in range, so the wrap cancels
+        base = per_line_of(g) - (((lend - llen) * step) << hi)
+        step = step << hi
+    else:           # (gemm, m0) constant; (n0, tm): n0 = (t - first) x tn, low half
+        vary, const = 1, (0, per_line_of(g) | (lcoord << hi))
+        base = (per_line_of(tm) << hi) - (lend - llen) * step
+    # In chunks of whole lines, so the temporaries stay in cache and only the output
+    # goes to memory (planning is bandwidth-bound at a few hundred thousand tiles).
+    bounds = np.searchsorted(lend, np.arange(_CHUNK, n, _CHUNK), side="left")
+    lo = 0
+    for hi_line in [*bounds.tolist(), lend.shape[0] - 1]:
+        if hi_line < lo:
+            continue
+        sl = slice(lo, hi_line + 1)
+        t0, t1 = int(lend[lo] - llen[lo]), int(lend[hi_line])
+        cnt = llen[sl]
+        o = out[t0:t1]
+        o[:, 2] = np.repeat(const2[sl], cnt)
+        o[:, const[0]] = np.repeat(const[1][sl], cnt)
+        col = np.arange(t0, t1, dtype=i64)
+        col *= np.repeat(step[sl], cnt)
+        col += np.repeat(base[sl], cnt)
+        o[:, vary] = col
+        lo = hi_line + 1
     return tiles
+
+
+# Tiles per pass of build_tiles: temporaries of this many int64 stay in a core's cache.
+_CHUNK = 1 << 15
 
 
 def gemm_lpt_order(cost_per_tile: np.ndarray, group=None, total_cost=None) -> np.ndarray:
@@ -132,16 +165,60 @@ def gemm_lpt_order(cost_per_tile: np.ndarray, group=None, total_cost=None) -> np
     ``group`` (the kind) is given, each group is contiguous, the group with the largest
     sum of ``total_cost`` (a GEMM's whole cost) first."""
     if group is None:
-        return np.argsort(-cost_per_tile, kind="stable")
-    return _grouped_order(-cost_per_tile, group, total_cost)
+        return stable_argsort_desc(cost_per_tile)
+    return _grouped_order(cost_per_tile, group, total_cost)
 
 
-def _grouped_order(neg_cost: np.ndarray, group: np.ndarray, weight) -> np.ndarray:
+def _grouped_order(cost: np.ndarray, group: np.ndarray, weight) -> np.ndarray:
+    """Groups contiguous (heaviest total ``weight`` first), inside a group descending
+    ``cost``; stable. The same permutation as lexsort((-cost, rank[group]))."""
     n_groups = int(group.max()) + 1 if group.size else 0
     total = np.bincount(group, weights=weight, minlength=n_groups)
     rank = np.empty(n_groups, dtype=np.int64)
-    rank[np.argsort(-total, kind="stable")] = np.arange(n_groups)
-    return np.lexsort((neg_cost, rank[group]))  # lexsort is stable
+    rank[stable_argsort_desc(total)] = np.arange(n_groups)
+    icost = _exact_int(cost)
+    if icost is not None and icost.size:
+        lo, hi = int(icost.min()), int(icost.max())
+        span = hi - lo + 1
+        if span * max(n_groups, 1) < 2**62:   # one radix key: group rank, then -cost
+            return _radix_argsort(rank[group] * span + (hi - icost))
+    return np.lexsort((-np.asarray(cost), rank[group]))  # lexsort is stable
+
+
+def _exact_int(x: np.ndarray):
+    """``x`` as int64 if every value is a non-negative integer below 2**53 (so the
+    conversion is exact and orders the same), else None."""
+    x = np.asarray(x)
+    if x.dtype.kind in "iu":
+        return x.astype(np.int64, copy=False) if (x.size == 0 or x.min() >= 0) else None
+    if x.dtype.kind != "f" or (x.size and not (x.min() >= 0 and x.max() < 2.0**53)):
+        return None
+    xi = x.astype(np.int64)
+    return xi if np.array_equal(xi, x) else None
+
+
+def _radix_argsort(key: np.ndarray) -> np.ndarray:
+    """Stable ascending argsort of a non-negative int64 key: least-significant-digit
+    radix over 16-bit digits, each pass numpy's stable sort of uint16 (a counting sort),
+    so two or three linear passes instead of a comparison sort."""
+    order = np.arange(key.shape[0], dtype=np.intp)
+    top = int(key.max()) if key.size else 0
+    shift = 0
+    while True:
+        digit = ((key[order] >> shift) & 0xFFFF).astype(np.uint16)
+        order = order[np.argsort(digit, kind="stable")]
+        shift += 16
+        if top >> shift == 0:
+            return order
+
+
+def stable_argsort_desc(x: np.ndarray) -> np.ndarray:
+    """np.argsort(-x, kind="stable"), faster for the non-negative integral costs the
+    planners sort (radix over 16-bit digits); any other input takes numpy's sort."""
+    xi = _exact_int(x)
+    if xi is None or xi.size == 0:
+        return np.argsort(-np.asarray(x), kind="stable")
+    return _radix_argsort(int(xi.max()) - xi)
 
 
 def single_tile_blocks(n_tiles: int) -> np.ndarray:
@@ -167,9 +244,9 @@ def pack_blocks(tiles: np.ndarray, block_of: np.ndarray, K: np.ndarray,
     if by_kind:
         bkind = np.empty(nb, dtype=np.int64)
         bkind[block_of[::-1]] = tiles["kind"][::-1]   # first tile's kind wins
-        border = _grouped_order(-bcost, bkind, weight=bcost)
+        border = _grouped_order(bcost, bkind, weight=bcost)
     else:
-        border = np.argsort(-bcost, kind="stable")
+        border = stable_argsort_desc(bcost)
     rank = np.empty(nb, dtype=np.int64)
     rank[border] = np.arange(nb)
     torder = np.argsort(rank[block_of], kind="stable")
