@@ -99,14 +99,16 @@ def _shapes(shapes) -> np.ndarray:
         out = a.astype(np.int64)
     else:
         raise ValidationError(f"shapes must be integers, got dtype {a.dtype}")
-    if out.size and (out.min() < 0 or out.max() > _INT_LIMIT):
+    lo, hi = (int(out.min()), int(out.max())) if out.size else (0, 0)
+    if lo < 0 or hi > _INT_LIMIT:
         neg = (out < 0).any(axis=1)
         if neg.any():
             i = int(np.flatnonzero(neg)[0])
             raise ValidationError(f"M, N, K must be >= 0, got {out[i].tolist()}", gemm=i)
         i = int(np.flatnonzero((out > _INT_LIMIT).any(axis=1))[0])
         raise ValidationError(f"M, N, K must be < 2**31, got {out[i].tolist()}", gemm=i)
-    _check_spans(out)
+    if hi * hi > MAX_SPAN:   # otherwise no product of two sizes can pass the limit
+        _check_spans(out)
     out.flags.writeable = False
     return out
 

@@ -36,6 +36,14 @@ def cdiv(a, b):
     return -(-a // b)
 
 
+def cdiv_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ceil(a / b) elementwise for non-negative int64 a < 2**53 and positive b, through
+    float64: numpy divides by an array of integers one hardware division at a time, by
+    floats in SIMD. Exact: a correctly rounded quotient lies within a * 2**-53 < 1/b of
+    a / b, nearer than the next multiple of 1/b, so its ceiling is the true one."""
+    return np.ceil(a / b).astype(np.int64)
+
+
 # The most tiles one plan may hold. A tile record is 24 bytes and building the list
 # takes a few times that at its peak, so this bounds planning memory near 1.5 GB; a
 # batch that needs more tiles is refused (docs/design.md §5) and should be split.
@@ -100,9 +108,10 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     g = (np.arange(shapes.shape[0], dtype=i64) if gemm_order is None
          else np.asarray(gemm_order, dtype=i64))
     kk = np.asarray(kidx)[g].astype(i64, copy=False)
-    tm = np.array([k.tm for k in kinds], dtype=i64)[kk]
-    tn = np.array([k.tn for k in kinds], dtype=i64)[kk]
-    gm, gn = cdiv(shapes[g, 0], tm), cdiv(shapes[g, 1], tn)   # 0 when M or N is 0
+    edges = np.array([(k.tm, k.tn) for k in kinds], dtype=i64).reshape(-1, 2)
+    tm, tn = edges[kk, 0], edges[kk, 1]
+    mn = shapes[g, :2]
+    gm, gn = cdiv_array(mn[:, 0], tm), cdiv_array(mn[:, 1], tn)     # 0 when M or N is 0
     n_t = gm * gn
     check_tile_count(n_t, g)
     n = int(n_t.sum())
@@ -115,44 +124,51 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
         lines, per_line, lstep, pstep = gn, gm, tn, tm
     else:          # a line is a tile row: gm lines of gn tiles, n0 varies
         lines, per_line, lstep, pstep = gm, gn, tm, tn
-    # Per line (a few thousand): GEMM-slot values repeated once per line of the slot.
-    def per_line_of(x):
-        return np.repeat(x, lines)
-    first_line = per_line_of(np.cumsum(lines) - lines)
-    lcoord = (np.arange(first_line.shape[0], dtype=i64) - first_line) * per_line_of(lstep)
-    llen = per_line_of(per_line)
-    lend = np.cumsum(llen)                                           # one past its last tile
-    step = per_line_of(pstep)
-    # Per line: the two constant columns, and the varying one as t x step + base
-    # (t = the tile's index in the whole list).
-    const2 = per_line_of(tn | (kk << hi))                            # (tn, kind)
-    if m_fastest:   # (n0, tm) constant; (gemm, m0): m0 = (t - first) x tm, high half
-        vary, const = 0, (1, lcoord | (per_line_of(tm) << hi))
+    first_tile = np.cumsum(n_t) - n_t                                # per GEMM slot
+    # Per line (a few thousand): its slot, its index r in its GEMM, its length and its
+    # coordinate, in int32 where the values fit (small temporaries: fewer fresh pages)
+    i32 = np.int32
+    lslot = np.repeat(np.arange(g.shape[0], dtype=i32), lines)
+    r = np.arange(lslot.shape[0], dtype=i32)
+    r -= np.take((np.cumsum(lines) - lines).astype(i32), lslot)
+    llen = np.take(per_line, lslot)
+    lfirst = np.cumsum(llen) - llen                                  # the line's first tile
+    lcoord = (r * np.take(lstep.astype(i32), lslot)).astype(i64)     # the line's m0 (n0)
+    l_pstep = np.take(pstep, lslot)
+    # The varying column is t x step + base (t = the tile's index in the whole list).
+    const2 = tn | (kk << hi)                                         # (tn, kind), per slot
+    if m_fastest:   # (n0, tm) constant per line; (gemm, m0): m0 = (t - first) x tm, high
+        vary, cfield = 0, 1
+        cline = lcoord | np.take(tm << hi, lslot)
         # t x (step << 32) may wrap int64: the sum is exact modulo 2**64 and the final
         # (gemm, m0) pair is in range, so the wrap cancels
-        base = per_line_of(g) - (((lend - llen) * step) << hi)
-        step = step << hi
-    else:           # (gemm, m0) constant; (n0, tm): n0 = (t - first) x tn, low half
-        vary, const = 1, (0, per_line_of(g) | (lcoord << hi))
-        base = (per_line_of(tm) << hi) - (lend - llen) * step
-    # In chunks of whole lines, so the temporaries stay in cache and only the output
+        base = np.take(g, lslot) - ((lfirst * l_pstep) << hi)
+        step = pstep << hi                                           # per slot
+    else:           # (gemm, m0) constant per line; (n0, tm): n0 = (t - first) x tn, low
+        vary, cfield = 1, 0
+        cline = np.take(g, lslot) | (lcoord << hi)
+        base = np.take(tm << hi, lslot) - lfirst * l_pstep
+        step = pstep                                                 # per slot
+    first_line = np.cumsum(lines) - lines
+    # In chunks of whole GEMMs, so the temporaries stay in cache and only the output
     # goes to memory (planning is bandwidth-bound at a few hundred thousand tiles).
-    bounds = np.searchsorted(lend, np.arange(_CHUNK, n, _CHUNK), side="left")
-    lo = 0
-    for hi_line in [*bounds.tolist(), lend.shape[0] - 1]:
-        if hi_line < lo:
+    tile_end = first_tile + n_t
+    cuts = np.searchsorted(tile_end, np.arange(_CHUNK, n, _CHUNK), side="left") + 1
+    s0 = 0
+    for s1 in [*np.unique(cuts).tolist(), g.shape[0]]:
+        if s1 <= s0:
             continue
-        sl = slice(lo, hi_line + 1)
-        t0, t1 = int(lend[lo] - llen[lo]), int(lend[hi_line])
-        cnt = llen[sl]
+        t0, t1 = int(first_tile[s0]), int(tile_end[s1 - 1])
+        l0, l1 = int(first_line[s0]), int(first_line[s1 - 1] + lines[s1 - 1])
         o = out[t0:t1]
-        o[:, 2] = np.repeat(const2[sl], cnt)
-        o[:, const[0]] = np.repeat(const[1][sl], cnt)
+        per_gemm, per_l = n_t[s0:s1], llen[l0:l1]
+        o[:, 2] = np.repeat(const2[s0:s1], per_gemm)
+        o[:, cfield] = np.repeat(cline[l0:l1], per_l)
         col = np.arange(t0, t1, dtype=i64)
-        col *= np.repeat(step[sl], cnt)
-        col += np.repeat(base[sl], cnt)
+        col *= np.repeat(step[s0:s1], per_gemm)
+        col += np.repeat(base[l0:l1], per_l)
         o[:, vary] = col
-        lo = hi_line + 1
+        s0 = s1
     return tiles
 
 
