@@ -60,24 +60,26 @@ def ref_lpt_order(cost, group=None, total_cost=None):
 
 
 def ref_pack_blocks(tiles, block_of, K, by_kind=False):
-    """Blocks by descending cost (stable), tiles of a block in their order."""
-    n = tiles.shape[0]
-    if n == 0:
-        return tiles, np.zeros(1, dtype=np.int32)
-    nb = int(block_of.max()) + 1
-    cost = tiles["tm"].astype(np.float64) * tiles["tn"] * K[tiles["gemm"]]
-    bcost = np.bincount(block_of, weights=cost, minlength=nb)
+    """Blocks by descending cost (stable; per kind, heaviest kind first, with by_kind),
+    tiles of a block in their order: with dicts and Python's stable sort."""
+    blocks = {}
+    for t, b in enumerate(block_of.tolist()):
+        blocks.setdefault(b, []).append(t)
+    cost = {b: sum(int(tiles["tm"][t]) * int(tiles["tn"][t]) * int(K[tiles["gemm"][t]])
+                   for t in ts) for b, ts in blocks.items()}
+    ids = sorted(blocks)
     if by_kind:
-        bkind = np.empty(nb, dtype=np.int64)
-        bkind[block_of[::-1]] = tiles["kind"][::-1]
-        border = ref_lpt_order(bcost, bkind, bcost)
+        kind = {b: int(tiles["kind"][blocks[b][0]]) for b in ids}
+        total = {}
+        for b in ids:
+            total[kind[b]] = total.get(kind[b], 0) + cost[b]
+        rank = {k: i for i, k in enumerate(sorted(total, key=lambda k: (-total[k], k)))}
+        ids.sort(key=lambda b: (rank[kind[b]], -cost[b]))
     else:
-        border = np.argsort(-bcost, kind="stable")
-    members = [np.flatnonzero(block_of == b) for b in border]
-    order = np.concatenate(members)
-    ptr = np.zeros(nb + 1, dtype=np.int32)
-    np.cumsum([m.size for m in members], out=ptr[1:])
-    return tiles[order], ptr
+        ids.sort(key=lambda b: -cost[b])
+    order = [t for b in ids for t in blocks[b]]
+    ptr = np.cumsum([0] + [len(blocks[b]) for b in ids]).astype(np.int32)
+    return tiles[np.array(order, dtype=np.int64)], ptr
 
 
 def random_shapes(rng, batch, hi):
@@ -133,8 +135,11 @@ def test_orderings_equal_reference():
         group = rng.integers(0, 5, n)
         assert np.array_equal(tiling.gemm_lpt_order(cost, group, cost * 3),
                               ref_lpt_order(cost, group, cost * 3))
-    for x in (np.array([], dtype=np.int64), np.array([-3, 5, -3, 0]), np.array([2**53 + 2.0, 1.0])):
+        assert np.array_equal(tiling.stable_argsort(cost), np.argsort(cost, kind="stable"))
+    for x in (np.array([], dtype=np.int64), np.array([-3, 5, -3, 0]), np.array([2**53 + 2.0, 1.0]),
+              np.array([7, 2**40, 7, 0, 2**16, 2**16 - 1])):
         assert np.array_equal(tiling.stable_argsort_desc(x), np.argsort(-x, kind="stable"))
+        assert np.array_equal(tiling.stable_argsort(x), np.argsort(x, kind="stable"))
 
 
 @pytest.mark.parametrize("by_kind", [False, True])

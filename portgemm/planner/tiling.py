@@ -228,6 +228,14 @@ def _radix_argsort(key: np.ndarray) -> np.ndarray:
             return order
 
 
+def stable_argsort(x: np.ndarray) -> np.ndarray:
+    """np.argsort(x, kind="stable"), by radix for non-negative integral keys."""
+    xi = _exact_int(x)
+    if xi is None or xi.size == 0:
+        return np.argsort(x, kind="stable")
+    return _radix_argsort(xi)
+
+
 def stable_argsort_desc(x: np.ndarray) -> np.ndarray:
     """np.argsort(-x, kind="stable"), faster for the non-negative integral costs the
     planners sort (radix over 16-bit digits); any other input takes numpy's sort."""
@@ -265,7 +273,7 @@ def pack_blocks(tiles: np.ndarray, block_of: np.ndarray, K: np.ndarray,
         border = stable_argsort_desc(bcost)
     rank = np.empty(nb, dtype=np.int64)
     rank[border] = np.arange(nb)
-    torder = np.argsort(rank[block_of], kind="stable")
+    torder = np.argsort(rank[block_of], kind="stable")   # runs of equal ranks: timsort
     sizes = np.bincount(block_of, minlength=nb)[border]
     block_ptr = np.zeros(nb + 1, dtype=np.int32)
     np.cumsum(sizes, out=block_ptr[1:])
