@@ -230,6 +230,22 @@ def test_a_heavy_provider_changes_the_plan():
     assert heavy.n_tiles < light.n_tiles
 
 
+class Unhashable:
+    __hash__ = None
+
+    def __eq__(self, other):
+        return isinstance(other, Unhashable)
+
+    def __call__(self, arch, launch):
+        return KernelResources(registers=64, source="test")
+
+
+def test_an_unhashable_provider_plans_without_caching():
+    shapes = [[100, 100, 100]] * 3
+    p = planner.plan(shapes, resources=Unhashable())
+    assert p.n_tiles and planner.plan(shapes, resources=Unhashable()) is not p
+
+
 def test_provider_errors():
     with pytest.raises(ArgumentTypeError, match="callable"):
         planner.plan([[16, 16, 16]], resources="sm_90")
