@@ -6,6 +6,7 @@ Nothing here loops over GEMMs or tiles in Python.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -41,7 +42,8 @@ def cdiv_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     float64: numpy divides by an array of integers one hardware division at a time, by
     floats in SIMD. Exact: a correctly rounded quotient lies within a * 2**-53 < 1/b of
     a / b, nearer than the next multiple of 1/b, so its ceiling is the true one."""
-    return np.ceil(a / b).astype(np.int64)
+    q = np.true_divide(a, b)
+    return np.ceil(q, out=q).astype(np.int64)
 
 
 # The most tiles one plan may hold. A tile record is 24 bytes and building the list
@@ -62,20 +64,19 @@ def check_tile_count(tiles_per_gemm: np.ndarray, gemm_ids: np.ndarray) -> None:
                               f"count passes the limit at this GEMM; split the batch", gemm=i)
 
 
+@lru_cache(maxsize=64)
+def kind_edges(kinds: tuple) -> np.ndarray:
+    """(2, n_kinds) int64, read-only: each kind's tm and tn (memoised per kind tuple)."""
+    out = np.array([[k.tm for k in kinds], [k.tn for k in kinds]], dtype=np.int64).reshape(2, -1)
+    out.flags.writeable = False
+    return out
+
+
 def tile_grid(shapes: np.ndarray, kinds):
     """(gm, gn), each (batch, n_kinds) int64: tile rows and columns GEMM i needs with
-    kind k (0 when M or N is 0). One scalar division per distinct tile edge, which numpy
-    does much faster than a broadcast division."""
-    def per_edge(x, edges):
-        out = np.empty((x.shape[0], len(edges)), dtype=np.int64)
-        done = {}
-        for j, e in enumerate(edges):
-            if e not in done:
-                done[e] = (x + (e - 1)) // e
-            out[:, j] = done[e]
-        return out
-    return (per_edge(shapes[:, 0], [k.tm for k in kinds]),
-            per_edge(shapes[:, 1], [k.tn for k in kinds]))
+    kind k (0 when M or N is 0): one broadcast ceil-division per dimension."""
+    tm, tn = kind_edges(tuple(kinds))
+    return cdiv_array(shapes[:, 0:1], tm), cdiv_array(shapes[:, 1:2], tn)
 
 
 def tile_counts(shapes: np.ndarray, kinds) -> np.ndarray:
@@ -86,7 +87,8 @@ def tile_counts(shapes: np.ndarray, kinds) -> np.ndarray:
 
 def kind_counts(counts: np.ndarray, kidx: np.ndarray, n_kinds: int) -> np.ndarray:
     """Workgroups per kind (float64) when GEMM i uses kind kidx[i]."""
-    per_gemm = counts[np.arange(counts.shape[0]), kidx]
+    n_k = counts.shape[1]   # a flat take is cheaper than 2-D fancy indexing
+    per_gemm = counts.reshape(-1).take(kidx + np.arange(0, counts.shape[0] * n_k, n_k))
     return np.bincount(kidx, weights=per_gemm, minlength=n_kinds)
 
 
@@ -108,8 +110,8 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     g = (np.arange(shapes.shape[0], dtype=i64) if gemm_order is None
          else np.asarray(gemm_order, dtype=i64))
     kk = np.asarray(kidx)[g].astype(i64, copy=False)
-    edges = np.array([(k.tm, k.tn) for k in kinds], dtype=i64).reshape(-1, 2)
-    tm, tn = edges[kk, 0], edges[kk, 1]
+    edges = kind_edges(tuple(kinds))
+    tm, tn = np.take(edges[0], kk), np.take(edges[1], kk)
     mn = shapes[g, :2]
     gm, gn = cdiv_array(mn[:, 0], tm), cdiv_array(mn[:, 1], tn)     # 0 when M or N is 0
     n_t = gm * gn
@@ -153,9 +155,10 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     # In chunks of whole GEMMs, so the temporaries stay in cache and only the output
     # goes to memory (planning is bandwidth-bound at a few hundred thousand tiles).
     tile_end = first_tile + n_t
-    cuts = np.searchsorted(tile_end, np.arange(_CHUNK, n, _CHUNK), side="left") + 1
+    cuts = ([] if n <= _CHUNK else   # GEMM slots where a chunk ends
+            np.unique(np.searchsorted(tile_end, np.arange(_CHUNK, n, _CHUNK)) + 1).tolist())
     s0 = 0
-    for s1 in [*np.unique(cuts).tolist(), g.shape[0]]:
+    for s1 in [*cuts, g.shape[0]]:
         if s1 <= s0:
             continue
         t0, t1 = int(first_tile[s0]), int(tile_end[s1 - 1])
