@@ -156,12 +156,25 @@ def test_pack_blocks_equals_reference(by_kind):
         assert got_t.tobytes() == want_t.tobytes() and np.array_equal(got_p, want_p)
 
 
+REFERENCES = {"build_tiles": ref_build_tiles, "gemm_lpt_order": ref_lpt_order,
+              "pack_blocks": ref_pack_blocks}
+
+
 def _patch_references(monkeypatch):
-    monkeypatch.setattr(wavefront_tlp, "build_tiles", ref_build_tiles)
-    monkeypatch.setattr(wavefront_tlp, "gemm_lpt_order", ref_lpt_order)
-    monkeypatch.setattr(magma, "build_tiles", ref_build_tiles)
-    monkeypatch.setattr(coordinated, "build_tiles", ref_build_tiles)
-    monkeypatch.setattr(coordinated, "pack_blocks", ref_pack_blocks)
+    """Every strategy module's own name for a fast helper now means its reference."""
+    patched = 0
+    for module in (wavefront_tlp, magma, coordinated, *_other_strategy_modules()):
+        for name, ref in REFERENCES.items():
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, ref)
+                patched += 1
+    assert patched >= 5
+
+
+def _other_strategy_modules():
+    known = {wavefront_tlp.__name__, magma.__name__, coordinated.__name__}
+    return [sys.modules[planner.strategy_info(s).fn.__module__] for s in planner.strategies()
+            if planner.strategy_info(s).fn.__module__ not in known]
 
 
 PLAN_FIELDS = ("strategy", "mode", "tlp", "tlp_threshold", "tlp_model", "grid", "notes")
