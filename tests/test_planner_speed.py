@@ -122,10 +122,12 @@ def test_build_tiles_chunks_and_large_coordinates(monkeypatch):
     assert got["m0"].max() == 255 * 16384 and got["n0"].max() == 599 * 16
 
 
-def test_orderings_equal_reference():
+@pytest.mark.parametrize("radix_min", [0, tiling._RADIX_MIN])
+def test_orderings_equal_reference(radix_min, monkeypatch):
+    monkeypatch.setattr(tiling, "_RADIX_MIN", radix_min)     # 0: radix for every size
     rng = np.random.default_rng(5)
     for trial in range(200):
-        n = int(rng.integers(0, 300))
+        n = int(rng.integers(0, 300)) if trial % 10 else int(rng.integers(2048, 5000))
         area = np.array([k.area for k in ZHANG2025])[rng.integers(0, 5, n)]
         top = int(rng.choice([3, 600, 2**20, 2**40]))       # one, two, three radix passes
         cost = (area * rng.integers(0, top, n)).astype(np.float64)

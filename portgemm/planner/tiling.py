@@ -109,7 +109,7 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     i64 = np.int64
     g = (np.arange(shapes.shape[0], dtype=i64) if gemm_order is None
          else np.asarray(gemm_order, dtype=i64))
-    kk = np.asarray(kidx)[g].astype(i64, copy=False)
+    kk = np.take(kidx, g).astype(i64, copy=False)
     edges = kind_edges(tuple(kinds))
     tm, tn = np.take(edges[0], kk), np.take(edges[1], kk)
     mn = shapes[g, :2]
@@ -118,7 +118,7 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     check_tile_count(n_t, g)
     n = int(n_t.sum())
     out = np.empty((n, 3), dtype=i64)
-    tiles = out.reshape(-1).view(np.int32).view(TILE_DTYPE)
+    tiles = out.reshape(-1).view(TILE_DTYPE)
     if n == 0:
         return tiles
     hi = i64(32)
@@ -127,29 +127,27 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     else:          # a line is a tile row: gm lines of gn tiles, n0 varies
         lines, per_line, lstep, pstep = gm, gn, tm, tn
     first_tile = np.cumsum(n_t) - n_t                                # per GEMM slot
-    # Per line (a few thousand): its slot, its index r in its GEMM, its length and its
-    # coordinate, in int32 where the values fit (small temporaries: fewer fresh pages)
-    i32 = np.int32
-    lslot = np.repeat(np.arange(g.shape[0], dtype=i32), lines)
-    r = np.arange(lslot.shape[0], dtype=i32)
-    r -= np.take((np.cumsum(lines) - lines).astype(i32), lslot)
-    llen = np.take(per_line, lslot)
-    lfirst = np.cumsum(llen) - llen                                  # the line's first tile
-    lcoord = (r * np.take(lstep.astype(i32), lslot)).astype(i64)     # the line's m0 (n0)
-    l_pstep = np.take(pstep, lslot)
+    # Per line (a few thousand): its slot, its index r in its GEMM, its length, its
+    # first tile and its coordinate
+    lslot = np.repeat(np.arange(g.shape[0]), lines)
+    r = np.arange(lslot.shape[0]) - (np.cumsum(lines) - lines).take(lslot)
+    llen = per_line.take(lslot)
+    lfirst = np.cumsum(llen) - llen
+    lcoord = r * lstep.take(lslot)                                   # the line's m0 (n0)
+    l_pstep = pstep.take(lslot)
     # The varying column is t x step + base (t = the tile's index in the whole list).
     const2 = tn | (kk << hi)                                         # (tn, kind), per slot
     if m_fastest:   # (n0, tm) constant per line; (gemm, m0): m0 = (t - first) x tm, high
         vary, cfield = 0, 1
-        cline = lcoord | np.take(tm << hi, lslot)
+        cline = lcoord | (tm << hi).take(lslot)
         # t x (step << 32) may wrap int64: the sum is exact modulo 2**64 and the final
         # (gemm, m0) pair is in range, so the wrap cancels
-        base = np.take(g, lslot) - ((lfirst * l_pstep) << hi)
+        base = g.take(lslot) - ((lfirst * l_pstep) << hi)
         step = pstep << hi                                           # per slot
     else:           # (gemm, m0) constant per line; (n0, tm): n0 = (t - first) x tn, low
         vary, cfield = 1, 0
-        cline = np.take(g, lslot) | (lcoord << hi)
-        base = np.take(tm << hi, lslot) - lfirst * l_pstep
+        cline = g.take(lslot) | (lcoord << hi)
+        base = (tm << hi).take(lslot) - lfirst * l_pstep
         step = pstep                                                 # per slot
     first_line = np.cumsum(lines) - lines
     # In chunks of whole GEMMs, so the temporaries stay in cache and only the output
@@ -195,8 +193,8 @@ def _grouped_order(cost: np.ndarray, group: np.ndarray, weight) -> np.ndarray:
     total = np.bincount(group, weights=weight, minlength=n_groups)
     rank = np.empty(n_groups, dtype=np.int64)
     rank[stable_argsort_desc(total)] = np.arange(n_groups)
-    icost = _exact_int(cost)
-    if icost is not None and icost.size:
+    icost = _exact_int(cost) if cost.size >= max(1, _RADIX_MIN) else None
+    if icost is not None:
         lo, hi = int(icost.min()), int(icost.max())
         span = hi - lo + 1
         if span * max(n_groups, 1) < 2**62:   # one radix key: group rank, then -cost
@@ -231,10 +229,14 @@ def _radix_argsort(key: np.ndarray) -> np.ndarray:
             return order
 
 
+# Below this many keys numpy's own stable sort is cheaper than the radix passes' calls.
+_RADIX_MIN = 2048
+
+
 def stable_argsort(x: np.ndarray) -> np.ndarray:
-    """np.argsort(x, kind="stable"), by radix for non-negative integral keys."""
-    xi = _exact_int(x)
-    if xi is None or xi.size == 0:
+    """np.argsort(x, kind="stable"), by radix for many non-negative integral keys."""
+    xi = _exact_int(x) if np.size(x) >= max(1, _RADIX_MIN) else None
+    if xi is None:
         return np.argsort(x, kind="stable")
     return _radix_argsort(xi)
 
@@ -242,8 +244,8 @@ def stable_argsort(x: np.ndarray) -> np.ndarray:
 def stable_argsort_desc(x: np.ndarray) -> np.ndarray:
     """np.argsort(-x, kind="stable"), faster for the non-negative integral costs the
     planners sort (radix over 16-bit digits); any other input takes numpy's sort."""
-    xi = _exact_int(x)
-    if xi is None or xi.size == 0:
+    xi = _exact_int(x) if np.size(x) >= max(1, _RADIX_MIN) else None
+    if xi is None:
         return np.argsort(-np.asarray(x), kind="stable")
     return _radix_argsort(int(xi.max()) - xi)
 
