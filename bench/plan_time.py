@@ -11,7 +11,10 @@ one warm-up call (which fills the per-kind occupancy tables, as the first plan o
 process does). The breakdown times the same calls with the named steps wrapped
 (validation, the cache key, and the strategy module's helpers: tile grid, initial
 kinds, per-kind tables, ordering, build_tiles, pack_blocks, make_plan); "other" is the
-rest of the strategy (its loop). Wrapping adds a few µs per step. Last, a cache hit.
+rest of the strategy (its loop). Steps may nest (coordinated's tiling_engine calls
+tile_counts), so parts can add up past the total. Wrapping adds a few µs per step.
+``--clock cpu`` times this thread's CPU time instead of wall time: steadier on a shared,
+loaded machine. Last, a cache hit.
 """
 from __future__ import annotations
 
@@ -64,8 +67,11 @@ class Breakdown:
         self.spent: dict[str, list[float]] = {}
         self.current: dict[str, float] = {}
         self.saved = []
-        module = sys.modules[strategy_info(strategy).fn.__module__]
-        for owner, names in ((planner, PLANNER_STEPS), (module, STRATEGY_STEPS)):
+        # the strategy's module and every strategy module it calls into (workgroup-tlp
+        # runs wavefront-tlp's loop): helpers are looked up in their callers' globals
+        modules = {sys.modules[strategy_info(s).fn.__module__] for s in strategies()}
+        owners = [(planner, PLANNER_STEPS)] + [(m, STRATEGY_STEPS) for m in modules]
+        for owner, names in owners:
             for name in names:
                 if hasattr(owner, name):
                     self._wrap(owner, name)
