@@ -1,21 +1,41 @@
-"""Host time of planning (the non-cached path), per strategy and batch size.
+"""Host time of planning (a plan-cache miss), per strategy, batch size and size range,
+with a breakdown of where it goes.
 
-    python bench/plan_time.py [--arch sm_90] [--reps 50] [--all-modes]
+    python bench/plan_time.py [--arch sm_90] [--reps 50] [--batches 1024,8192]
+                              [--max-mn 128,256,1024] [--strategies wavefront-tlp]
+                              [--all-modes] [--no-breakdown] [--clock wall|cpu]
 
-Shapes follow docs/design.md §6: M, N uniform in [16, MaxMN], K in [16, 512]. Each cell is
-the median of ``reps`` calls of ``plan(..., use_cache=False)`` after one warm-up call
-(which fills the per-variant occupancy memo, as the first plan of a process does).
+Shapes follow docs/design.md §6: M, N uniform in [16, MaxMN], K in [16, 512]. Each cell
+is the median (and the least) of ``reps`` calls of ``plan(..., use_cache=False)`` after
+one warm-up call (which fills the per-kind occupancy tables, as the first plan of a
+process does). The breakdown times the same calls with the named steps wrapped
+(validation, the cache key, and the strategy module's helpers: tile grid, initial
+kinds, per-kind tables, ordering, build_tiles, pack_blocks, make_plan); "other" is the
+rest of the strategy (its loop). Steps may nest (coordinated's tiling_engine calls
+tile_counts), so parts can add up past the total. Wrapping adds a few µs per step.
+``--clock cpu`` times this thread's CPU time instead of wall time: steadier on a shared,
+loaded machine. Last, a cache hit.
 """
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 import numpy as np
 from tabulate import tabulate
 
-from portgemm.planner import plan, strategies, strategy_info
+import portgemm  # noqa: F401  (sets the default resources provider)
+import portgemm.planner as planner
+from portgemm.planner import strategies, strategy_info
+
+# Steps wrapped for the breakdown: (module attribute owner, name). Strategy modules
+# import their helpers by name, so each is wrapped where the strategy looks it up.
+PLANNER_STEPS = ("_shapes", "_key")
+STRATEGY_STEPS = ("tile_grid", "tile_counts", "initial_kinds", "kind_table", "tiling_engine",
+                  "choose_config", "gemm_lpt_order", "build_tiles", "threshold_batching",
+                  "binary_batching", "pack_blocks", "make_plan")
 
 
 def shapes(batch, max_mn, max_k=512, seed=0):
@@ -24,43 +44,125 @@ def shapes(batch, max_mn, max_k=512, seed=0):
                      rng.integers(16, max_k + 1, batch)], axis=1)
 
 
-def median_us(fn, reps):
+# perf_counter_ns (wall, the default) or thread_time_ns (--clock cpu: this thread's CPU
+# time, steadier on a shared, loaded machine; the same on an idle one)
+_clock = time.perf_counter_ns
+
+
+def timed(fn, reps):
+    """(median µs, least µs) of ``reps`` calls after one warm-up."""
     fn()
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter_ns()
+        t0 = _clock()
         fn()
-        times.append(time.perf_counter_ns() - t0)
-    return statistics.median(times) / 1e3
+        times.append(_clock() - t0)
+    return statistics.median(times) / 1e3, min(times) / 1e3
+
+
+class Breakdown:
+    """Wraps named functions, adding up the time spent in each per call of plan()."""
+
+    def __init__(self, strategy):
+        self.spent: dict[str, list[float]] = {}
+        self.current: dict[str, float] = {}
+        self.saved = []
+        # the strategy's module and every strategy module it calls into (workgroup-tlp
+        # runs wavefront-tlp's loop): helpers are looked up in their callers' globals
+        modules = {sys.modules[strategy_info(s).fn.__module__] for s in strategies()}
+        owners = [(planner, PLANNER_STEPS)] + [(m, STRATEGY_STEPS) for m in modules]
+        for owner, names in owners:
+            for name in names:
+                if hasattr(owner, name):
+                    self._wrap(owner, name)
+
+    def _wrap(self, owner, name):
+        fn = getattr(owner, name)
+        label = name.lstrip("_")
+
+        def wrapped(*a, **k):
+            t0 = _clock()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.current[label] = self.current.get(label, 0) + _clock() - t0
+        self.saved.append((owner, name, fn))
+        setattr(owner, name, wrapped)
+
+    def restore(self):
+        for owner, name, fn in self.saved:
+            setattr(owner, name, fn)
+
+    def run(self, fn, reps):
+        fn()
+        totals = []
+        for _ in range(reps):
+            self.current = {}
+            t0 = _clock()
+            fn()
+            totals.append(_clock() - t0)
+            for k, v in self.current.items():
+                self.spent.setdefault(k, []).append(v)
+        total = statistics.median(totals) / 1e3
+        parts = {k: statistics.median(v) / 1e3 for k, v in self.spent.items()}
+        parts["other"] = max(0.0, total - sum(parts.values()))
+        return total, parts
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--batches", default="8,64,256,1024")
-    ap.add_argument("--max-mn", default="128,1024")
+    ap.add_argument("--batches", default="1024,8192")
+    ap.add_argument("--max-mn", default="128,256,1024")
+    ap.add_argument("--strategies", default=None,
+                    help="comma-separated (default: all strategies)")
     ap.add_argument("--all-modes", action="store_true", help="every mode, not just the default")
+    ap.add_argument("--no-breakdown", action="store_true")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = ap.parse_args(argv)
-    rows = []
-    for strategy in strategies():
+    global _clock
+    _clock = time.thread_time_ns if args.clock == "cpu" else time.perf_counter_ns
+    names = args.strategies.split(",") if args.strategies else strategies()
+    rows, parts_rows = [], []
+    for strategy in names:
         info = strategy_info(strategy)
         for mode in (info.modes if args.all_modes else (info.default_mode,)):
             for max_mn in map(int, args.max_mn.split(",")):
                 for batch in map(int, args.batches.split(",")):
                     s = shapes(batch, max_mn)
-                    p = plan(s, arch=args.arch, strategy=strategy, mode=mode, use_cache=False)
-                    us = median_us(lambda: plan(s, arch=args.arch, strategy=strategy, mode=mode,
-                                                use_cache=False), args.reps)
+
+                    def call():
+                        return planner.plan(s, arch=args.arch, strategy=strategy, mode=mode,
+                                            use_cache=False)
+                    p = call()
+                    med, least = timed(call, args.reps)
                     rows.append([strategy, mode, max_mn, batch, p.n_tiles, p.n_blocks,
-                                 f"{us:,.0f}"])
+                                 f"{med:,.0f}", f"{least:,.0f}",
+                                 f"{1e3 * med / max(1, p.n_tiles):.1f}"])
+                    if args.no_breakdown:
+                        continue
+                    b = Breakdown(strategy)
+                    try:
+                        total, parts = b.run(call, args.reps)
+                    finally:
+                        b.restore()
+                    parts_rows.append([strategy, mode, max_mn, batch, f"{total:,.0f}",
+                                       ", ".join(f"{k} {v:,.0f}" for k, v in
+                                                 sorted(parts.items(), key=lambda kv: -kv[1])
+                                                 if v >= 0.5)])
     s = shapes(1024, 1024)
-    plan(s, arch=args.arch)
-    hit = median_us(lambda: plan(s, arch=args.arch), args.reps)
-    print(f"arch {args.arch}; median of {args.reps} non-cached calls; cache hit "
-          f"(wavefront-tlp, 1024 GEMMs): {hit:,.1f} µs")
+    planner.plan(s, arch=args.arch)
+    hit, _ = timed(lambda: planner.plan(s, arch=args.arch), args.reps)
+    print(f"arch {args.arch}; {args.clock} clock; {args.reps} non-cached calls per cell; cache hit "
+          f"(default strategy, 1024 GEMMs): {hit:,.1f} µs")
     print(tabulate(rows, headers=["strategy", "mode", "MaxMN", "batch", "tiles", "blocks",
-                                  "median µs"], colalign=("left", "left")))
+                                  "median µs", "least µs", "ns/tile"],
+                   colalign=("left", "left")))
+    if parts_rows:
+        print("\nbreakdown (median µs per step, wrapped calls):")
+        print(tabulate(parts_rows, headers=["strategy", "mode", "MaxMN", "batch", "total µs",
+                                            "steps"], colalign=("left", "left")))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,13 @@ from .errors import (ArgumentTypeError, CompileError, DeviceError, DeviceUnavail
                      DtypeError, LayoutError, PortgemmError, ResourceError, ShapeMismatch,
                      UnknownArch, UnknownBackend, UnknownStrategy, ValidationError)
 from .plan import Plan
-from .planner import plan, strategies
+from .planner import plan, set_default_resources, strategies
+from .kernels.resources import DEFAULT_PROVIDER as _DEFAULT_RESOURCES
+
+# The planner reads kernel figures only through a provider handed to it; this layer,
+# which sees both, hands it the kernels' one (plan(..., resources=) overrides it).
+set_default_resources(_DEFAULT_RESOURCES)
+
 from .api import bind, gemm_vbatched, run
 from .grouped import gemm_grouped, gemm_grouped_general
 

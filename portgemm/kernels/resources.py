@@ -6,8 +6,9 @@
    ``tools/record_resources.py``, each stamped with its compiler and version);
 3. an estimate from the tile shape, marked ``source="estimate"``.
 
-The planner and the occupancy CLI read figures only through :func:`lookup`, so they
-never import a GPU library.
+The occupancy CLI reads figures through :func:`lookup`; the planner reads them through
+:data:`DEFAULT_PROVIDER` (``import portgemm`` makes it the planner's default resources
+provider), so neither imports a GPU library and the planner imports nothing from here.
 """
 from __future__ import annotations
 
@@ -24,15 +25,28 @@ RECORDED_PATH = Path(__file__).with_name("recorded_resources.json")
 
 _registered: dict[tuple[str, str], KernelResources] = {}
 _lock = threading.Lock()
-generation = 0  # bumped by every register(), so memos built on older figures can tell
+generation = 0  # bumped by every register() (informational; plans key on _versions)
+# arch name -> bumped when a register() changes a figure the occupancy model reads for
+# that arch: DEFAULT_PROVIDER.version, part of the planner's cache keys
+_versions: dict[str, int] = {}
+
+
+def _occupancy_inputs(res: KernelResources):
+    """The figures that decide occupancy (spill bytes and the source do not)."""
+    return (res.registers, res.shared_bytes, res.sgprs, res.agprs)
 
 
 def register(arch: str, variant_name: str, res: KernelResources) -> None:
-    """Record figures measured in this process (called by backends after a compile)."""
+    """Record figures measured in this process (called by backends after a compile).
+    Figures that confirm what was known (the recorded ones, typically) keep every cached
+    plan; changed ones replan only this arch's plans."""
     global generation
     with _lock:
+        before = _registered.get((arch, variant_name)) or recorded(arch, variant_name)
         _registered[(arch, variant_name)] = res
         generation += 1
+        if before is None or _occupancy_inputs(before) != _occupancy_inputs(res):
+            _versions[arch] = _versions.get(arch, 0) + 1
 
 
 def source_fingerprint() -> str:
@@ -87,3 +101,29 @@ def lookup(arch, variant: Variant) -> KernelResources:
     a = get_arch(arch) if isinstance(arch, str) else arch
     hit = _registered.get((a.name, variant.name)) or recorded(a.name, variant.name)
     return hit if hit is not None else estimate(variant, a.vendor)
+
+
+def as_variant(launch) -> Variant:
+    """The compiled variant (NN) a planner Launch (planner.launches) runs as."""
+    if isinstance(launch, Variant):
+        return launch
+    return Variant(tuple(launch.kinds), launch.dtype, launch.layout)
+
+
+class DefaultProvider:
+    """The planner's default resources provider: :func:`lookup` of the variant a launch
+    runs as (compiled in this process, else recorded, else estimated). ``version(arch)``
+    changes when register() changes a figure for that arch, so only those plans are made
+    again."""
+
+    def __call__(self, arch, launch) -> KernelResources:
+        return lookup(arch, as_variant(launch))
+
+    def version(self, arch_name: str) -> int:
+        return _versions.get(arch_name, 0)
+
+    def __repr__(self) -> str:
+        return "<portgemm.kernels.resources.DEFAULT_PROVIDER>"
+
+
+DEFAULT_PROVIDER = DefaultProvider()

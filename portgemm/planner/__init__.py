@@ -1,11 +1,17 @@
 """Planners: shapes -> Plan. One module per strategy, registered here by name.
 
-    plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, **options) -> Plan
+    plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *,
+         resources=None, **options) -> Plan
 
 Strategies: "wavefront-tlp" (default; zhang2025 Algorithm 1 with Eq. 4), "workgroup-tlp"
 (the same with Eq. 3), "coordinated" (li2019 tiling + batching), "magma" (one config,
 grid.z, early exit). Identical requests return the same Plan object from a small LRU
 cache, so backends can keep per-plan device state in ``plan._device``.
+
+Kernel resource figures (registers, shared memory) come from a *resources provider*
+passed in (``resources=``, see launches.ResourcesProvider); the planner imports
+nothing from ``portgemm.kernels``: ``import portgemm`` installs the kernels' provider
+as the default (set_default_resources).
 """
 from __future__ import annotations
 
@@ -18,7 +24,12 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
+from ..occupancy import Arch, get_arch
 from ..problem import MAX_SPAN
+from . import parallelism
+from .launches import provider_version, resolve_provider
+from .launches import set_default_provider as set_default_resources  # noqa: F401 (API)
+from .tiling import Request
 
 DEFAULT_STRATEGY = "wavefront-tlp"
 # Mode for the tile-list strategies when the caller names none: the paper's one
@@ -88,14 +99,16 @@ def _shapes(shapes) -> np.ndarray:
         out = a.astype(np.int64)
     else:
         raise ValidationError(f"shapes must be integers, got dtype {a.dtype}")
-    if out.size and (out.min() < 0 or out.max() > _INT_LIMIT):
+    lo, hi = (int(out.min()), int(out.max())) if out.size else (0, 0)
+    if lo < 0 or hi > _INT_LIMIT:
         neg = (out < 0).any(axis=1)
         if neg.any():
             i = int(np.flatnonzero(neg)[0])
             raise ValidationError(f"M, N, K must be >= 0, got {out[i].tolist()}", gemm=i)
         i = int(np.flatnonzero((out > _INT_LIMIT).any(axis=1))[0])
         raise ValidationError(f"M, N, K must be < 2**31, got {out[i].tolist()}", gemm=i)
-    _check_spans(out)
+    if hi * hi > MAX_SPAN:   # otherwise no product of two sizes can pass the limit
+        _check_spans(out)
     out.flags.writeable = False
     return out
 
@@ -125,7 +138,6 @@ def _dtype(dtype) -> str:
 
 
 def resolve_arch(arch):
-    from ..occupancy import Arch, get_arch
     if arch is None:
         arch = os.environ.get("PORTGEMM_ARCH", DEFAULT_ARCH)
     if isinstance(arch, Arch):
@@ -177,25 +189,44 @@ def cache_info() -> dict:
     return {**_stats, "size": len(_cache), "maxsize": CACHE_SIZE}
 
 
-def _key(shapes, dtype, arch, strategy, mode, options):
+def _fingerprint(shapes: np.ndarray) -> int:
+    """A 64-bit hash of the validated shapes: a dot product with fixed random odd
+    weights, wrapping. Much cheaper than hashing ``shapes.tobytes()`` (Python hashes
+    bytes at about 1 byte/ns); a collision costs nothing but a miss, because a hit is
+    confirmed by comparing the shapes themselves."""
+    global _weights
+    flat = shapes.reshape(-1).view(np.uint64)
+    w = _weights
+    if w.shape[0] < flat.shape[0]:
+        w = np.random.default_rng(0x5EED).integers(0, 2**63, max(flat.shape[0], 2 * w.shape[0]),
+                                                   dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+        _weights = w
+    return int(np.dot(flat, w[:flat.shape[0]]))
+
+
+_weights = np.ones(0, dtype=np.uint64)
+
+
+def _key(shapes, dtype, arch, strategy, mode, options, resources):
     try:
         opts = tuple(sorted(options.items()))
-        hash(opts)
+        # The factors are read at call time, and the provider's version changes when
+        # its figures for this arch do, so a change to either makes a new plan rather
+        # than returning a stale one. Figures for other archs, or registered figures
+        # equal to those a plan used, leave cached plans alone.
+        key = (_fingerprint(shapes), shapes.shape[0], dtype, arch.name,
+               int(arch.compute_units), strategy, mode, opts, parallelism.TLP_FACTOR,
+               parallelism.LI2019_FACTOR, resources, provider_version(resources, arch.name))
+        hash(key)
     except TypeError:
-        return None  # unhashable option values: do not cache
-    # The factors are read at call time and registered resource figures feed phi, so a
-    # change to either makes a new plan rather than returning a stale one.
-    from ..kernels import resources
-    from . import parallelism
-    return (shapes.tobytes(), shapes.shape[0], dtype, arch.name, int(arch.compute_units),
-            strategy, mode, opts, parallelism.TLP_FACTOR, parallelism.LI2019_FACTOR,
-            resources.generation)
+        return None  # unhashable option values or provider: do not cache
+    return key
 
 
 # --- the entry point ----------------------------------------------------------------
 
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
-         **options):
+         resources=None, **options):
     """Plan a batch of GEMMs with shapes (batch, 3) = M, N, K of op(A) @ op(B).
 
     dtype: float32 | float64. arch: an occupancy Arch or a name (None: $PORTGEMM_ARCH,
@@ -205,10 +236,17 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     ("exact" | "paper"); coordinated also theta and batching; magma also config.
     Numeric options have ranges (NUMERIC_OPTIONS).
 
+    resources: the resources provider the occupancy model reads kernel figures from, a
+    callable ``(arch, launch) -> KernelResources`` with an optional
+    ``version(arch_name)`` (launches.ResourcesProvider); None: the default, the
+    kernels' figures (compiled in this process, else recorded, else estimated). Plans
+    are cached per provider and its version.
+
     Raises (typed, each naming the offending GEMM where there is one): ValidationError
     for bad shapes, a GEMM whose A, B or C would span more than 2**31 - 1 elements (no
     run could index it), a plan of more than tiling.MAX_TILES tiles, an unknown mode or
-    option, or an option out of range; DtypeError; UnknownArch; UnknownStrategy.
+    option, or an option out of range; DtypeError; UnknownArch; UnknownStrategy;
+    ArgumentTypeError for a provider that is not callable or returns no KernelResources.
     These checks run before any tile is built.
     """
     s = _shapes(shapes)
@@ -225,16 +263,17 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
         raise ValidationError(f"strategy {info.name!r} takes no option(s) {', '.join(unknown)}; "
                               f"it takes {', '.join(info.options) or 'none'}")
     _check_options(options)
-    key = _key(s, dt, a, info.name, m, options) if use_cache else None
+    provider = resolve_provider(resources)
+    key = _key(s, dt, a, info.name, m, options, provider) if use_cache else None
     if key is not None:
         with _cache_lock:
             hit = _cache.get(key)
-            if hit is not None:
+            if hit is not None and np.array_equal(hit.shapes, s):
                 _cache.move_to_end(key)
                 _stats["hits"] += 1
                 return hit
-    from .tiling import Request
-    p = info.fn(Request(s, dt, a, m, dict(options)))
+    # None (the default provider) stays None in the request: strategies pass it on
+    p = info.fn(Request(s, dt, a, m, dict(options), resources))
     if key is not None:
         with _cache_lock:
             _stats["misses"] += 1

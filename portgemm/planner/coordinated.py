@@ -37,7 +37,8 @@ from ..errors import ValidationError
 from ..tiles import LI2019_128, LI2019_256
 from . import register
 from .parallelism import kind_table, li2019_threshold, workgroup_tlp
-from .tiling import build_tiles, cdiv, kind_counts, make_plan, notes_for_shapes, pack_blocks, tile_counts
+from .tiling import (build_tiles, cdiv, kind_counts, make_plan, notes_for_shapes, pack_blocks,
+                     stable_argsort, tile_counts)
 
 THETA = 256
 FAMILY_ORDER = (LI2019_256, LI2019_128)   # 256-thread versions first: more TLP
@@ -114,7 +115,7 @@ def binary_batching(tiles, K, theta, segments):
     kt = K[tiles["gemm"]]
     next_block = 0
     for seg in segments:
-        idx = seg[np.argsort(kt[seg], kind="stable")]
+        idx = seg[stable_argsort(kt[seg])]
         ks = kt[idx]
         m = idx.shape[0]
         t = np.arange(m)
@@ -148,7 +149,8 @@ def plan_coordinated(req):
     if batching not in BATCHING:
         raise ValidationError(f"unknown batching {batching!r}; known: {', '.join(BATCHING)}")
     model = req.option("occupancy_model", "exact")
-    tables = [(kinds, kind_table(arch, kinds, req.mode, req.dtype, model))
+    tables = [(kinds, kind_table(arch, kinds, req.mode, req.dtype, model,
+                                 resources=req.resources))
               for kinds in map(_by_area, FAMILY_ORDER)]
     notes = notes_for_shapes(shapes)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ValidationError
-from ..kernels.variants import GRID_YZ_MAX as GRID_LIMIT
 from ..tiles import MAGMA
 from . import register
+from .launches import GRID_YZ_MAX as GRID_LIMIT
 from .parallelism import kind_table, tlp_threshold
 from .tiling import build_tiles, cdiv, make_plan, notes_for_shapes, single_tile_blocks, tile_counts
 
@@ -47,7 +47,8 @@ def plan_magma(req):
         c = choose_config(shapes)
     cfg = FAMILY[c]
     kinds = (cfg,)
-    table = kind_table(arch, kinds, "grid-z", req.dtype, req.option("occupancy_model", "exact"))
+    table = kind_table(arch, kinds, "grid-z", req.dtype, req.option("occupancy_model", "exact"),
+                       resources=req.resources)
     kidx = np.zeros(req.batch, dtype=np.int64)
     tiles = build_tiles(shapes, kinds, kidx, m_fastest=True)
     max_m = int(shapes[:, 0].max()) if req.batch else 0

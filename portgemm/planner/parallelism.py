@@ -15,8 +15,9 @@ import threading
 
 import numpy as np
 
-from ..kernels.resources import lookup
-from ..kernels.variants import variants_for
+from ..errors import ArgumentTypeError
+from ..occupancy import KernelResources, occupancy
+from .launches import launches_for, provider_version, resolve_provider
 
 # Fraction of the device's resident-thread capacity the wavefront TLP of a tiling
 # scheme must reach before Algorithm 1 stops shrinking tiles. Calibrated by the sweep in
@@ -76,7 +77,7 @@ def wavefront_tlp(n_wg, waves, active_wg, arch) -> float:
     return phi(n_wg, waves, active_wg, arch.compute_units) * arch.wave_size
 
 
-# --- occupancy per kind, memoised per (arch, variant, resources, model) -------------
+# --- occupancy per kind, memoised per (arch, launch, resources, model) ---------------
 
 _memo: dict = {}
 _memo_lock = threading.Lock()
@@ -90,18 +91,19 @@ def _arch_key(arch):
         return (arch.name, arch.compute_units)
 
 
-def variant_occupancy(arch, variant, model: str = "exact"):
-    """Occupancy of ``variant`` on ``arch`` with the best resource figures known now.
-
-    The resource lookup runs on every call (cheap), so figures a backend registers
-    after compiling replace estimates in later plans; the occupancy model itself runs
-    once per distinct (arch, variant, resources, model)."""
-    from ..occupancy import occupancy
-    res = lookup(arch, variant)
-    key = (_arch_key(arch), variant, res, model)
+def variant_occupancy(arch, launch, model: str = "exact", resources=None):
+    """Occupancy of ``launch`` (a launches.Launch) on ``arch`` with the figures the
+    resources provider gives for it (``resources``: see launches.ResourcesProvider;
+    None: the default provider). The occupancy model runs once per distinct (arch,
+    launch, figures, model)."""
+    res = resolve_provider(resources)(arch, launch)
+    if not isinstance(res, KernelResources):
+        raise ArgumentTypeError(f"the resources provider returned {type(res).__name__} for "
+                                f"{launch}, not a KernelResources")
+    key = (_arch_key(arch), launch, res, model)
     hit = _memo.get(key)
     if hit is None:
-        hit = occupancy(arch, variant.threads, res, model=model)  # ResourceError if none fit
+        hit = occupancy(arch, launch.threads, res, model=model)  # ResourceError if none fit
         with _memo_lock:
             if len(_memo) > 4096:
                 _memo.clear()
@@ -109,21 +111,28 @@ def variant_occupancy(arch, variant, model: str = "exact"):
     return hit
 
 
-def _resources_version():
-    """Changes whenever a backend registers new resource figures (kernels.resources)."""
-    from ..kernels import resources as r
-    return r.generation
+def _resources_version(resources, arch):
+    """What identifies the provider's current figures for ``arch``: the provider itself
+    and its version (launches.provider_version)."""
+    return resources, provider_version(resources, arch.name)
 
 
 _tables: dict = {}
 
 
-def kind_table(arch, kinds, mode: str, dtype: str, model: str = "exact") -> "KindTable":
-    """KindTable, memoised until the registered resource figures change."""
-    key = (_arch_key(arch), tuple(kinds), mode, dtype, model, _resources_version())
-    hit = _tables.get(key)
+def kind_table(arch, kinds, mode: str, dtype: str, model: str = "exact",
+               resources=None) -> "KindTable":
+    """KindTable, memoised per (arch, kinds, mode, dtype, model, provider and its
+    version), so new figures from a provider rebuild only its own tables. Strategies
+    pass ``resources=req.resources`` (None: the default provider)."""
+    key = (_arch_key(arch), tuple(kinds), mode, dtype, model,
+           _resources_version(resolve_provider(resources), arch))
+    try:
+        hit = _tables.get(key)
+    except TypeError:   # an unhashable provider: nothing to memoise under
+        return KindTable(arch, kinds, mode, dtype, model, resources)
     if hit is None:
-        hit = KindTable(arch, kinds, mode, dtype, model)
+        hit = KindTable(arch, kinds, mode, dtype, model, resources)
         with _memo_lock:
             if len(_tables) > 1024:
                 _tables.clear()
@@ -132,21 +141,25 @@ def kind_table(arch, kinds, mode: str, dtype: str, model: str = "exact") -> "Kin
 
 
 class KindTable:
-    """Per-kind launch facts for one family in one mode: the variant each kind runs in,
+    """Per-kind launch facts for one family in one mode: the launch each kind runs in,
     its threads per workgroup, waves per workgroup and resident workgroups per CU.
     Read-only once built (shared through :func:`kind_table`)."""
 
     __slots__ = ("kinds", "variants", "occupancy", "threads", "waves", "active")
 
-    def __init__(self, arch, kinds, mode: str, dtype: str, model: str = "exact"):
+    def __init__(self, arch, kinds, mode: str, dtype: str, model: str = "exact",
+                 resources=None):
         self.kinds = tuple(kinds)
+        # None (the default provider) is resolved by variant_occupancy; passing nothing
+        # then keeps its three-argument form for callers that know no providers
+        given = () if resources is None else (resources,)
         if mode == "fused":   # one entry point: every kind gets the fused kernel's figures
-            v = variants_for(self.kinds, "fused", dtype)[0]
+            v = launches_for(self.kinds, "fused", dtype)[0]
             self.variants = (v,) * len(self.kinds)
-            occ = [variant_occupancy(arch, v, model)] * len(self.kinds)
+            occ = [variant_occupancy(arch, v, model, *given)] * len(self.kinds)
         else:
-            self.variants = variants_for(self.kinds, mode, dtype)
-            occ = [variant_occupancy(arch, v, model) for v in self.variants]
+            self.variants = launches_for(self.kinds, mode, dtype)
+            occ = [variant_occupancy(arch, v, model, *given) for v in self.variants]
         self.occupancy = {k.name: o for k, o in zip(self.kinds, occ)}
         self.threads = np.array([v.threads for v in self.variants], dtype=np.float64)
         self.waves = np.array([math.ceil(v.threads / arch.wave_size) for v in self.variants],

@@ -6,6 +6,7 @@ Nothing here loops over GEMMs or tiles in Python.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -21,6 +22,7 @@ class Request:
     arch: object                # occupancy Arch
     mode: str
     options: dict = field(default_factory=dict)
+    resources: object = None    # the resources provider (None: the default one)
 
     @property
     def batch(self) -> int:
@@ -33,6 +35,15 @@ class Request:
 
 def cdiv(a, b):
     return -(-a // b)
+
+
+def cdiv_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ceil(a / b) elementwise for non-negative int64 a < 2**53 and positive b, through
+    float64: numpy divides by an array of integers one hardware division at a time, by
+    floats in SIMD. Exact: a correctly rounded quotient lies within a * 2**-53 < 1/b of
+    a / b, nearer than the next multiple of 1/b, so its ceiling is the true one."""
+    q = np.true_divide(a, b)
+    return np.ceil(q, out=q).astype(np.int64)
 
 
 # The most tiles one plan may hold. A tile record is 24 bytes and building the list
@@ -53,20 +64,19 @@ def check_tile_count(tiles_per_gemm: np.ndarray, gemm_ids: np.ndarray) -> None:
                               f"count passes the limit at this GEMM; split the batch", gemm=i)
 
 
+@lru_cache(maxsize=64)
+def kind_edges(kinds: tuple) -> np.ndarray:
+    """(2, n_kinds) int64, read-only: each kind's tm and tn (memoised per kind tuple)."""
+    out = np.array([[k.tm for k in kinds], [k.tn for k in kinds]], dtype=np.int64).reshape(2, -1)
+    out.flags.writeable = False
+    return out
+
+
 def tile_grid(shapes: np.ndarray, kinds):
     """(gm, gn), each (batch, n_kinds) int64: tile rows and columns GEMM i needs with
-    kind k (0 when M or N is 0). One scalar division per distinct tile edge, which numpy
-    does much faster than a broadcast division."""
-    def per_edge(x, edges):
-        out = np.empty((x.shape[0], len(edges)), dtype=np.int64)
-        done = {}
-        for j, e in enumerate(edges):
-            if e not in done:
-                done[e] = (x + (e - 1)) // e
-            out[:, j] = done[e]
-        return out
-    return (per_edge(shapes[:, 0], [k.tm for k in kinds]),
-            per_edge(shapes[:, 1], [k.tn for k in kinds]))
+    kind k (0 when M or N is 0): one broadcast ceil-division per dimension."""
+    tm, tn = kind_edges(tuple(kinds))
+    return cdiv_array(shapes[:, 0:1], tm), cdiv_array(shapes[:, 1:2], tn)
 
 
 def tile_counts(shapes: np.ndarray, kinds) -> np.ndarray:
@@ -77,7 +87,8 @@ def tile_counts(shapes: np.ndarray, kinds) -> np.ndarray:
 
 def kind_counts(counts: np.ndarray, kidx: np.ndarray, n_kinds: int) -> np.ndarray:
     """Workgroups per kind (float64) when GEMM i uses kind kidx[i]."""
-    per_gemm = counts[np.arange(counts.shape[0]), kidx]
+    n_k = counts.shape[1]   # a flat take is cheaper than 2-D fancy indexing
+    per_gemm = counts.reshape(-1).take(kidx + np.arange(0, counts.shape[0] * n_k, n_k))
     return np.bincount(kidx, weights=per_gemm, minlength=n_kinds)
 
 
@@ -87,44 +98,83 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     tiles row-major over its tile grid (``m_fastest``: column-major, i.e. the order a
     grid with x = tile row launches them).
 
-    Per-tile work is a handful of int32 repeats written straight into the fields (a
-    repeat of the 24-byte records is several times slower); the coordinate along a
-    tile row/column is computed per *line* (a few thousand), the one across it per tile.
+    Speed (this is most of a plan-cache miss): the 24-byte records are written as three
+    int64 columns, each holding two int32 fields (little-endian: the first field in
+    the low half): (gemm, m0), (n0, tm), (tn, kind). Along a *line* of tiles (a tile
+    row; a tile column with ``m_fastest``) every field but one coordinate is constant,
+    so two columns are one repeat of a per-line or per-GEMM value, and the third is
+    ``tile index x step + per-line base``: a handful of passes over the tiles instead
+    of one per field.
     """
-    i32 = np.int32
-    if gemm_order is None:
-        gemm_order = np.arange(shapes.shape[0])
-    tm_k = np.array([k.tm for k in kinds], dtype=np.int64)
-    tn_k = np.array([k.tn for k in kinds], dtype=np.int64)
-    g = np.asarray(gemm_order, dtype=np.int64)
-    kk = kidx[g]
-    tm, tn = tm_k[kk], tn_k[kk]
-    gm, gn = cdiv(shapes[g, 0], tm), cdiv(shapes[g, 1], tn)   # 0 when M or N is 0
+    i64 = np.int64
+    g = (np.arange(shapes.shape[0], dtype=i64) if gemm_order is None
+         else np.asarray(gemm_order, dtype=i64))
+    kk = np.take(kidx, g).astype(i64, copy=False)
+    edges = kind_edges(tuple(kinds))
+    tm, tn = np.take(edges[0], kk), np.take(edges[1], kk)
+    mn = shapes[g, :2]
+    gm, gn = cdiv_array(mn[:, 0], tm), cdiv_array(mn[:, 1], tn)     # 0 when M or N is 0
     n_t = gm * gn
     check_tile_count(n_t, g)
-    if m_fastest:  # a line is a tile column: gn lines of gm tiles
-        lines, per_line, lstep, pstep = gn, gm, tn, tm
-    else:          # a line is a tile row: gm lines of gn tiles
-        lines, per_line, lstep, pstep = gm, gn, tm, tn
-    lg = np.repeat(np.arange(g.shape[0], dtype=i32), lines)        # line -> GEMM slot
-    first = np.cumsum(lines) - lines
-    lcoord = (np.arange(lg.shape[0], dtype=np.int64) - first[lg]) * lstep[lg]
-    llen = per_line[lg]
-    n = int(llen.sum())
-    tiles = np.empty(n, dtype=TILE_DTYPE)
+    n = int(n_t.sum())
+    out = np.empty((n, 3), dtype=i64)
+    tiles = out.reshape(-1).view(TILE_DTYPE)
     if n == 0:
         return tiles
-    tiles["gemm"] = np.repeat(g.astype(i32), n_t)
-    tiles["tm"] = np.repeat(tm.astype(i32), n_t)
-    tiles["tn"] = np.repeat(tn.astype(i32), n_t)
-    tiles["kind"] = np.repeat(kk.astype(i32), n_t)
-    lf, pf = ("n0", "m0") if m_fastest else ("m0", "n0")
-    tiles[lf] = np.repeat(lcoord.astype(i32), llen)
-    pos = np.arange(n, dtype=i32)                                   # index inside the line
-    pos -= np.repeat((np.cumsum(llen) - llen).astype(i32), llen)
-    pos *= np.repeat(pstep.astype(i32), n_t)
-    tiles[pf] = pos
+    hi = i64(32)
+    if m_fastest:  # a line is a tile column: gn lines of gm tiles, m0 varies
+        lines, per_line, lstep, pstep = gn, gm, tn, tm
+    else:          # a line is a tile row: gm lines of gn tiles, n0 varies
+        lines, per_line, lstep, pstep = gm, gn, tm, tn
+    first_tile = np.cumsum(n_t) - n_t                                # per GEMM slot
+    # Per line (a few thousand): its slot, its index r in its GEMM, its length, its
+    # first tile and its coordinate
+    lslot = np.repeat(np.arange(g.shape[0]), lines)
+    r = np.arange(lslot.shape[0]) - (np.cumsum(lines) - lines).take(lslot)
+    llen = per_line.take(lslot)
+    lfirst = np.cumsum(llen) - llen
+    lcoord = r * lstep.take(lslot)                                   # the line's m0 (n0)
+    l_pstep = pstep.take(lslot)
+    # The varying column is t x step + base (t = the tile's index in the whole list).
+    const2 = tn | (kk << hi)                                         # (tn, kind), per slot
+    if m_fastest:   # (n0, tm) constant per line; (gemm, m0): m0 = (t - first) x tm, high
+        vary, cfield = 0, 1
+        cline = lcoord | (tm << hi).take(lslot)
+        # t x (step << 32) may wrap int64: the sum is exact modulo 2**64 and the final
+        # (gemm, m0) pair is in range, so the wrap cancels
+        base = g.take(lslot) - ((lfirst * l_pstep) << hi)
+        step = pstep << hi                                           # per slot
+    else:           # (gemm, m0) constant per line; (n0, tm): n0 = (t - first) x tn, low
+        vary, cfield = 1, 0
+        cline = g.take(lslot) | (lcoord << hi)
+        base = (tm << hi).take(lslot) - lfirst * l_pstep
+        step = pstep                                                 # per slot
+    first_line = np.cumsum(lines) - lines
+    # In chunks of whole GEMMs, so the temporaries stay in cache and only the output
+    # goes to memory (planning is bandwidth-bound at a few hundred thousand tiles).
+    tile_end = first_tile + n_t
+    cuts = ([] if n <= _CHUNK else   # GEMM slots where a chunk ends
+            np.unique(np.searchsorted(tile_end, np.arange(_CHUNK, n, _CHUNK)) + 1).tolist())
+    s0 = 0
+    for s1 in [*cuts, g.shape[0]]:
+        if s1 <= s0:
+            continue
+        t0, t1 = int(first_tile[s0]), int(tile_end[s1 - 1])
+        l0, l1 = int(first_line[s0]), int(first_line[s1 - 1] + lines[s1 - 1])
+        o = out[t0:t1]
+        per_gemm, per_l = n_t[s0:s1], llen[l0:l1]
+        o[:, 2] = np.repeat(const2[s0:s1], per_gemm)
+        o[:, cfield] = np.repeat(cline[l0:l1], per_l)
+        col = np.arange(t0, t1, dtype=i64)
+        col *= np.repeat(step[s0:s1], per_gemm)
+        col += np.repeat(base[l0:l1], per_l)
+        o[:, vary] = col
+        s0 = s1
     return tiles
+
+
+# Tiles per pass of build_tiles: temporaries of this many int64 stay in a core's cache.
+_CHUNK = 1 << 15
 
 
 def gemm_lpt_order(cost_per_tile: np.ndarray, group=None, total_cost=None) -> np.ndarray:
@@ -132,16 +182,72 @@ def gemm_lpt_order(cost_per_tile: np.ndarray, group=None, total_cost=None) -> np
     ``group`` (the kind) is given, each group is contiguous, the group with the largest
     sum of ``total_cost`` (a GEMM's whole cost) first."""
     if group is None:
-        return np.argsort(-cost_per_tile, kind="stable")
-    return _grouped_order(-cost_per_tile, group, total_cost)
+        return stable_argsort_desc(cost_per_tile)
+    return _grouped_order(cost_per_tile, group, total_cost)
 
 
-def _grouped_order(neg_cost: np.ndarray, group: np.ndarray, weight) -> np.ndarray:
+def _grouped_order(cost: np.ndarray, group: np.ndarray, weight) -> np.ndarray:
+    """Groups contiguous (heaviest total ``weight`` first), inside a group descending
+    ``cost``; stable. The same permutation as lexsort((-cost, rank[group]))."""
     n_groups = int(group.max()) + 1 if group.size else 0
     total = np.bincount(group, weights=weight, minlength=n_groups)
     rank = np.empty(n_groups, dtype=np.int64)
-    rank[np.argsort(-total, kind="stable")] = np.arange(n_groups)
-    return np.lexsort((neg_cost, rank[group]))  # lexsort is stable
+    rank[stable_argsort_desc(total)] = np.arange(n_groups)
+    icost = _exact_int(cost) if cost.size >= max(1, _RADIX_MIN) else None
+    if icost is not None:
+        lo, hi = int(icost.min()), int(icost.max())
+        span = hi - lo + 1
+        if span * max(n_groups, 1) < 2**62:   # one radix key: group rank, then -cost
+            return _radix_argsort(rank[group] * span + (hi - icost))
+    return np.lexsort((-np.asarray(cost), rank[group]))  # lexsort is stable
+
+
+def _exact_int(x: np.ndarray):
+    """``x`` as int64 if every value is a non-negative integer below 2**53 (so the
+    conversion is exact and orders the same), else None."""
+    x = np.asarray(x)
+    if x.dtype.kind in "iu":
+        return x.astype(np.int64, copy=False) if (x.size == 0 or x.min() >= 0) else None
+    if x.dtype.kind != "f" or (x.size and not (x.min() >= 0 and x.max() < 2.0**53)):
+        return None
+    xi = x.astype(np.int64)
+    return xi if np.array_equal(xi, x) else None
+
+
+def _radix_argsort(key: np.ndarray) -> np.ndarray:
+    """Stable ascending argsort of a non-negative int64 key: least-significant-digit
+    radix over 16-bit digits, each pass numpy's stable sort of uint16 (a counting sort),
+    so two or three linear passes instead of a comparison sort."""
+    order = np.arange(key.shape[0], dtype=np.intp)
+    top = int(key.max()) if key.size else 0
+    shift = 0
+    while True:
+        digit = ((key[order] >> shift) & 0xFFFF).astype(np.uint16)
+        order = order[np.argsort(digit, kind="stable")]
+        shift += 16
+        if top >> shift == 0:
+            return order
+
+
+# Below this many keys numpy's own stable sort is cheaper than the radix passes' calls.
+_RADIX_MIN = 2048
+
+
+def stable_argsort(x: np.ndarray) -> np.ndarray:
+    """np.argsort(x, kind="stable"), by radix for many non-negative integral keys."""
+    xi = _exact_int(x) if np.size(x) >= max(1, _RADIX_MIN) else None
+    if xi is None:
+        return np.argsort(x, kind="stable")
+    return _radix_argsort(xi)
+
+
+def stable_argsort_desc(x: np.ndarray) -> np.ndarray:
+    """np.argsort(-x, kind="stable"), faster for the non-negative integral costs the
+    planners sort (radix over 16-bit digits); any other input takes numpy's sort."""
+    xi = _exact_int(x) if np.size(x) >= max(1, _RADIX_MIN) else None
+    if xi is None:
+        return np.argsort(-np.asarray(x), kind="stable")
+    return _radix_argsort(int(xi.max()) - xi)
 
 
 def single_tile_blocks(n_tiles: int) -> np.ndarray:
@@ -167,12 +273,12 @@ def pack_blocks(tiles: np.ndarray, block_of: np.ndarray, K: np.ndarray,
     if by_kind:
         bkind = np.empty(nb, dtype=np.int64)
         bkind[block_of[::-1]] = tiles["kind"][::-1]   # first tile's kind wins
-        border = _grouped_order(-bcost, bkind, weight=bcost)
+        border = _grouped_order(bcost, bkind, weight=bcost)
     else:
-        border = np.argsort(-bcost, kind="stable")
+        border = stable_argsort_desc(bcost)
     rank = np.empty(nb, dtype=np.int64)
     rank[border] = np.arange(nb)
-    torder = np.argsort(rank[block_of], kind="stable")
+    torder = np.argsort(rank[block_of], kind="stable")   # runs of equal ranks: timsort
     sizes = np.bincount(block_of, minlength=nb)[border]
     block_ptr = np.zeros(nb + 1, dtype=np.int32)
     np.cumsum(sizes, out=block_ptr[1:])

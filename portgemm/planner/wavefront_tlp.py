@@ -56,7 +56,8 @@ def algorithm1(req, strategy: str, tlp_model: str):
     if threshold is None:
         threshold = tlp_threshold(arch, req.options.get("tlp_factor"))
     threshold = float(threshold)
-    table = kind_table(arch, FAMILY, req.mode, req.dtype, req.option("occupancy_model", "exact"))
+    table = kind_table(arch, FAMILY, req.mode, req.dtype, req.option("occupancy_model", "exact"),
+                       resources=req.resources)
     n_k = len(FAMILY)
 
     def tlp(kidx):
