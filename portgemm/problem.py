@@ -275,6 +275,11 @@ def _one_device(ops, n):
 
 # ---- checks over the whole batch ----------------------------------------------------------
 
+def _any(mask) -> bool:
+    """mask.any(), about four times cheaper on the small arrays of small batches."""
+    return np.count_nonzero(mask) > 0
+
+
 def _first(mask):
     return int(np.flatnonzero(mask)[0])
 
@@ -285,7 +290,7 @@ def _shapes(shp, n, trans_a, trans_b):
     Kb, N = (b[:, 1], b[:, 0]) if trans_b else (b[:, 0], b[:, 1])
     bad_k = K != Kb
     bad_c = (c[:, 0] != M) | (c[:, 1] != N)
-    if (bad_k | bad_c).any():   # one test on the common path; the first offender below
+    if _any(bad_k | bad_c):   # one test on the common path; the first offender below
         i = _first(bad_k | bad_c)
         if bad_k[i]:
             raise ShapeMismatch(f"inner dimensions differ: op(A) is {M[i]}x{K[i]}, op(B) is "
@@ -318,7 +323,7 @@ def _layout_general(shp, st, ptr, c_readonly, isz, n):
         | (span > MAX_SPAN)
     # C read-only, or rows of C sharing memory (several threads would write them at once)
     cbad = full[2 * n:] & (c_readonly | ((rows[2 * n:] > 1) & (s0[2 * n:] < cols[2 * n:])))
-    if bad.any() or cbad.any():
+    if _any(bad) or _any(cbad):
         _layout_error(rows, cols, s0, s1, full, multi, span, ptr, c_readonly, isz, n)
     return ld, ptr, ptr + span * isz
 
@@ -329,8 +334,8 @@ def _layout_2x2(shp, st, ptr, c_readonly, isz, n):
     general form runs and names the offender)."""
     s0 = st[:, 0]
     span = (shp[:, 0] - 1) * s0 + shp[:, 1]
-    if (st[:, 1] != 1).any() or s0.min() < 0 or (ptr & (isz - 1)).any() or \
-            span.max() > MAX_SPAN or c_readonly.any() or (s0[2 * n:] < shp[2 * n:, 1]).any():
+    bad = (st[:, 1] != 1) | (s0 < 0) | (ptr & (isz - 1) != 0) | (span > MAX_SPAN)
+    if _any(bad) or _any(c_readonly) or _any(s0[2 * n:] < shp[2 * n:, 1]):
         return None
     return ptr + span * isz
 
@@ -404,7 +409,7 @@ def _disjoint(lo, hi):
     common case of separately allocated arrays, in a handful of numpy calls."""
     order = np.argsort(lo)
     s, e = lo[order], hi[order]
-    return not (s[1:] < np.maximum.accumulate(e)[:-1]).any() if (e > s).all() else False
+    return not _any(s[1:] < np.maximum.accumulate(e)[:-1]) if not _any(e <= s) else False
 
 
 def _any_span_meets_c(lo, hi, n):

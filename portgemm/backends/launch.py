@@ -18,10 +18,11 @@ CACHED_MAX = 1024      # larger sets are uploaded every call: hashing 64 KB and 
 def plan_state(plan, device_key, trans_a: bool, trans_b: bool, upload) -> dict:
     """A plan's launch state, made once per (device, transposes) and kept on the plan:
     its variants, the launches [(variant index, base, grid)], the tile list and block
-    pointers uploaded with ``upload(host array) -> device buffer``, and a descriptor cache."""
+    pointers uploaded with ``upload(host array) -> device buffer``, and a descriptor cache.
+    With ``upload=None`` it is only looked up (None when not made yet)."""
     key = (device_key, trans_a, trans_b)
     st = plan._device.get(key)
-    if st is None:
+    if st is None and upload is not None:   # upload=None: only look it up
         st = plan._device[key] = _new_state(plan, trans_a, trans_b, upload)
     return st
 
