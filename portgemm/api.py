@@ -60,7 +60,7 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     p = make_plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy)
     gemms = be.execute(p, batch)
     if k is not None:
-        reuse.remember(k, batch, p, gemms)
+        reuse.remember(k, be, batch, p, gemms)
     return C
 
 
@@ -88,7 +88,7 @@ def run(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backen
     if batch.size:
         gemms = be.execute(plan, batch)
         if k is not None:
-            reuse.remember(k, batch, plan, gemms)
+            reuse.remember(k, be, batch, plan, gemms)
     return C
 
 

@@ -3,7 +3,7 @@
 ``gemm_vbatched`` and ``Plan.run`` look each call up here before validating. A call is
 looked up by the identity of its arrays (``id`` of every element of A, B and C, in
 order), its scalars, transposes, backend and strategy (or plan). An entry is made on the
-second call with the same key (a first call with new arrays pays no bookkeeping), and
+second call with the same key (a call on new arrays pays only for its key), and
 holds what that call's validation, planning and upload produced: the Batch's flat
 arrays (not the arrays themselves), the Plan and the device descriptors. A hit then
 costs ``map(id)`` over the lists, the checks below and the launch.
@@ -82,9 +82,12 @@ def key(be, how, A, B, C, alpha, beta, trans_a, trans_b):
     if type(A) not in _SEQUENCES or type(B) not in _SEQUENCES or type(C) not in _SEQUENCES \
             or type(trans_a) is not bool or type(trans_b) is not bool:
         return None
-    if how is not None and not isinstance(how, (str, Plan)):
-        return None   # not a strategy name: the full path raises
-    return (be, how, trans_a, trans_b, _scalar_key(alpha), _scalar_key(beta),
+    if isinstance(how, Plan):
+        how = id(how)   # an entry holds its plan, so this id is its plan's while it lives
+    elif how is not None and not isinstance(how, str):
+        return None     # not a strategy name: the full path raises
+    # id(be), not be: a backend object need not be hashable (an entry holds it too)
+    return (id(be), how, trans_a, trans_b, _scalar_key(alpha), _scalar_key(beta),
             tuple(map(id, A)), tuple(map(id, B)), tuple(map(id, C)))
 
 
@@ -98,7 +101,7 @@ def _cupy_meta(X):
 
 class _Entry:
     __slots__ = ("token", "refs", "readers", "meta", "alpha", "beta", "fields", "plan",
-                 "gemms", "__weakref__")
+                 "gemms", "backend", "__weakref__")
 
 
 def launch(k, be, A, B, C, alpha, beta) -> bool:
@@ -121,7 +124,7 @@ def launch(k, be, A, B, C, alpha, beta) -> bool:
     return True
 
 
-def remember(k, batch, plan, gemms) -> None:
+def remember(k, be, batch, plan, gemms) -> None:
     """After a full call with key ``k``: make its entry if this key was seen before (and
     the arrays are of a kind this path can check), else only note the key."""
     _stats["misses"] += 1
@@ -151,7 +154,7 @@ def remember(k, batch, plan, gemms) -> None:
     e.alpha, e.beta = batch.alpha, batch.beta
     e.fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta, batch.trans_a,
                 batch.trans_b, batch.dtype, batch.size, batch.device)
-    e.plan, e.gemms = plan, gemms
+    e.plan, e.gemms, e.backend = plan, gemms, be
     with _lock:
         _entries[k] = e
         while len(_entries) > MAX_ENTRIES:

@@ -308,3 +308,21 @@ def test_torch_tensors_hit_and_in_place_changes_are_seen(backend, torch_fake):
     assert hits() == 1
     run_checked(call, A, B, C)   # the entry was remade at once (its key was known)
     assert hits() == 2
+
+
+def test_an_unhashable_backend_object_takes_the_reuse_path(backend):
+    class Unhashable:   # defines __eq__, so __hash__ is None
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __eq__(self, other):
+            return self is other
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    be = Unhashable(backend)
+    A, B, C = arrays()
+    for _ in range(3):
+        run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=be), A, B, C)
+    assert hits() == 1
