@@ -15,6 +15,23 @@ from .planner import plan as make_plan
 from .problem import validate
 
 
+_last_object = (None, None)   # (a backend object passed as backend=, get_backend's answer)
+
+
+def _backend(name):
+    """get_backend(name); a backend *object* passed on every call is checked against the
+    protocol once, not per call (names are looked up every time: the registry may change)."""
+    global _last_object
+    if isinstance(name, str) or name is None:
+        return get_backend(name)
+    last = _last_object   # one tuple read: threads never see half of a pair
+    if name is last[0]:
+        return last[1]
+    be = get_backend(name)
+    _last_object = (name, be)
+    return be
+
+
 def _validate(be, A, B, C, alpha, beta, trans_a, trans_b):
     return validate(A, B, C, alpha, beta, trans_a, trans_b, be.array_info,
                     getattr(be, "fast_devices", ()))
@@ -50,7 +67,7 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     repeated calls. Nothing keeps the arrays alive (weak references; an entry goes when
     any of its arrays does); portgemm.reuse describes the rule in full.
     """
-    be = get_backend(backend)
+    be = _backend(backend)
     k = reuse.key(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
     if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
         return C
@@ -80,7 +97,7 @@ def run(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backen
     returns C. Arguments and errors as gemm_vbatched's; the shapes and dtype must be the
     plan's (ShapeMismatch / DtypeError otherwise). Repeated calls on the same arrays take
     gemm_vbatched's reuse path (the same rule, with this plan in place of the strategy)."""
-    be = get_backend(backend)
+    be = _backend(backend)
     k = reuse.key(be, plan, A, B, C, alpha, beta, trans_a, trans_b)
     if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
         return C
