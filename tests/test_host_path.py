@@ -334,26 +334,3 @@ def test_layout_shortcut_agrees_with_the_general_checks(n, data):
                  for i in range(3 * n) for j in range(i))
     assert not (shared and _disjoint(lo, hi))
     assert shared or _disjoint(lo, hi)
-
-
-def test_descriptor_records_equal_field_by_field_assignment():
-    """descriptors() fills the 64-byte records as int32 words; the same bytes as setting
-    each field of GEMM_DTYPE."""
-    from portgemm.backends.launch import descriptors
-    from portgemm.kernels.render import GEMM_DTYPE
-    from portgemm.problem import Batch
-    rng = np.random.default_rng(8)
-    n = 37
-    ptr = rng.integers(0, 2**63, (n, 3), dtype=np.int64).view(np.uint64)
-    ld, shapes = (rng.integers(0, 2**31, (n, 3)) for _ in range(2))
-    alpha, beta = rng.normal(size=n) * 1e3, np.where(rng.random(n) < 0.5, 0.0, -0.0)
-    b = Batch(None, None, None, shapes, ptr, ld, alpha, beta, False, False,
-              np.dtype(np.float32), n)
-    want = np.zeros(n, GEMM_DTYPE)
-    for i, (f, src) in enumerate(zip(("A", "B", "C"), ptr.T)):
-        want[f] = src
-    for names, src in ((("lda", "ldb", "ldc"), ld), (("M", "N", "K"), shapes)):
-        for f, col in zip(names, src.T):
-            want[f] = col
-    want["alpha"], want["beta"] = alpha, beta
-    assert descriptors(b).tobytes() == want.tobytes()

@@ -87,17 +87,13 @@ def torch_stream(device) -> int:
 
 
 def descriptors(batch) -> np.ndarray:
-    """The per-GEMM device descriptors (struct PgGemm) of a validated batch: its 64-byte
-    records filled as 16 int32 words per GEMM, a few block copies rather than one per field
-    (pointers: words 0-5, lda ldb ldc M N K: 6-11, alpha: 12-13, beta: 14-15)."""
-    n = batch.size
-    d = np.empty(n, GEMM_DTYPE)
-    w = d.view(np.int32).reshape(n, 16)
-    w[:, 0:6] = np.ascontiguousarray(batch.ptr, np.uint64).view(np.int32)
-    w[:, 6:9] = batch.ld        # cast to int32 as the struct fields are (validated spans)
-    w[:, 9:12] = batch.shapes
-    w[:, 12:14] = np.ascontiguousarray(batch.alpha, np.float64).reshape(n, 1).view(np.int32)
-    w[:, 14:16] = np.ascontiguousarray(batch.beta, np.float64).reshape(n, 1).view(np.int32)
+    """The per-GEMM device descriptors (struct PgGemm) of a validated batch. (Field by
+    field: measured faster than filling the records as int32 words, which needs casts.)"""
+    d = np.zeros(batch.size, GEMM_DTYPE)
+    d["A"], d["B"], d["C"] = batch.ptr[:, 0], batch.ptr[:, 1], batch.ptr[:, 2]
+    d["lda"], d["ldb"], d["ldc"] = batch.ld[:, 0], batch.ld[:, 1], batch.ld[:, 2]
+    d["M"], d["N"], d["K"] = batch.shapes[:, 0], batch.shapes[:, 1], batch.shapes[:, 2]
+    d["alpha"], d["beta"] = batch.alpha, batch.beta
     return d
 
 
