@@ -58,7 +58,7 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
 
     Repeated calls on the same arrays (the reuse path, CUDA backend, lists or tuples of
     CuPy arrays or torch tensors): from the third call with the same array objects (by
-    identity, in the same lists positions), scalars, flags, backend and strategy, a call
+    identity, in the same positions), scalars, flags, backend and strategy, a call
     skips validation, planning and the descriptor upload and only launches, after
     checking that no array changed in place: each CuPy array's shape; each tensor's
     data_ptr(), shape, stride(), dtype and device; per-GEMM alpha/beta values. Any
