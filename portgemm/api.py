@@ -71,13 +71,14 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     k = reuse.key(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
     if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
         return C
+    snap = reuse.snapshot(k, A, B, C) if k is not None else None
     batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b)
     if batch.size == 0:
         return C
     p = make_plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy)
     gemms = be.execute(p, batch)
     if k is not None:
-        reuse.remember(k, be, batch, p, gemms)
+        reuse.remember(k, be, batch, p, gemms, snap)
     return C
 
 
@@ -101,11 +102,12 @@ def run(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backen
     k = reuse.key(be, plan, A, B, C, alpha, beta, trans_a, trans_b)
     if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
         return C
+    snap = reuse.snapshot(k, A, B, C) if k is not None else None
     be, batch = _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, be)
     if batch.size:
         gemms = be.execute(plan, batch)
         if k is not None:
-            reuse.remember(k, be, batch, plan, gemms)
+            reuse.remember(k, be, batch, plan, gemms, snap)
     return C
 
 

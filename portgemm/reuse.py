@@ -109,8 +109,11 @@ def launch(k, be, A, B, C, alpha, beta) -> bool:
     e = _entries.get(k)
     if e is None:
         return False
-    if e.readers[0](A) != e.meta[0] or e.readers[1](B) != e.meta[1] or \
-            e.readers[2](C) != e.meta[2]:
+    try:
+        if e.readers[0](A) != e.meta[0] or e.readers[1](B) != e.meta[1] or \
+                e.readers[2](C) != e.meta[2]:
+            return False
+    except Exception:  # noqa: BLE001 - e.g. a tensor made sparse in place: the full path says
         return False
     n = len(A)
     if k[4] is _VECTOR and _scalars(alpha, n, "alpha").tobytes() != e.alpha.tobytes():
@@ -124,25 +127,37 @@ def launch(k, be, A, B, C, alpha, beta) -> bool:
     return True
 
 
-def remember(k, be, batch, plan, gemms) -> None:
-    """After a full call with key ``k``: make its entry if this key was seen before (and
-    the arrays are of a kind this path can check), else only note the key."""
-    _stats["misses"] += 1
-    if not batch.device.startswith("cuda:") or (gemms is None and plan.n_tiles):
-        return
+def snapshot(k, A, B, C):
+    """Before a full call with key ``k``: when this key was seen before and the arrays are
+    of a kind this path can check, their readers and what those read now (taken before
+    validation, so an entry never pairs later metadata with an earlier validation);
+    else None, and the key is noted."""
     with _lock:
         if k not in _entries and k not in _seen:
             _seen.append(k)
-            return
-    if (tuple(map(id, batch.A)), tuple(map(id, batch.B)), tuple(map(id, batch.C))) != k[6:]:
-        return   # a list changed while the call ran (another thread): no entry
+            return None
     readers = []
-    for X in (batch.A, batch.B, batch.C):
+    for X in (A, B, C):
         types = set(map(type, X))
         kind = _kind(types.pop()) if len(types) == 1 else None
         if kind not in ("cupy", "torch"):
-            return
+            return None
         readers.append(_cupy_meta if kind == "cupy" else _torch_meta)
+    try:
+        return tuple(readers), tuple(r(X) for r, X in zip(readers, (A, B, C)))
+    except Exception:  # noqa: BLE001 - an unreadable array: no entry; validation says why
+        return None
+
+
+def remember(k, be, batch, plan, gemms, snap) -> None:
+    """After a full call with key ``k`` that succeeded: make its entry from ``snap``
+    (snapshot's answer; None: no entry)."""
+    _stats["misses"] += 1
+    if snap is None or not batch.device.startswith("cuda:") or \
+            (gemms is None and plan.n_tiles):
+        return
+    if (tuple(map(id, batch.A)), tuple(map(id, batch.B)), tuple(map(id, batch.C))) != k[6:]:
+        return   # a list changed while the call ran (another thread): no entry
     e = _Entry()
     e.token = object()
     try:
@@ -151,8 +166,7 @@ def remember(k, be, batch, plan, gemms) -> None:
                   {id(x): x for x in chain(batch.A, batch.B, batch.C)}.values()]
     except TypeError:   # an array type without weak references: no entry
         return
-    e.readers = tuple(readers)
-    e.meta = tuple(r(X) for r, X in zip(readers, (batch.A, batch.B, batch.C)))
+    e.readers, e.meta = snap
     e.alpha, e.beta = batch.alpha, batch.beta
     e.fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta, batch.trans_a,
                 batch.trans_b, batch.dtype, batch.size, batch.device)

@@ -326,3 +326,18 @@ def test_an_unhashable_backend_object_takes_the_reuse_path(backend):
     for _ in range(3):
         run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=be), A, B, C)
     assert hits() == 1
+
+
+def test_an_unreadable_tensor_is_validations_to_report(backend, torch_fake):
+    """A tensor whose reads raise (as torch's data_ptr() does for some layouts) never
+    makes the reuse path raise: the full path reports it as validation does."""
+    A, B, C = arrays(wrap=torch_fake.Tensor)
+    for _ in range(3):
+        portgemm.gemm_vbatched(A, B, C, backend=backend)
+
+    def broken():
+        raise RuntimeError("no data pointer")
+    C[1].data_ptr = broken
+    with pytest.raises(RuntimeError, match="no data pointer"):   # from validation's read
+        portgemm.gemm_vbatched(A, B, C, backend=backend)
+    assert hits() == 1
