@@ -4,23 +4,29 @@ grouped built from the same lists on every call (one run, one device).
 Host overhead of an entry point: the wall time of one call on the host (the device idle
 before it, no synchronisation inside it), median over reps, divided by the batch size.
 Entry points: ``gemm_vbatched`` and ``Plan.run`` with lists of CuPy arrays (and of torch
-tensors where torch is installed), the bound call (``Plan.bind(...)()``), and a user
+tensors where torch is installed), repeated on the same arrays (so from the third call on
+they take the reuse path, portgemm/reuse.py); ``gemm_vbatched (new arrays)``: the same
+call on new array objects every time (fresh views of the same memory, rotated over more
+sets than the reuse path remembers: every call is validated, planned and uploaded in
+full); the bound call (``Plan.bind(...)()``), and a user
 building cuBLAS grouped GEMM's pointer and size arrays from the same lists and calling
 ``cublasGemmGroupedBatchedEx`` (bench/cublas_grouped.py) on every call. If portgemm has
 ``gemm_grouped`` (the packed API), its ragged-M form is timed too, with host and with
 device offsets (marked "packed" below).
 
 ``--grid`` adds the peer grid of bench/peers.py (MaxMN x MaxK x batch, 48 cases):
-event-timed back-to-back calls (bench/timing.do_bench, host overhead included) of gemm_vbatched,
-cuBLAS-from-lists, the bound call and a prepared cuBLAS call, and the speed-up of
-gemm_vbatched over cuBLAS-from-lists per case (geometric mean at the end). Every entry
-point's output is checked once over NaN-poisoned C against float64.
+event-timed back-to-back calls (bench/timing.do_bench, host overhead included) of gemm_vbatched
+(same arrays, and new arrays each call), cuBLAS-from-lists, the bound call and a prepared
+cuBLAS call, and the speed-up of gemm_vbatched over cuBLAS-from-lists per case (geometric
+mean at the end; for new arrays too). Every entry point's output is checked over
+NaN-poisoned C against float64 on its third call (after the reuse path has set in).
 
     python bench/host_overhead.py [--grid] [--quick] [--out host_overhead.json]
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -32,9 +38,11 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import portgemm  # noqa: E402
+from portgemm import reuse  # noqa: E402
 from portgemm.backends.base import get_backend  # noqa: E402
 from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
-from peers import MAX_K, MAX_MN, checked  # noqa: E402
+from peers import MAX_K, MAX_MN  # noqa: E402
+from peers import checked as checked_once  # noqa: E402
 from timing import do_bench  # noqa: E402
 
 BATCHES = (8, 64, 256, 1024, 5000)
@@ -65,6 +73,25 @@ def host_us(cp, fn, reps):
     return float(np.median(times)) * 1e6
 
 
+def checked(cp, fn, A, B, C):
+    """Max relative error of ``fn``'s third call (the first two warm it up: a repeated
+    call takes the reuse path from its third call on, which must be right too)."""
+    fn()
+    fn()
+    return checked_once(cp, fn, A, B, C)
+
+
+def new_arrays(A, B, C, be):
+    """gemm_vbatched on new array objects every call: views of the same memory, rotated
+    over more sets than the reuse path remembers, so every call takes the full path."""
+    sets = itertools.cycle([[[x.view() for x in X] for X in (A, B, C)]
+                            for _ in range(reuse.SEEN + 4)])
+
+    def call():
+        portgemm.gemm_vbatched(*next(sets), backend=be)
+    return call
+
+
 def cublas_from_lists(cublas, A, B, C):
     """What a cuBLAS user does per call with lists: build the arrays, then call."""
     return lambda: cublas.prepare(A, B, C)()
@@ -74,6 +101,7 @@ def entry_points(cp, be, cublas, shapes, A, B, C, torch):
     """name -> (call, C it writes) for every entry point on this batch."""
     p = portgemm.plan(shapes, "float32", arch=be.arch())
     out = {"gemm_vbatched": (lambda: portgemm.gemm_vbatched(A, B, C, backend=be), C),
+           "gemm_vbatched (new arrays)": (new_arrays(A, B, C, be), C),
            "Plan.run": (lambda: p.run(A, B, C, backend=be), C),
            "bound": (p.bind(A, B, C, backend=be), C),
            "cuBLAS from lists": (cublas_from_lists(cublas, A, B, C), C)}
@@ -137,38 +165,46 @@ def overhead_table(cp, be, cublas, torch, rng, quick):
 
 
 def grid_table(cp, be, cublas, rng, quick):
-    rows, raw, ratios, where_bound_wins = [], [], [], []
+    rows, raw, ratios, where_bound_wins, new_ratios = [], [], [], [], []
     grid = [(m, k) for m in MAX_MN for k in MAX_K]
     for mmn, mk in (grid[::4] if quick else grid):
         for batch in GRID_BATCHES:
             shapes, A, B, C = device_batch(cp, rng, batch, mmn, mk)
             pts = entry_points(cp, be, cublas, shapes, A, B, C, None)
             prepared = cublas.prepare(A, B, C)
-            for name in ("gemm_vbatched", "cuBLAS from lists"):
+            timed = ("gemm_vbatched", "gemm_vbatched (new arrays)", "cuBLAS from lists")
+            for name in timed:
                 err = checked(cp, pts[name][0], A, B, C)
                 assert err < 1e-4, f"{name}: max relative error {err:.1e}"
-            t = {name: do_bench(cp, pts[name][0]) for name in
-                 ("gemm_vbatched", "cuBLAS from lists", "bound")}
+            t = {name: do_bench(cp, pts[name][0]) for name in timed + ("bound",)}
             t["cuBLAS prepared"] = do_bench(cp, prepared)
             speedup = t["cuBLAS from lists"] / t["gemm_vbatched"]
             ratios.append(speedup)
+            new_ratios.append(t["cuBLAS from lists"] / t["gemm_vbatched (new arrays)"])
             if t["bound"] <= t["cuBLAS prepared"]:
                 where_bound_wins.append(speedup)
             us = {k: v * 1e3 for k, v in t.items()}
-            rows.append([f"{mmn}/{mk}", batch, us["gemm_vbatched"], us["cuBLAS from lists"],
-                         us["bound"], us["cuBLAS prepared"], speedup])
+            rows.append([f"{mmn}/{mk}", batch, us["gemm_vbatched"],
+                         us["gemm_vbatched (new arrays)"], us["cuBLAS from lists"],
+                         us["bound"], us["cuBLAS prepared"], speedup, new_ratios[-1]])
             raw.append({"max_mn": mmn, "max_k": mk, "batch": batch,
                         **{f"{k}_ms": v for k, v in t.items()}})
             del A, B, C, pts, prepared
     print("\npeer grid (bench/peers.py), us per call (event-timed back-to-back, host work "
           "included):")
-    print(tabulate(rows, headers=["maxMN/maxK", "batch", "gemm_vbatched", "cuBLAS from lists",
-                                  "bound", "cuBLAS prepared", "vbatched speed-up"],
-                   floatfmt=(".0f", ".0f", ",.1f", ",.1f", ",.1f", ",.1f", ".2f")))
+    print(tabulate(rows, headers=["maxMN/maxK", "batch", "gemm_vbatched",
+                                  "gemm_vbatched (new arrays)", "cuBLAS from lists", "bound",
+                                  "cuBLAS prepared", "vbatched speed-up",
+                                  "new arrays speed-up"],
+                   floatfmt=(".0f", ".0f", ",.1f", ",.1f", ",.1f", ",.1f", ",.1f", ".2f",
+                             ".2f")))
     geo = float(np.exp(np.mean(np.log(ratios))))
     print(f"gemm_vbatched over cuBLAS-from-lists: geomean {geo:.2f}x over {len(ratios)} cases, "
           f"faster in {sum(r > 1 for r in ratios)}; where bound <= cuBLAS prepared "
           f"({len(where_bound_wins)} cases) faster in {sum(r > 1 for r in where_bound_wins)}")
+    geo_new = float(np.exp(np.mean(np.log(new_ratios))))
+    print(f"gemm_vbatched on new arrays each call over cuBLAS-from-lists: geomean "
+          f"{geo_new:.2f}x, faster in {sum(r > 1 for r in new_ratios)} of {len(new_ratios)}")
     return raw
 
 

@@ -7,11 +7,29 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import reuse
 from .backends.base import get_backend
 from .errors import DtypeError, ShapeMismatch
 from .plan import Plan
 from .planner import plan as make_plan
 from .problem import validate
+
+
+_last_object = (None, None)   # (a backend object passed as backend=, get_backend's answer)
+
+
+def _backend(name):
+    """get_backend(name); a backend *object* passed on every call is checked against the
+    protocol once, not per call (names are looked up every time: the registry may change)."""
+    global _last_object
+    if isinstance(name, str) or name is None:
+        return get_backend(name)
+    last = _last_object   # one tuple read: threads never see half of a pair
+    if name is last[0]:
+        return last[1]
+    be = get_backend(name)
+    _last_object = (name, be)
+    return be
 
 
 def _validate(be, A, B, C, alpha, beta, trans_a, trans_b):
@@ -37,13 +55,30 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     UnknownStrategy (ValueError) for unknown names, ArgumentTypeError (TypeError) for a
     non-string name; DeviceUnavailable when the named backend cannot run here. Nothing
     is written when validation fails.
+
+    Repeated calls on the same arrays (the reuse path, CUDA backend, lists or tuples of
+    CuPy arrays or torch tensors): from the third call with the same array objects (by
+    identity, in the same positions), scalars, flags, backend and strategy, a call
+    skips validation, planning and the descriptor upload and only launches, after
+    checking that no array changed in place: each CuPy array's shape; each tensor's
+    data_ptr(), shape, stride(), dtype and device; per-GEMM alpha/beta values. Any
+    difference (an element replaced, an array reshaped or re-pointed in place, other
+    scalars) takes the full path. The plan is the one made for the first of the
+    repeated calls. Nothing keeps the arrays alive (weak references; an entry goes when
+    any of its arrays does); portgemm.reuse describes the rule in full.
     """
-    be = get_backend(backend)
+    be = _backend(backend)
+    k = reuse.key(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
+    if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
+        return C
+    snap = reuse.snapshot(k, A, B, C) if k is not None else None
     batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b)
     if batch.size == 0:
         return C
     p = make_plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy)
-    be.execute(p, batch)
+    gemms = be.execute(p, batch)
+    if k is not None:
+        reuse.remember(k, be, batch, p, gemms, snap)
     return C
 
 
@@ -61,10 +96,18 @@ def _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, backend):
 def run(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None):
     """C_i = alpha_i op(A_i) op(B_i) + beta_i C_i for the shapes ``plan`` was made for;
     returns C. Arguments and errors as gemm_vbatched's; the shapes and dtype must be the
-    plan's (ShapeMismatch / DtypeError otherwise)."""
-    be, batch = _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, backend)
+    plan's (ShapeMismatch / DtypeError otherwise). Repeated calls on the same arrays take
+    gemm_vbatched's reuse path (the same rule, with this plan in place of the strategy)."""
+    be = _backend(backend)
+    k = reuse.key(be, plan, A, B, C, alpha, beta, trans_a, trans_b)
+    if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
+        return C
+    snap = reuse.snapshot(k, A, B, C) if k is not None else None
+    be, batch = _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, be)
     if batch.size:
-        be.execute(plan, batch)
+        gemms = be.execute(plan, batch)
+        if k is not None:
+            reuse.remember(k, be, batch, plan, gemms, snap)
     return C
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import sys
+from operator import attrgetter, methodcaller
 from typing import NamedTuple
 
 import numpy as np
@@ -113,6 +114,12 @@ def _kind(t):
     return None
 
 
+_DTYPE, _SHAPE, _STRIDES, _DATA = (attrgetter(a) for a in ("dtype", "shape", "strides", "data"))
+_PTR, _DEVICE_ID = attrgetter("ptr"), attrgetter("device_id")   # of a CuPy MemoryPointer
+_STRIDE, _DATA_PTR, _GET_DEVICE = (methodcaller(m) for m in ("stride", "data_ptr",
+                                                             "get_device"))   # torch's
+
+
 def gather(X) -> Operand | None:
     """The fast path of a list of arrays of one known type (NumPy, CuPy or torch), read
     with plain attribute reads in one pass per attribute; None when anything is unusual
@@ -127,25 +134,25 @@ def gather(X) -> Operand | None:
         return None
     if kind == "torch":
         return _gather_torch(X, n)
-    dtypes = {x.dtype for x in X}
+    dtypes = set(map(_DTYPE, X))   # map with attrgetter: no bytecode per element
     if len(dtypes) != 1:
         return None
     dtype = dtypes.pop()
-    shape = _pairs([x.shape for x in X], n)
-    bstrides = _pairs([x.strides for x in X], n)
-    if shape is None or bstrides is None or (bstrides % dtype.itemsize).any():
+    shape = _pairs(list(map(_SHAPE, X)), n)
+    bstrides = _pairs(list(map(_STRIDES, X)), n)
+    if shape is None or bstrides is None or np.count_nonzero(bstrides % dtype.itemsize):
         return None
     if kind == "numpy":
         ptr = _host_pointers(X)
         readonly = np.fromiter([not x.flags.writeable for x in X], bool, n)
         device = "cpu"
     else:  # cupy: x.data is a MemoryPointer; its attributes are cheap slots
-        mem = [x.data for x in X]
-        ptr = [m.ptr for m in mem]
-        devices = {m.device_id for m in mem}
+        mem = list(map(_DATA, X))
+        devices = set(map(_DEVICE_ID, mem))
         if len(devices) != 1:
             return None
         device = f"cuda:{devices.pop()}"
+        ptr = map(_PTR, mem)
         readonly = np.zeros(n, bool)
     return Operand(np.fromiter(ptr, np.int64, n), shape, bstrides // dtype.itemsize, dtype,
                    device, readonly)
@@ -184,17 +191,17 @@ _host_pointers = _pick_host_pointers()
 
 def _gather_torch(X, n):
     torch = sys.modules["torch"]
-    dtypes = {x.dtype for x in X}
-    devices = {x.get_device() for x in X}   # -1 on the host
+    dtypes = set(map(_DTYPE, X))
+    devices = set(map(_GET_DEVICE, X))   # -1 on the host
     if len(dtypes) != 1 or len(devices) != 1:
         return None
     dtype = _torch_dtype(torch, dtypes.pop())
     dev = devices.pop()
-    shape = _pairs([x.shape for x in X], n)
-    strides = _pairs([x.stride() for x in X], n)   # torch strides are in elements
+    shape = _pairs(list(map(_SHAPE, X)), n)
+    strides = _pairs(list(map(_STRIDE, X)), n)   # torch strides are in elements
     if dtype is None or shape is None or strides is None:
         return None
-    ptr = np.fromiter([x.data_ptr() for x in X], np.int64, n)
+    ptr = np.fromiter(map(_DATA_PTR, X), np.int64, n)
     device = f"cuda:{dev}" if dev >= 0 else "torch-cpu"   # host tensors: per-array path
     return Operand(ptr, shape, strides, dtype, device, np.zeros(n, bool))
 

@@ -74,16 +74,22 @@ def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
         return Batch(A, B, C, z, z.astype(np.uint64), z.copy(), alpha, beta, trans_a, trans_b,
                      SUPPORTED_DTYPES[0], 0)
 
-    ops = [_operand(X, name, array_info, fast_devices) for X, name in ((A, "A"), (B, "B"),
-                                                                        (C, "C"))]
-    dtype = _one_dtype(ops, n)
-    device = _one_device(ops, n)
-    shp = np.concatenate([op.shape for op in ops])   # (3n, 2) rows, cols as stored
-    st = np.concatenate([op.strides for op in ops])  # (3n, 2) in elements
-    ptr = np.concatenate([op.ptr for op in ops])     # user/device addresses are < 2**63
+    whole = _gathered(A, B, C, fast_devices)
+    if whole is not None:   # the common case: one pass over all 3n arrays
+        dtype, device = whole.dtype, whole.device
+        shp, st, ptr, c_readonly = whole.shape, whole.strides, whole.ptr, whole.readonly[2 * n:]
+    else:
+        ops = [_operand(X, name, array_info, fast_devices) for X, name in ((A, "A"), (B, "B"),
+                                                                            (C, "C"))]
+        dtype = _one_dtype(ops, n)
+        device = _one_device(ops, n)
+        shp = np.concatenate([op.shape for op in ops])   # (3n, 2) rows, cols as stored
+        st = np.concatenate([op.strides for op in ops])  # (3n, 2) in elements
+        ptr = np.concatenate([op.ptr for op in ops])     # user/device addresses are < 2**63
+        c_readonly = ops[2].readonly
 
     shapes_mnk = _shapes(shp, n, trans_a, trans_b)
-    ld, lo, hi = _layout(shp, st, ptr, ops[2].readonly, dtype.itemsize, n)
+    ld, lo, hi = _layout(shp, st, ptr, c_readonly, dtype.itemsize, n)
     _overlaps(shp, ld, lo, hi, dtype.itemsize, n)
 
     return Batch(A, B, C, shapes_mnk, np.ascontiguousarray(ptr.view(np.uint64).reshape(3, n).T),
@@ -172,6 +178,19 @@ def _scalars(x, n, name):
     return v
 
 
+def _gathered(A, B, C, fast_devices) -> Operand | None:
+    """A, B and C read as one list of 3n arrays (arrays.gather), when all three are lists
+    of one fast type on one of ``fast_devices`` in a supported dtype; else None (and the
+    per-operand path, which names any offender)."""
+    if not fast_devices or type(A) is not list or type(B) is not list or type(C) is not list:
+        return None
+    whole = gather(A + B + C)
+    if whole is None or not whole.device.startswith(fast_devices) or \
+            whole.dtype not in SUPPORTED_DTYPES:
+        return None
+    return whole
+
+
 def _operand(X, name, array_info, fast_devices) -> Operand:
     if not isinstance(X, list):
         return _stack(X, name, array_info)
@@ -256,6 +275,11 @@ def _one_device(ops, n):
 
 # ---- checks over the whole batch ----------------------------------------------------------
 
+def _any(mask) -> bool:
+    """mask.any(), about four times cheaper on the small arrays of small batches."""
+    return np.count_nonzero(mask) > 0
+
+
 def _first(mask):
     return int(np.flatnonzero(mask)[0])
 
@@ -266,7 +290,7 @@ def _shapes(shp, n, trans_a, trans_b):
     Kb, N = (b[:, 1], b[:, 0]) if trans_b else (b[:, 0], b[:, 1])
     bad_k = K != Kb
     bad_c = (c[:, 0] != M) | (c[:, 1] != N)
-    if (bad_k | bad_c).any():   # one test on the common path; the first offender below
+    if _any(bad_k | bad_c):   # one test on the common path; the first offender below
         i = _first(bad_k | bad_c)
         if bad_k[i]:
             raise ShapeMismatch(f"inner dimensions differ: op(A) is {M[i]}x{K[i]}, op(B) is "
@@ -279,6 +303,14 @@ def _shapes(shp, n, trans_a, trans_b):
 
 def _layout(shp, st, ptr, c_readonly, isz, n):
     """Stride and alignment checks; returns (ld in elements, span start, span end in bytes)."""
+    if shp.min() > 1:   # every matrix has 2+ rows and columns: fewer numpy calls
+        ends = _layout_2x2(shp, st, ptr, c_readonly, isz, n)
+        if ends is not None:
+            return st[:, 0], ptr, ends
+    return _layout_general(shp, st, ptr, c_readonly, isz, n)
+
+
+def _layout_general(shp, st, ptr, c_readonly, isz, n):
     rows, cols = shp[:, 0], shp[:, 1]
     s0, s1 = st[:, 0], st[:, 1]
     full = (rows > 0) & (cols > 0)
@@ -291,9 +323,21 @@ def _layout(shp, st, ptr, c_readonly, isz, n):
         | (span > MAX_SPAN)
     # C read-only, or rows of C sharing memory (several threads would write them at once)
     cbad = full[2 * n:] & (c_readonly | ((rows[2 * n:] > 1) & (s0[2 * n:] < cols[2 * n:])))
-    if bad.any() or cbad.any():
+    if _any(bad) or _any(cbad):
         _layout_error(rows, cols, s0, s1, full, multi, span, ptr, c_readonly, isz, n)
     return ld, ptr, ptr + span * isz
+
+
+def _layout_2x2(shp, st, ptr, c_readonly, isz, n):
+    """_layout's checks where every matrix has at least 2 rows and 2 columns (so ld is the
+    row stride): the span ends in bytes, or None when any check fails (then _layout's
+    general form runs and names the offender)."""
+    s0 = st[:, 0]
+    span = (shp[:, 0] - 1) * s0 + shp[:, 1]
+    bad = (st[:, 1] != 1) | (s0 < 0) | (ptr & (isz - 1) != 0) | (span > MAX_SPAN)
+    if _any(bad) or _any(c_readonly) or _any(s0[2 * n:] < shp[2 * n:, 1]):
+        return None
+    return ptr + span * isz
 
 
 def _layout_error(rows, cols, s0, s1, full, multi, span, ptr, c_readonly, isz, n):
@@ -324,7 +368,7 @@ def _overlaps(shp, ld, lo, hi, isz, n):
     First a test of byte spans; only arrays it flags are refined exactly, by listing
     their rows as byte intervals (so column slices of one buffer that interleave
     without sharing elements pass)."""
-    if not _any_span_meets_c(lo, hi, n):
+    if _disjoint(lo, hi) or not _any_span_meets_c(lo, hi, n):
         return
     nonempty = hi > lo
     c_ids = np.flatnonzero(nonempty[2 * n:]) + 2 * n
@@ -358,6 +402,14 @@ def _overlaps(shp, ld, lo, hi, isz, n):
         op, gj = _OPERANDS[other // n], other % n
         whose = "its own " + op if gj == gi else f"{op} of GEMM {gj}"
         raise LayoutError(f"C overlaps {whose}", gemm=gi)
+
+
+def _disjoint(lo, hi):
+    """Whether no two of the byte spans [lo, hi) share a byte (empty spans share none): the
+    common case of separately allocated arrays, in a handful of numpy calls."""
+    order = np.argsort(lo)
+    s, e = lo[order], hi[order]
+    return not _any(s[1:] < np.maximum.accumulate(e)[:-1]) if not _any(e <= s) else False
 
 
 def _any_span_meets_c(lo, hi, n):

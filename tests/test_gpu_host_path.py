@@ -155,3 +155,89 @@ def test_torch_tensors_launch_on_torchs_stream(cuda, cp):
         torch.cuda.synchronize()
     _check_replay(rng, hA, hB, hC, np.ones(30), A, C, lambda d, h: d.copy_(torch.from_numpy(h)),
                   lambda c: c.fill_(float("nan")), lambda c: c.cpu().numpy(), replay)
+
+
+# ---- the reuse path: repeated calls on the same arrays --------------------------------------
+
+def _poisoned_call(cp, call, C, hC_before, beta):
+    """Poison C where beta is 0 (restore the rest), call, synchronise."""
+    for c, h, b in zip(C, hC_before, beta):
+        c[...] = cp.nan if b == 0 else cp.asarray(h)
+    call()
+    cp.cuda.Device().synchronize()
+
+
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("entry", ["gemm_vbatched", "run"])
+def test_reuse_path_hits_give_the_reference(cuda, cp, trans, entry):
+    from portgemm import reuse
+    reuse.clear()
+    rng = np.random.default_rng(31)
+    shapes = random_shapes(rng, 300, 150, 120)
+    hA, hB, hC = make_host_batch(rng, shapes, "float32", *trans)
+    alpha, beta = _scalars(rng, len(shapes))
+    ref = reference(hA, hB, hC, alpha, beta, *trans)
+    A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
+    kw = dict(alpha=alpha, beta=beta, trans_a=trans[0], trans_b=trans[1], backend="cuda")
+    p = portgemm.plan(shapes, dtype="float32", arch=cuda.arch())
+    call = (lambda: portgemm.gemm_vbatched(A, B, C, **kw)) if entry == "gemm_vbatched" \
+        else (lambda: p.run(A, B, C, **kw))
+    for _ in range(5):
+        _poisoned_call(cp, call, C, hC, beta)
+        assert max_rel_error([cp.asnumpy(c) for c in C], ref) < 1e-5
+    assert reuse.cache_info()["hits"] == 3
+
+
+def test_reuse_path_sees_replaced_reshaped_and_reallocated_arrays(cuda, cp):
+    from portgemm import reuse
+    reuse.clear()
+    rng = np.random.default_rng(32)
+    for round_ in range(4):   # new arrays every round: ids of freed ones come back
+        shapes = random_shapes(rng, 60, 100, 80)
+        hA, hB, hC = make_host_batch(rng, shapes, "float32")
+        A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
+        zero = np.zeros(len(shapes))
+        for _ in range(3):
+            _poisoned_call(cp, lambda: portgemm.gemm_vbatched(A, B, C, backend="cuda"),
+                           C, hC, zero)
+            assert max_rel_error([cp.asnumpy(c) for c in C],
+                                 reference(hA, hB, hC, np.ones(60), zero, False, False)) < 1e-5
+        old = C[7]
+        C[7] = cp.full(old.shape, cp.nan, cp.float32)   # an element replaced
+        old.fill(7.0)
+        _poisoned_call(cp, lambda: portgemm.gemm_vbatched(A, B, C, backend="cuda"), C, hC, zero)
+        assert bool((old == 7.0).all())
+        assert max_rel_error([cp.asnumpy(c) for c in C],
+                             reference(hA, hB, hC, np.ones(60), zero, False, False)) < 1e-5
+        del A, B, C, old
+    m, n = 6, 10
+    A, B = [cp.ones((m, 4), cp.float32)] * 2, [cp.ones((4, n), cp.float32)] * 2
+    C = [cp.zeros((m, n), cp.float32), cp.zeros((m, n), cp.float32)]
+    for _ in range(3):
+        portgemm.gemm_vbatched(A, B, C, backend="cuda")
+    C[1].shape = (n, m)   # CuPy's in-place reshape: same pointer, other shape
+    with pytest.raises(portgemm.ShapeMismatch, match="GEMM 1"):
+        portgemm.gemm_vbatched(A, B, C, backend="cuda")
+
+
+def test_reuse_path_sees_torch_tensors_repointed_in_place(cuda, cp):
+    torch = pytest.importorskip("torch")
+    from portgemm import reuse
+    reuse.clear()
+    rng = np.random.default_rng(33)
+    shapes = random_shapes(rng, 40, 90, 70)
+    hA, hB, hC = make_host_batch(rng, shapes, "float32")
+    A, B = [torch.from_numpy(x).cuda() for x in hA], [torch.from_numpy(x).cuda() for x in hB]
+    C = [torch.full(c.shape, float("nan"), device="cuda") for c in hC]
+    ref = reference(hA, hB, hC, np.ones(40), np.zeros(40), False, False)
+    for _ in range(3):
+        portgemm.gemm_vbatched(A, B, C, backend="cuda")
+    old = C[5].clone()
+    C[5].set_(torch.full(hC[5].shape, float("nan"), device="cuda"))   # new memory, in place
+    A[2].set_(torch.from_numpy(2 * hA[2]).cuda())
+    ref[2] = 2 * ref[2]
+    portgemm.gemm_vbatched(A, B, C, backend="cuda")
+    torch.cuda.synchronize()
+    assert max_rel_error([c.cpu().numpy() for c in C], ref) < 1e-5
+    assert max_rel_error([old.cpu().numpy()], [ref[5]]) < 1e-5
+    assert reuse.cache_info()["hits"] == 1

@@ -302,3 +302,35 @@ def test_interface_only_objects_are_not_stacks():
         with pytest.raises(portgemm.DtypeError, match="A must be a list") as ei:
             validate(Dev(shape), [np.ones((3, 3), F32)] * 2, [np.ones((3, 3), F32)] * 2)
         assert isinstance(ei.value, TypeError)
+
+
+# ---- the common-case shortcuts of validation agree with the general checks ---------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.data())
+def test_layout_shortcut_agrees_with_the_general_checks(n, data):
+    """_layout_2x2 (every matrix 2+ x 2+) either gives _layout_general's spans or defers
+    to it (which then raises); _disjoint never calls overlapping spans disjoint."""
+    from portgemm.problem import MAX_SPAN, _disjoint, _layout_2x2, _layout_general
+    ints = lambda lo, hi: data.draw(st.lists(st.integers(lo, hi), min_size=3 * n,  # noqa: E731
+                                             max_size=3 * n))
+    shp = np.array([ints(2, 9), ints(2, 9)], np.int64).T
+    st_ = np.array([ints(-2, 12), ints(0, 2)], np.int64).T
+    if data.draw(st.booleans()):
+        st_[:, 0] = 10**10 if data.draw(st.booleans()) else shp[:, 1]
+    ptr = np.array(ints(0, 400), np.int64) * data.draw(st.sampled_from([1, 4]))
+    ro = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    fast = _layout_2x2(shp, st_, ptr, ro, 4, n)
+    try:
+        ld, lo, hi = _layout_general(shp, st_, ptr, ro, 4, n)
+    except LayoutError:
+        assert fast is None
+        return
+    assert fast is not None
+    np.testing.assert_array_equal(fast, hi)
+    np.testing.assert_array_equal(ld, st_[:, 0])
+    assert (hi - lo).max() <= MAX_SPAN * 4
+    shared = any(max(lo[i], lo[j]) < min(hi[i], hi[j])
+                 for i in range(3 * n) for j in range(i))
+    assert not (shared and _disjoint(lo, hi))
+    assert shared or _disjoint(lo, hi)

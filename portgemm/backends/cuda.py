@@ -171,13 +171,15 @@ class CudaBackend:
         """A device copy of ``host``, enqueued on the current stream (no synchronisation)."""
         return self._staging.upload(host, self.cp.cuda.get_current_stream())
 
-    def _state(self, plan, batch):
+    def _state(self, plan, batch, upload=True):
+        """The plan's launch state on the current device (made, with its uploads, when
+        missing; with upload=False only looked up: None when missing)."""
         dev = self._dev()
         if batch.device.startswith("cuda:") and batch.device != f"cuda:{dev}":
             raise ValidationError(f"the arrays are on {batch.device}, the current device is "
                                   f"cuda:{dev}")
         return plan_state(plan, ("cuda", dev), bool(batch.trans_a), bool(batch.trans_b),
-                          self._upload)
+                          self._upload if upload else None)
 
     def _stream(self, tdev):
         """The caller's current stream: torch's when the arrays are torch tensors (tdev is
@@ -191,12 +193,15 @@ class CudaBackend:
         which a caller repeating the same batch may pass back as ``gemms``."""
         if plan.n_tiles == 0:
             return None
-        tdev = torch_device(batch)
-        stream = self._stream(tdev)
-        with stream:  # uploads on a cache miss go to the same stream as the launch
-            st = self._state(plan, batch)
-            if gemms is None:
-                gemms = cached_descriptors(st, batch, self._upload)
+        stream = self._stream(torch_device(batch))
+        # Given descriptors and a made state (a repeated call), nothing is uploaded, so the
+        # stream need not be made current (CuPy's stream context costs about a microsecond).
+        st = self._state(plan, batch, upload=False) if gemms is not None else None
+        if st is None:
+            with stream:  # uploads go to the same stream as the launch
+                st = self._state(plan, batch)
+                if gemms is None:
+                    gemms = cached_descriptors(st, batch, self._upload)
         self._launch(st, self._encoded(st, gemms), stream)
         return gemms
 

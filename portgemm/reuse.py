@@ -1,0 +1,186 @@
+"""The reuse path: a call that repeats an earlier one on the same arrays only launches.
+
+``gemm_vbatched`` and ``Plan.run`` look each call up here before validating. A call is
+looked up by the identity of its arrays (``id`` of every element of A, B and C, in
+order), its scalars, transposes, backend and strategy (or plan). An entry is made on the
+second call with the same key (a call on new arrays pays only for its key), and
+holds what that call's validation, planning and upload produced: the Batch's flat
+arrays (not the arrays themselves), the Plan and the device descriptors. A hit then
+costs ``map(id)`` over the lists, the checks below and the launch.
+
+What a hit checks (everything a validation result depends on that can change while an
+array object lives):
+  - CuPy arrays: each array's ``shape``. A CuPy array's data pointer, dtype and device
+    are read-only; its strides change only with its shape (``x.shape = ...``).
+  - torch tensors: each tensor's ``data_ptr()``, ``shape``, ``stride()``, ``dtype`` and
+    ``get_device()``, all of which in-place operations (``set_``, ``resize_``,
+    ``as_strided_``, ``t_``, ``.data = ...``) can change.
+  - per-GEMM alpha/beta (sequences or arrays): their values, validated again and
+    compared bit for bit; scalars are part of the key (type and value, sign of zero
+    included).
+A failed check is a miss: the call takes the full path (and raises its errors there).
+
+Only lists or tuples of CuPy arrays or torch CUDA tensors on a GPU backend take this
+path (not 3-D stacks, not NumPy): for those, the checks above cover every input of
+validation, so a hit can give no answer (or miss no error) the full path would not.
+Entries hold weak references to the arrays, never the arrays: when any of them is
+garbage-collected its entry is dropped (the weakref callback runs before the object's
+memory, and so its id, can be reused), so an id in a key always names the object it was
+made from. At most MAX_ENTRIES entries are kept (oldest dropped first).
+"""
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections import deque
+from itertools import chain
+from operator import attrgetter, methodcaller
+
+from .arrays import _kind
+from .plan import Plan
+from .problem import Batch, _scalars
+
+MAX_ENTRIES = 8     # array sets kept at once (over all backends)
+SEEN = 8            # keys remembered from first calls, to make an entry on the second
+
+_entries: dict = {}
+_seen: deque = deque(maxlen=SEEN)
+_lock = threading.RLock()   # re-entrant: a weakref callback may run while it is held
+_stats = {"hits": 0, "misses": 0}
+
+_SEQUENCES = (list, tuple)
+_VECTOR = "per-GEMM"        # key part of alpha/beta given as a sequence or an array
+_SHAPE = attrgetter("shape")
+_TORCH_READS = (methodcaller("data_ptr"), _SHAPE, methodcaller("stride"), attrgetter("dtype"),
+                methodcaller("get_device"))
+
+
+def clear() -> None:
+    with _lock:
+        _entries.clear()
+        _seen.clear()
+        _stats.update(hits=0, misses=0)
+
+
+def cache_info() -> dict:
+    return {**_stats, "entries": len(_entries)}
+
+
+def _scalar_key(x):
+    t = type(x)
+    if t is float:
+        return (x, math.copysign(1.0, x))   # -0.0 and 0.0 give different signed zeros
+    if t is int:
+        return (x, t)
+    return _VECTOR
+
+
+def key(be, how, A, B, C, alpha, beta, trans_a, trans_b):
+    """The lookup key of a call, or None when it cannot take the reuse path. ``how``: the
+    strategy name (gemm_vbatched) or the Plan (run)."""
+    if type(A) not in _SEQUENCES or type(B) not in _SEQUENCES or type(C) not in _SEQUENCES \
+            or type(trans_a) is not bool or type(trans_b) is not bool:
+        return None
+    if isinstance(how, Plan):
+        how = id(how)   # an entry holds its plan, so this id is its plan's while it lives
+    elif how is not None and not isinstance(how, str):
+        return None     # not a strategy name: the full path raises
+    # id(be), not be: a backend object need not be hashable (an entry holds it too)
+    return (id(be), how, trans_a, trans_b, _scalar_key(alpha), _scalar_key(beta),
+            tuple(map(id, A)), tuple(map(id, B)), tuple(map(id, C)))
+
+
+def _torch_meta(X):
+    return list(zip(*(map(read, X) for read in _TORCH_READS)))
+
+
+def _cupy_meta(X):
+    return list(map(_SHAPE, X))
+
+
+class _Entry:
+    __slots__ = ("token", "refs", "readers", "meta", "alpha", "beta", "fields", "plan",
+                 "gemms", "backend", "__weakref__")
+
+
+def launch(k, be, A, B, C, alpha, beta) -> bool:
+    """Run the call whose key is ``k`` from its entry if it hits; False on a miss."""
+    e = _entries.get(k)
+    if e is None:
+        return False
+    try:
+        if e.readers[0](A) != e.meta[0] or e.readers[1](B) != e.meta[1] or \
+                e.readers[2](C) != e.meta[2]:
+            return False
+    except Exception:  # noqa: BLE001 - e.g. a tensor made sparse in place: the full path says
+        return False
+    n = len(A)
+    if k[4] is _VECTOR and _scalars(alpha, n, "alpha").tobytes() != e.alpha.tobytes():
+        return False
+    if k[5] is _VECTOR and _scalars(beta, n, "beta").tobytes() != e.beta.tobytes():
+        return False
+    batch = Batch(A if type(A) is list else list(A), B if type(B) is list else list(B),
+                  C if type(C) is list else list(C), *e.fields)
+    be.execute(e.plan, batch, e.gemms)
+    _stats["hits"] += 1
+    return True
+
+
+def snapshot(k, A, B, C):
+    """Before a full call with key ``k``: when this key was seen before and the arrays are
+    of a kind this path can check, their readers and what those read now (taken before
+    validation, so an entry never pairs later metadata with an earlier validation);
+    else None, and the key is noted."""
+    with _lock:
+        if k not in _entries and k not in _seen:
+            _seen.append(k)
+            return None
+    readers = []
+    for X in (A, B, C):
+        types = set(map(type, X))
+        kind = _kind(types.pop()) if len(types) == 1 else None
+        if kind not in ("cupy", "torch"):
+            return None
+        readers.append(_cupy_meta if kind == "cupy" else _torch_meta)
+    try:
+        return tuple(readers), tuple(r(X) for r, X in zip(readers, (A, B, C)))
+    except Exception:  # noqa: BLE001 - an unreadable array: no entry; validation says why
+        return None
+
+
+def remember(k, be, batch, plan, gemms, snap) -> None:
+    """After a full call with key ``k`` that succeeded: make its entry from ``snap``
+    (snapshot's answer; None: no entry)."""
+    _stats["misses"] += 1
+    if snap is None or not batch.device.startswith("cuda:") or \
+            (gemms is None and plan.n_tiles):
+        return
+    if (tuple(map(id, batch.A)), tuple(map(id, batch.B)), tuple(map(id, batch.C))) != k[6:]:
+        return   # a list changed while the call ran (another thread): no entry
+    e = _Entry()
+    e.token = object()
+    try:
+        drop = _dropper(k, e.token)
+        e.refs = [weakref.ref(x, drop) for x in
+                  {id(x): x for x in chain(batch.A, batch.B, batch.C)}.values()]
+    except TypeError:   # an array type without weak references: no entry
+        return
+    e.readers, e.meta = snap
+    e.alpha, e.beta = batch.alpha, batch.beta
+    e.fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta, batch.trans_a,
+                batch.trans_b, batch.dtype, batch.size, batch.device)
+    e.plan, e.gemms, e.backend = plan, gemms, be
+    with _lock:
+        _entries[k] = e
+        while len(_entries) > MAX_ENTRIES:
+            del _entries[next(iter(_entries))]
+
+
+def _dropper(k, token):
+    def drop(_ref):
+        with _lock:
+            e = _entries.get(k)
+            if e is not None and e.token is token:
+                del _entries[k]
+    return drop

@@ -1,0 +1,343 @@
+"""The reuse path (portgemm/reuse.py) without a GPU: the CUDA backend over
+test_cuda_backend_fake's fake CuPy (whose kernel launches run the NumPy emulation), and a
+fake torch. Every call is checked against a float64 reference over NaN-poisoned C, so a
+hit that launched stale descriptors shows up as a wrong C; cache_info() says which path
+each call took."""
+from __future__ import annotations
+
+import gc
+import sys
+import types
+import weakref
+
+import numpy as np
+import pytest
+
+import portgemm
+from portgemm import reuse
+from test_cuda_backend_fake import FakeArray, host_batch, reference
+from test_cuda_backend_fake import backend  # noqa: F401  (a fixture)
+
+SHAPES = [(8, 9, 10), (3, 4, 5), (17, 6, 12), (1, 7, 3)]
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    reuse.clear()
+    yield
+    reuse.clear()
+
+
+def arrays(shapes=SHAPES, seed=0, ta=False, tb=False, wrap=FakeArray):
+    hA, hB, hC = host_batch(np.random.default_rng(seed), shapes, "float32", ta, tb)
+    return [wrap(x) for x in hA], [wrap(x) for x in hB], [wrap(c) for c in hC]
+
+
+def host(x):
+    return x.a
+
+
+def run_checked(call, A, B, C, alpha=1.0, beta=0.0, ta=False, tb=False):
+    """Poison C where beta is 0, call, and compare with the float64 reference."""
+    n = len(C)
+    al = np.broadcast_to(np.asarray(alpha, float), (n,))
+    be = np.broadcast_to(np.asarray(beta, float), (n,))
+    for c, b in zip(C, be):
+        if b == 0:
+            host(c)[...] = np.nan
+    before = [host(c).copy() for c in C]
+    call()
+    want = reference([host(x) for x in A], [host(x) for x in B], before, al, be, ta, tb)
+    for i, (c, w) in enumerate(zip(C, want)):
+        np.testing.assert_allclose(host(c), w, rtol=1e-4, atol=1e-4, err_msg=f"GEMM {i}")
+
+
+def hits():
+    return reuse.cache_info()["hits"]
+
+
+# ---- hits, and when an entry is made -----------------------------------------------------------
+
+@pytest.mark.parametrize("entry", ["gemm_vbatched", "run"])
+def test_the_third_call_on_the_same_arrays_is_a_hit(backend, entry):
+    A, B, C = arrays()
+    p = portgemm.plan(SHAPES, dtype="float32", arch=backend.arch())
+    call = {"gemm_vbatched": lambda: portgemm.gemm_vbatched(A, B, C, backend=backend),
+            "run": lambda: p.run(A, B, C, backend=backend)}[entry]
+    run_checked(call, A, B, C)
+    assert reuse.cache_info()["entries"] == 0      # a first call makes no entry
+    run_checked(call, A, B, C)
+    assert reuse.cache_info()["entries"] == 1 and hits() == 0
+    for _ in range(3):
+        run_checked(call, A, B, C)
+    assert hits() == 3 and len(backend.launches) == 5
+
+
+def test_a_tuple_of_the_same_arrays_hits_the_list_entry(backend):
+    A, B, C = arrays()
+    for _ in range(2):
+        portgemm.gemm_vbatched(A, B, C, backend=backend)
+    run_checked(lambda: portgemm.gemm_vbatched(tuple(A), tuple(B), tuple(C), backend=backend),
+                A, B, C)
+    assert hits() == 1
+
+
+def test_new_arrays_every_call_never_hit_and_make_no_entry(backend):
+    keep = []
+    for seed in range(4):
+        A, B, C = arrays(seed=seed)
+        keep.append((A, B, C))   # alive, so no id comes back
+        run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+    assert hits() == 0 and reuse.cache_info()["entries"] == 0
+
+
+def test_numpy_backend_and_stacks_take_the_full_path_every_time(backend):
+    hA, hB, hC = host_batch(np.random.default_rng(1), SHAPES, "float32", False, False)
+    for _ in range(3):
+        portgemm.gemm_vbatched(hA, hB, hC, backend="numpy")
+    a = FakeArray(np.ones((3, 4, 5), np.float32))
+    b = FakeArray(np.ones((3, 5, 2), np.float32))
+    c = FakeArray(np.zeros((3, 4, 2), np.float32))
+    for _ in range(3):
+        portgemm.gemm_vbatched(a, b, c, backend=backend)
+    assert hits() == 0 and reuse.cache_info()["entries"] == 0
+    assert (c.a == 5).all()
+
+
+# ---- what makes a miss ----------------------------------------------------------------------------
+
+def _warm(backend, A, B, C, **kw):
+    for _ in range(2):
+        portgemm.gemm_vbatched(A, B, C, backend=backend, **kw)
+    assert reuse.cache_info()["entries"] >= 1
+
+
+def test_a_replaced_element_is_a_miss_and_the_new_array_is_written(backend):
+    A, B, C = arrays()
+    _warm(backend, A, B, C)
+    old = C[2]
+    old.a[...] = 7.0
+    C[2] = FakeArray(np.full(old.a.shape, np.nan, np.float32))
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+    assert hits() == 0 and (old.a == 7.0).all()
+    A[0] = FakeArray(A[0].a * 2)   # an input replaced
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+    assert hits() == 0
+
+
+def test_a_shape_changed_in_place_is_a_miss(backend):
+    """CuPy's ``x.shape = ...`` reshapes in place (same pointer): a hit would compute
+    with the old shape; the full path sees the new one."""
+    A, B, C = arrays([(4, 6, 4), (4, 6, 4)])
+    _warm(backend, A, B, C)
+    C[1].a.shape = (6, 4)   # same memory, new shape: no longer op(A) @ op(B)
+    with pytest.raises(portgemm.ShapeMismatch, match="GEMM 1: C is 6x4"):
+        portgemm.gemm_vbatched(A, B, C, backend=backend)
+    assert hits() == 0
+    C[1].a.shape = (4, 6)   # back as it was: the entry fits again
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+    assert hits() == 1
+
+
+@pytest.mark.parametrize("first, then", [
+    (dict(alpha=2.0), dict(alpha=3.0)), (dict(alpha=1.0), dict(alpha=1)),
+    (dict(beta=0.0), dict(beta=-0.0)), (dict(beta=0.5), dict(beta=np.float64(0.5))),
+    (dict(trans_a=False), dict(trans_a=True)), (dict(trans_b=True), dict(trans_b=False))])
+def test_other_scalars_or_flags_are_a_miss(backend, first, then):
+    A, B, C = arrays([(5, 5, 5), (3, 3, 3), (6, 6, 6)])   # square: any flags fit
+    _warm(backend, A, B, C, **first)
+    kw = {**first, **then}
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend, **kw), A, B, C,
+                kw.get("alpha", 1.0), kw.get("beta", 0.0), kw.get("trans_a", False),
+                kw.get("trans_b", False))
+    assert hits() == 0
+
+
+def test_per_gemm_scalars_changed_in_place_are_seen(backend):
+    A, B, C = arrays()
+    alpha = np.array([1.0, 2.0, -1.0, 0.5])
+    beta = [0.0, 0.5, 0.0, 1.0]
+    _warm(backend, A, B, C, alpha=alpha, beta=beta)
+    call = lambda: portgemm.gemm_vbatched(A, B, C, alpha=alpha, beta=beta,  # noqa: E731
+                                          backend=backend)
+    run_checked(call, A, B, C, alpha, beta)
+    assert hits() == 1
+    alpha[2] = 4.0   # the same array object, a new value: a miss
+    beta[1] = 0.25
+    run_checked(call, A, B, C, alpha, beta)
+    assert hits() == 1
+    alpha[0] = np.nan   # and its error, with nothing written
+    before = [c.a.copy() for c in C]
+    with pytest.raises(portgemm.ValidationError, match="GEMM 0: alpha = nan"):
+        call()
+    for c, b in zip(C, before):
+        np.testing.assert_array_equal(c.a, b)
+
+
+def test_a_different_plan_or_strategy_is_a_miss(backend):
+    A, B, C = arrays()
+    p = portgemm.plan(SHAPES, dtype="float32", arch=backend.arch())
+    q = portgemm.plan(SHAPES, dtype="float32", arch=backend.arch(), strategy="magma")
+    for _ in range(2):
+        p.run(A, B, C, backend=backend)
+    run_checked(lambda: q.run(A, B, C, backend=backend), A, B, C)
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend, strategy="magma"),
+                A, B, C)
+    assert hits() == 0
+    run_checked(lambda: p.run(A, B, C, backend=backend), A, B, C)
+    assert hits() == 1
+
+
+def test_a_plan_for_other_shapes_still_raises_after_a_hit(backend):
+    A, B, C = arrays()
+    p = portgemm.plan(SHAPES, dtype="float32", arch=backend.arch())
+    for _ in range(3):
+        p.run(A, B, C, backend=backend)
+    other = portgemm.plan(SHAPES[::-1], dtype="float32", arch=backend.arch())
+    with pytest.raises(portgemm.ShapeMismatch, match="shapes differ"):
+        other.run(A, B, C, backend=backend)
+
+
+# ---- lifetime ---------------------------------------------------------------------------------------
+
+def test_entries_hold_no_array_alive_and_go_with_their_arrays(backend):
+    A, B, C = arrays()
+    _warm(backend, A, B, C)
+    refs = [weakref.ref(x) for x in A + B + C]
+    del A, B, C
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert reuse.cache_info()["entries"] == 0
+
+
+def test_one_dead_array_drops_the_entry(backend):
+    A, B, C = arrays()
+    _warm(backend, A, B, C)
+    B[1] = FakeArray(B[1].a.copy())   # the old B[1] dies here
+    gc.collect()
+    assert reuse.cache_info()["entries"] == 0
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+
+
+def test_reallocated_arrays_with_reused_ids_are_computed_afresh(backend):
+    """Free a batch and allocate another until ids come back: never a stale hit."""
+    for seed in range(6):
+        A, B, C = arrays(seed=seed, shapes=SHAPES[seed % 2:])
+        for _ in range(3):
+            run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+        del A, B, C
+
+
+def test_the_cache_is_bounded(backend):
+    keep = []
+    for seed in range(reuse.MAX_ENTRIES + 3):
+        A, B, C = arrays(seed=seed)
+        keep.append((A, B, C))
+        _warm(backend, A, B, C)
+    assert reuse.cache_info()["entries"] == reuse.MAX_ENTRIES
+
+
+# ---- errors and aliasing are never skipped ------------------------------------------------------
+
+def test_aliased_outputs_after_an_in_place_repoint_are_refused(backend, torch_fake):
+    """A torch tensor can be re-pointed in place (``set_``): its new memory may alias
+    another C. The hit's check sees the new pointer; the full path refuses the batch."""
+    A, B, C = arrays(wrap=torch_fake.Tensor)
+    _warm(backend, A, B, C)
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+    assert hits() == 1
+    C[1].set_(C[0].a[:3, :4])   # GEMM 1's shape (3x4), inside C[0]'s memory
+    with pytest.raises(portgemm.LayoutError, match="C overlaps C"):
+        portgemm.gemm_vbatched(A, B, C, backend=backend)
+    # the same objects again, unchanged: still refused (no entry was made for them)
+    with pytest.raises(portgemm.LayoutError, match="C overlaps C"):
+        portgemm.gemm_vbatched(A, B, C, backend=backend)
+
+
+# ---- torch tensors ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def torch_fake(monkeypatch):
+    class Tensor:
+        """The reads portgemm makes of a torch tensor, over a NumPy array; set_ re-points
+        it in place, as torch's does."""
+
+        def __init__(self, a):
+            self.a = a
+
+        shape = property(lambda self: self.a.shape)
+        dtype = property(lambda self: "f32" if self.a.dtype == np.float32 else "f64")
+        device = "cuda:0"
+
+        def data_ptr(self):
+            return self.a.ctypes.data
+
+        def stride(self):
+            return tuple(s // self.a.itemsize for s in self.a.strides)
+
+        def get_device(self):
+            return 0
+
+        def set_(self, other):
+            self.a = other
+
+    stream = types.SimpleNamespace(cuda_stream=0)
+    torch = types.SimpleNamespace(Tensor=Tensor, float32="f32", float64="f64", float16="f16",
+                                  cuda=types.SimpleNamespace(current_stream=lambda d: stream))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(portgemm.arrays, "_TORCH_DTYPES", {})
+    return torch
+
+
+def test_torch_tensors_hit_and_in_place_changes_are_seen(backend, torch_fake):
+    T = torch_fake.Tensor
+    A, B, C = arrays(wrap=T)
+    call = lambda: portgemm.gemm_vbatched(A, B, C, backend=backend)  # noqa: E731
+    for _ in range(3):
+        run_checked(call, A, B, C)
+    assert hits() == 1
+    C[0].set_(np.full_like(C[0].a, np.nan))   # new memory, same shape: a miss
+    run_checked(call, A, B, C)
+    assert hits() == 1
+    B[3].set_(B[3].a.astype(np.float64))     # same shape, other dtype: a miss, then an error
+    with pytest.raises(portgemm.DtypeError):   # (the fake has no per-array reader)
+        call()
+    B[3].set_(B[3].a.astype(np.float32))
+    C[2].set_(np.full((17, 9), np.nan, np.float32)[:, 1:7])   # same shape, other strides
+    run_checked(call, A, B, C)
+    assert hits() == 1
+    run_checked(call, A, B, C)   # the entry was remade at once (its key was known)
+    assert hits() == 2
+
+
+def test_an_unhashable_backend_object_takes_the_reuse_path(backend):
+    class Unhashable:   # defines __eq__, so __hash__ is None
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __eq__(self, other):
+            return self is other
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    be = Unhashable(backend)
+    A, B, C = arrays()
+    for _ in range(3):
+        run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=be), A, B, C)
+    assert hits() == 1
+
+
+def test_an_unreadable_tensor_is_validations_to_report(backend, torch_fake):
+    """A tensor whose reads raise (as torch's data_ptr() does for some layouts) never
+    makes the reuse path raise: the full path reports it as validation does."""
+    A, B, C = arrays(wrap=torch_fake.Tensor)
+    for _ in range(3):
+        portgemm.gemm_vbatched(A, B, C, backend=backend)
+
+    def broken():
+        raise RuntimeError("no data pointer")
+    C[1].data_ptr = broken
+    with pytest.raises(RuntimeError, match="no data pointer"):   # from validation's read
+        portgemm.gemm_vbatched(A, B, C, backend=backend)
+    assert hits() == 1

@@ -1,0 +1,179 @@
+"""The host path's stage times without a GPU: the CUDA backend over a fake CuPy whose
+arrays are plain slotted objects (pointers into no memory) and a cuLaunchKernel that
+does nothing, so what is timed is portgemm's own host work. The fake's attribute reads
+are cheaper than CuPy's (about 0.03 us against 0.07-0.12 us per read on the H100 host),
+so per-array costs here are a lower bound; numpy and Python fixed costs are comparable.
+Times are the least process (CPU) time of one call over many, so that other work on a
+shared machine does not inflate them. "new arrays": new array objects (views of the same
+memory) every call, rotated over more sets than the reuse path remembers.
+
+    PYTHONPATH=$PWD python tools/profile_host_fake.py [--batches 8 64 1024 5000] [--profile N]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import itertools
+import pstats
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+class Mem:
+    __slots__ = ("ptr", "device_id")
+
+    def __init__(self, ptr):
+        self.ptr, self.device_id = ptr, 0
+
+    def copy_from_host_async(self, src, n, stream):
+        pass
+
+
+class ndarray:  # noqa: N801 - CuPy's name
+    __slots__ = ("data", "_shape", "_strides", "dtype", "__weakref__")
+
+    def __init__(self, ptr, shape, dtype):
+        self.data, self.dtype = Mem(ptr), np.dtype(dtype)
+        self._shape = tuple(shape)
+        self._strides = tuple(int(np.prod(shape[i + 1:])) * self.dtype.itemsize
+                              for i in range(len(shape)))
+
+    # CuPy builds a new tuple on every read of these; so does the fake
+    shape = property(lambda self: tuple(self._shape))
+    strides = property(lambda self: tuple(self._strides))
+    ndim = property(lambda self: len(self._shape))
+    itemsize = property(lambda self: self.dtype.itemsize)
+
+
+class Stream:
+    """A stream context that does nothing (the fake launches nothing to order)."""
+    ptr = 0
+    __enter__ = lambda self: self  # noqa: E731
+    __exit__ = lambda self, *exc: None  # noqa: E731
+
+
+def Event(**kw):  # noqa: N802 - CuPy's name
+    return types.SimpleNamespace(record=lambda stream=None: None, synchronize=lambda: None)
+
+
+class Pinned(bytearray):
+    ptr = 1 << 40
+
+    def size(self):
+        return len(self)
+
+
+_next = [1 << 32]
+
+
+def _alloc(nbytes):
+    p = _next[0]
+    _next[0] += (nbytes + 255) // 256 * 256
+    return p
+
+
+def empty(shape, dtype=np.uint8):
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return ndarray(_alloc(int(np.prod(shape)) * np.dtype(dtype).itemsize), shape, dtype)
+
+
+def fake_cupy():
+    stream = Stream()
+    cuda = types.SimpleNamespace(
+        get_current_stream=lambda: stream, ExternalStream=lambda p: stream,
+        Stream=lambda **kw: stream, Event=Event, alloc_pinned_memory=Pinned,
+        runtime=types.SimpleNamespace(
+            getDevice=lambda: 0, getDeviceCount=lambda: 1,
+            getDeviceProperties=lambda d: {"name": b"Fake H100", "major": 9, "minor": 0,
+                                           "multiProcessorCount": 132}),
+        driver=types.SimpleNamespace(CUDADriverError=RuntimeError))
+    return types.SimpleNamespace(ndarray=ndarray, uint8=np.uint8, empty=empty, cuda=cuda,
+                                 float32=np.float32, float64=np.float64)
+
+
+def fake_backend():
+    """(backend, cupy): the CUDA backend on the fake, its launches doing nothing."""
+    cp = fake_cupy()
+    sys.modules["cupy"] = cp
+    from portgemm.backends import cuda as cudabe
+    be = cudabe.CudaBackend(cp, launch_kernel=lambda *a: 0)
+    count = iter(range(1000, 10**9))
+    be.function = lambda variant: types.SimpleNamespace(ptr=next(count))
+    return be, cp
+
+
+def lists(rng, batch, dtype=np.float32):
+    shapes = np.stack([rng.integers(16, 129, batch) for _ in range(3)], 1)
+    A = [empty((m, k), dtype) for m, _, k in shapes]
+    B = [empty((k, n), dtype) for _, n, k in shapes]
+    C = [empty((m, n), dtype) for m, n, _ in shapes]
+    return shapes, A, B, C
+
+
+def cpu_us(fn, reps):
+    """Least CPU time of one call (us) over ``reps`` calls: process time, so that other
+    work on a shared machine does not count (wall time would)."""
+    fn()
+    out = []
+    for _ in range(reps):
+        t = time.process_time()
+        fn()
+        out.append(time.process_time() - t)
+    return float(np.min(out)) * 1e6
+
+
+def views(X):
+    return [ndarray(x.data.ptr, x._shape, x.dtype) for x in X]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", type=int, nargs="*", default=[8, 64, 1024, 5000])
+    ap.add_argument("--profile", type=int, default=0, help="cProfile this batch size")
+    args = ap.parse_args(argv)
+    be, cp = fake_backend()
+    import portgemm
+    from portgemm.api import _validate
+    from portgemm.planner import plan as make_plan
+    rng = np.random.default_rng(3)
+    rows = []
+    for batch in args.batches:
+        shapes, A, B, C = lists(rng, batch)
+        reps = max(20, min(300, 30000 // batch))
+        b = _validate(be, A, B, C, 1.0, 0.0, False, False)
+        p = make_plan(b.shapes, dtype=b.dtype, arch=be.arch())
+        sets = itertools.cycle([[views(X) for X in (A, B, C)] for _ in range(16)])
+        res = {"validate": cpu_us(lambda: _validate(be, A, B, C, 1.0, 0.0, False, False), reps),
+               "plan hit": cpu_us(lambda: make_plan(b.shapes, dtype=b.dtype, arch=be.arch()),
+                                  reps),
+               "execute": cpu_us(lambda: be.execute(p, b), reps),
+               "gemm_vbatched": cpu_us(lambda: portgemm.gemm_vbatched(A, B, C, backend=be),
+                                       reps),
+               "gemm_vbatched (new arrays)": cpu_us(
+                   lambda: portgemm.gemm_vbatched(*next(sets), backend=be), reps),
+               "Plan.run": cpu_us(lambda: p.run(A, B, C, backend=be), reps),
+               "bound": cpu_us(p.bind(A, B, C, backend=be), reps)}
+        rows.append((batch, res))
+        print(f"batch {batch}: " + ", ".join(f"{k} {v:.1f}" for k, v in res.items()) +
+              f" us; per GEMM: gemm_vbatched {res['gemm_vbatched'] / batch:.2f}, new arrays "
+              f"{res['gemm_vbatched (new arrays)'] / batch:.2f} us", flush=True)
+        if batch == args.profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(reps):
+                portgemm.gemm_vbatched(A, B, C, backend=be)
+            prof.disable()
+            s = io.StringIO()
+            pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(30)
+            print("\n".join(s.getvalue().splitlines()[:50]))
+
+
+if __name__ == "__main__":
+    main()
