@@ -124,7 +124,7 @@ def test_coverage_coordinated_batching(batching, mode, shapes, theta):
     check_plan(p, shapes)
 
 
-# --- Algorithm 1 (zhang2025), hand-checked ------------------------------------------
+# --- Algorithm 1 (zhang2025) as the paper reads it (tlp_model="paper"), hand-checked --
 
 @pytest.mark.parametrize("m,n,expected", [
     (48, 48, "small"),            # 32 and 64 do not divide 48
@@ -144,7 +144,7 @@ def test_initial_scheme_eq10(m, n, expected):
 
 def test_one_small_gemm_shrinks_to_small():
     # far from filling 132 SMs: shrink large -> ... -> small, then nothing left to shrink
-    p = planner.plan([[64, 64, 64]], arch="sm_90")
+    p = planner.plan([[64, 64, 64]], arch="sm_90", tlp_model="paper")
     assert kinds_of(p) == ["small"] and p.n_tiles == 16
     assert p.tlp < p.tlp_threshold
     assert any("smallest tile" in s for s in p.notes)
@@ -157,7 +157,7 @@ def test_many_gemms_stay_large():
 
 
 def test_48_starts_and_stays_small_in_a_full_batch():
-    p = planner.plan(np.tile([48, 48, 32], (3000, 1)), arch="gfx90a")
+    p = planner.plan(np.tile([48, 48, 32], (3000, 1)), arch="gfx90a", tlp_model="paper")
     assert set(kinds_of(p)) == {"small"}
 
 
@@ -165,13 +165,14 @@ def test_workgroup_tlp_hand_computed():
     # 4 GEMMs 256x256, fused (every kind launches 256 threads), Eq. 3:
     # large 64 wg -> 16384, medium-large 128 -> 32768, medium 256 -> 65536 >= 60000: stop
     shapes = np.tile([256, 256, 32], (4, 1))
-    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=60000)
+    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=60000, tlp_model="paper")
     assert set(kinds_of(p)) == {"medium"} and p.tlp == 65536
     # per-kind: medium runs 128 threads -> 32768; small-medium 65536 >= 60000
-    p = planner.plan(shapes, strategy="workgroup-tlp", mode="per-kind", tlp_threshold=60000)
+    p = planner.plan(shapes, strategy="workgroup-tlp", mode="per-kind", tlp_threshold=60000,
+                     tlp_model="paper")
     assert set(kinds_of(p)) == {"small-medium"} and p.tlp == 65536
     # threshold already met by the initial scheme: no shrinking
-    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=16384)
+    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=16384, tlp_model="paper")
     assert set(kinds_of(p)) == {"large"}
 
 
@@ -179,7 +180,7 @@ def test_shrinks_every_gemm_one_step_per_round():
     # GEMM 0 starts large, GEMM 1 medium (96x96); Eq. 3 fused, 256 threads per tile:
     # round 0: 1 + 9 = 10 wg; round 1: (ml, small-medium) 2 + 18 = 20 wg = 5120 >= 5000
     shapes = [[64, 64, 16], [96, 96, 16]]
-    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=5000)
+    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=5000, tlp_model="paper")
     assert kinds_of(p) == ["medium-large", "small-medium"] and p.tlp == 20 * 256
 
 
@@ -197,7 +198,7 @@ def test_saturation_stops_and_undoes_the_last_shrink(monkeypatch):
     # 2112 warps -> no gain: undone.
     monkeypatch.setattr(parallelism, "variant_occupancy", fake_occupancy(2))
     monkeypatch.setattr(parallelism, "_tables", {})
-    p = planner.plan([[1024, 1024, 64]], arch="sm_90", use_cache=False)
+    p = planner.plan([[1024, 1024, 64]], arch="sm_90", use_cache=False, tlp_model="paper")
     assert set(kinds_of(p)) == {"medium-large"}
     assert p.tlp == 67584
     assert any("saturated" in s for s in p.notes)
@@ -209,7 +210,8 @@ def test_equal_tlp_below_capacity_keeps_shrinking(monkeypatch):
     # small-medium 512, small 1024 warps; still below the threshold
     monkeypatch.setattr(parallelism, "variant_occupancy", fake_occupancy(8))
     monkeypatch.setattr(parallelism, "_tables", {})
-    p = planner.plan([[256, 256, 64]], arch="sm_90", mode="per-kind", use_cache=False)
+    p = planner.plan([[256, 256, 64]], arch="sm_90", mode="per-kind", use_cache=False,
+                      tlp_model="paper")
     assert set(kinds_of(p)) == {"small"} and p.tlp == 1024 * 32
 
 
@@ -225,19 +227,21 @@ def test_phi_hand_computed():
 def test_threshold_is_derived_from_the_architecture(arch):
     a = get_arch(arch)
     cap = a.compute_units * a.max_waves_per_cu * a.wave_size
-    p = planner.plan([[64, 64, 64]], arch=a)
+    p = planner.plan([[64, 64, 64]], arch=a, tlp_model="paper")
     assert p.tlp_threshold == cap * parallelism.TLP_FACTOR
-    assert planner.plan([[64, 64, 64]], arch=a, tlp_factor=0.25).tlp_threshold == cap * 0.25
+    assert planner.plan([[64, 64, 64]], arch=a, tlp_factor=0.25,
+                        tlp_model="paper").tlp_threshold == cap * 0.25
     c = planner.plan([[64, 64, 64]], arch=a, strategy="coordinated")
     assert c.tlp_threshold == cap * parallelism.LI2019_FACTOR
     # a part with more CUs gets a proportionally larger threshold
-    big = planner.plan([[64, 64, 64]], arch=replace(a, compute_units=2 * a.compute_units))
+    big = planner.plan([[64, 64, 64]], arch=replace(a, compute_units=2 * a.compute_units),
+                       tlp_model="paper")
     assert big.tlp_threshold == 2 * p.tlp_threshold
 
 
 def test_factor_constant_is_read_at_call_time(monkeypatch):
     monkeypatch.setattr(parallelism, "TLP_FACTOR", 0.125)
-    p = planner.plan([[64, 64, 64]], arch="gfx90a", use_cache=False)
+    p = planner.plan([[64, 64, 64]], arch="gfx90a", use_cache=False, tlp_model="paper")
     assert p.tlp_threshold == 104 * 32 * 64 * 0.125
 
 
