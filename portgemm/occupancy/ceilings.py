@@ -62,11 +62,15 @@ def _load() -> dict:
         return _data
 
 
+_by_arch: dict = {}
+
+
 def reload() -> None:
     """Forget the file read so far (after the benchmark wrote a new entry)."""
     global _data
     with _lock:
         _data = None
+        _by_arch.clear()
 
 
 def modelled(arch, spec: dict) -> Ceilings:
@@ -87,7 +91,16 @@ GENERIC_SPEC = {"clock_hz": 1.5e9, "fp32_fma_per_clk_per_cu": 64, "fp64_ratio": 
 
 
 def ceilings_for(arch) -> Ceilings:
-    """The measured entry for ``arch.name`` if the file has one, else modelled."""
+    """The measured entry for ``arch.name`` if the file has one, else modelled
+    (memoised per arch name and compute-unit count until :func:`reload`)."""
+    key = (arch.name, arch.compute_units)
+    hit = _by_arch.get(key)
+    if hit is None:
+        hit = _by_arch[key] = _ceilings_for(arch)
+    return hit
+
+
+def _ceilings_for(arch) -> Ceilings:
     data = _load()
     row = data.get("measured", {}).get(arch.name)
     if row is not None:

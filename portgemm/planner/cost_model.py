@@ -45,9 +45,10 @@ import numpy as np
 from ..occupancy.ceilings import Ceilings, ceilings_for
 
 PROLOGUE_LATENCIES = 3
-# Warps per compute unit at which its pipes can be kept busy: two per scheduler on
-# the four sub-partitions of an SM / SIMDs of a CU. A model constant, not measured.
-SATURATING_WARPS = 8
+# Warps per compute unit at which its pipes can be kept busy: four per scheduler on
+# the four sub-partitions of an SM / SIMDs of a CU, enough to hide the latency of
+# dependent shared-memory loads. A model constant, not measured.
+SATURATING_WARPS = 16
 
 
 @dataclass(frozen=True)
@@ -72,12 +73,28 @@ class KindCosts:
         return int(self.tm.shape[0])
 
 
+_memo: dict = {}
+
+
 def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None) -> KindCosts:
-    """The model's per-kind constants from the tile shapes and a KindTable."""
+    """The model's per-kind constants from the tile shapes and a KindTable (memoised
+    per table, dtype and ceilings: KindTables are shared and read-only)."""
+    c = ceilings_for(arch) if ceil is None else ceil
+    key = (id(table), np.dtype(dtype).name, c)
+    hit = _memo.get(key)
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    kc = _kind_costs(arch, kinds, table, dtype, c)
+    if len(_memo) > 256:
+        _memo.clear()
+    _memo[key] = (table, kc)
+    return kc
+
+
+def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
     f = lambda name: np.array([getattr(k, name) for k in kinds], dtype=np.float64)  # noqa: E731
     tm, tn, tk, threads, rm, rn = (f(n) for n in ("tm", "tn", "tk", "threads", "rm", "rn"))
     e = 8 if np.dtype(dtype).name == "float64" else 4
-    c = ceilings_for(arch) if ceil is None else ceil
     return KindCosts(tm=tm, tn=tn, tk=tk, tile_warps=np.ceil(threads / arch.wave_size),
                      active=np.asarray(table.active, dtype=np.float64),
                      g_bytes=(tm + tn) * tk * e, s_bytes=tk * threads * (rm + rn) * e,
@@ -138,9 +155,10 @@ def floors(shapes: np.ndarray, kc: KindCosts) -> float:
 
 
 def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
-                       kc: KindCosts, per_kind: bool) -> float:
+                       kc: KindCosts, per_kind: bool, floor: float | None = None) -> float:
     """Seconds of one launch (per-kind: the launches in turn) when GEMM i runs its
-    counts[i, kidx[i]] tiles of kind kidx[i], one tile per block."""
+    counts[i, kidx[i]] tiles of kind kidx[i], one tile per block (``floor``:
+    floors(shapes, kc) if the caller has it)."""
     rows = np.arange(shapes.shape[0])
     c = counts[rows, kidx].astype(np.float64)
     n_k = np.bincount(kidx, weights=c, minlength=kc.n_kinds)
@@ -156,7 +174,9 @@ def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
     else:
         exec_s = makespan(c, t, kc.cus * float(kc.active.max()))
         launches = 1 if n_k.sum() else 0
-    return launches * kc.ceil.launch_s + max(exec_s, floors(shapes, kc) if launches else 0.0)
+    if not launches:
+        return 0.0
+    return launches * kc.ceil.launch_s + max(exec_s, floors(shapes, kc) if floor is None else floor)
 
 
 def tile_time_matrix(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,

@@ -8,12 +8,13 @@ workgroups per CU by the kernel's occupancy x the threads of the tiles), never a
 the device's capacity; the wavefront TLP counts each tile's own threads resident per
 wave, averaged over whole waves (parallelism.resident_tlp), so a partial last wave
 leaves it below the threshold. TLP below the threshold is the signal to consider
-smaller tiles; the pipeline latency model (cost_model.py) decides: candidates are, per
-GEMM, the tile of least predicted work (tiles x time per tile: padding counts), then
-the same with every tile's time capped at tau for a falling tau (so the longest tiles
-shrink first, shortening the critical path and the last wave); a candidate is kept
-when the model predicts the whole launch faster, and the search stops once TLP
-reaches the threshold. Divisibility only breaks ties of equal predicted work.
+smaller tiles; the pipeline latency model (cost_model.py) decides. Candidates, in
+turn: per GEMM the tile of least predicted work (tiles x time per tile, so padding
+counts); every GEMM one step smaller, repeatedly (Algorithm 1's rounds); per GEMM the
+least work among tiles no longer than tau, for tau = longest tile / 2, / 4, ... (the
+longest tiles shrink first, shortening the critical path and the last wave). A
+candidate replaces the best so far when the model predicts the whole launch faster;
+before each, the search stops if the best so far reaches the threshold. Divisibility only breaks ties of equal predicted work.
 ``tlp_factor`` scales the threshold (default 1), capped at the device's capacity;
 ``tlp_threshold`` replaces it.
 
@@ -34,7 +35,7 @@ the threads) goes on. Eq. 4's phi charges every workgroup its launch's waves.
 Both readings exist for both TLP formulas (``workgroup-tlp`` uses Eq. 3, tiles x block
 threads, with the same thresholds). Everything is vectorised over GEMMs: a kind index
 per GEMM and (batch, kinds) tables of tile counts and predicted tile times; the device
-rule evaluates at most ``1 + MAX_CAPS`` candidates.
+rule evaluates at most ``kinds + MAX_CAPS`` candidates.
 
 Split-K: not yet (no split-K kernels exist). The hook: a split-K kind would join the
 family as a tile whose time the cost model gives with ceil(K / (splits tk)) steps plus
@@ -47,7 +48,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..tiles import ZHANG2025
 from . import register
-from .cost_model import kind_costs, predict_assignment, tile_time_matrix
+from .cost_model import floors, kind_costs, predict_assignment, tile_time_matrix
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
 from .tiling import (build_tiles, gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
@@ -84,7 +85,7 @@ def initial_kinds(shapes: np.ndarray, kinds, grid=None) -> np.ndarray:
 
 def paper_rule(req, tlp_formula: str, kinds, table):
     """The paper's loop; ``tlp_formula`` "wavefront" (Eq. 4) or "workgroup" (Eq. 3).
-    Returns (kidx, TLP, threshold, notes)."""
+    Returns (kidx, TLP, threshold, notes, predicted seconds)."""
     arch, shapes = req.arch, req.shapes
     threshold = req.options.get("tlp_threshold")
     if threshold is None:
@@ -122,7 +123,9 @@ def paper_rule(req, tlp_formula: str, kinds, table):
         kidx, t = trial, t_trial
         rounds += 1
     notes.append(f"{rounds} shrink round(s) after the initial scheme (Eq. 10)")
-    return kidx, t, threshold, notes
+    predicted = predict_assignment(shapes, counts, kidx, kind_costs(arch, kinds, table, req.dtype),
+                                   req.mode == "per-kind") if live.any() else 0.0
+    return kidx, t, threshold, notes, predicted
 
 
 def _area_keys(kinds):
@@ -132,7 +135,8 @@ def _area_keys(kinds):
 
 
 def device_rule(req, tlp_formula: str, kinds, table):
-    """The device rule (module docstring). Returns (kidx, TLP, threshold, notes)."""
+    """The device rule (module docstring). Returns (kidx, TLP, threshold, notes,
+    predicted seconds)."""
     arch, shapes = req.arch, req.shapes
     n_k = len(kinds)
     kc = kind_costs(arch, kinds, table, req.dtype)
@@ -152,65 +156,84 @@ def device_rule(req, tlp_formula: str, kinds, table):
     factor = float(req.option("tlp_factor", DEVICE_FACTOR))
     cap = float(device_threads(arch))
 
-    def n_wg(kidx):
-        return kind_counts(counts, kidx, n_k)
-
-    def threshold(kidx):
-        if given is not None:
-            return float(given)
-        return min(cap, factor * launch_capacity(n_wg(kidx), table.tile_threads, table.active,
-                                                 arch.compute_units))
-
-    def tlp(kidx):
+    def gate(kidx):
+        """(TLP, threshold) of an assignment."""
+        n_wg = kind_counts(counts, kidx, n_k)
         if tlp_formula == "wavefront":
-            return resident_tlp(n_wg(kidx), table.tile_threads, table.active, arch.compute_units)
-        return workgroup_tlp(n_wg(kidx), table.threads)
-
-    def pick(mask, score):
-        """Per GEMM, among ``mask``, the least score; ties: divides, then larger."""
-        sc = np.where(mask, score, np.inf)
-        best = sc.min(axis=1, keepdims=True)
-        tie = mask & (sc <= best + 1e-9 * np.abs(best))
-        key = np.where(tie, 1 + divides * (n_k * n_k) + rank * n_k + idx, 0)
-        return key.argmax(axis=1)
+            t = resident_tlp(n_wg, table.tile_threads, table.active, arch.compute_units)
+        else:
+            t = workgroup_tlp(n_wg, table.threads)
+        if given is not None:
+            return t, float(given)
+        return t, min(cap, factor * launch_capacity(n_wg, table.tile_threads, table.active,
+                                                    arch.compute_units))
 
     notes = []
-    start = pick(allowed, np.broadcast_to(-rank.astype(np.float64), counts.shape))
+    # largest fitting (equal areas: the one that divides); then, for equal predicted
+    # work, the one that divides, then the larger: a relative nudge far below any real gap
+    start = np.where(allowed, rank * (2 * n_k) + divides * n_k + idx, -1).argmax(axis=1)
     if not req.batch or not live.any():
-        return start, tlp(start), threshold(start), notes
-    best, best_s = start, predict_assignment(shapes, counts, start, kc, per_kind)
-    start_s = best_s
+        return (start, *gate(start), notes, 0.0)
+    floor = floors(shapes, kc)
+    best = start
+    best_s = start_s = predict_assignment(shapes, counts, start, kc, per_kind, floor)
     T = tile_time_matrix(shapes, counts, start, kc, per_kind)
-    work = counts * T
+    key = divides * (n_k * n_k) + rank * n_k + idx
+    work = np.where(allowed, counts * T * (1 + 1e-10 * (1 - key / key.max())), np.inf)
     fastest = np.where(allowed, T, np.inf).argmin(axis=1)
+    t_fast = float(T[rows, fastest][live].max())   # below this cap every GEMM is at its fastest
     t_long = float(T[rows, start][live].max())
-    candidates = [allowed] + [t_long / 2.0 ** j for j in range(1, MAX_CAPS + 1)]
+
+    def capped(cap):
+        """Least work among tiles no longer than cap (none: the fastest tile)."""
+        sc = np.where(T <= cap, work, np.inf)
+        trial = sc.argmin(axis=1)
+        none = np.isinf(sc[rows, trial])
+        trial[none] = fastest[none]
+        return trial
+
+    def shrink(kidx):
+        """Every GEMM one step smaller (the next smaller allowed tile), where it can."""
+        below = allowed & (rank < rank[kidx][:, None])
+        j = np.where(below, rank * n_k + idx, -1).argmax(axis=1)
+        return np.where(below[rows, j], j, kidx)
+
+    def candidates():
+        yield work.argmin(axis=1)                 # least predicted work per GEMM
+        k = best
+        for _ in range(n_k - 1):                  # Algorithm 1's rounds, judged by the model
+            nk = shrink(k)
+            if np.array_equal(nk, k):
+                break
+            k = nk
+            yield k
+        for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
+            cap = t_long / 2.0 ** j
+            yield capped(cap)
+            if cap < t_fast:
+                break
+
     tried = kept = 0
     reached = False
-    for c in candidates:
-        if tlp(best) >= threshold(best) * (1 - 1e-9):
+    for trial in candidates():
+        t, th = gate(best)
+        if t >= th * (1 - 1e-9):
             reached = True
             break
-        if isinstance(c, float):
-            mask = allowed & (T <= c)
-            mask[rows, fastest] |= ~mask.any(axis=1)
-        else:
-            mask = c
-        trial = pick(mask, work)
         if np.array_equal(trial, best):
             continue
         tried += 1
-        s = predict_assignment(shapes, counts, trial, kc, per_kind)
+        s = predict_assignment(shapes, counts, trial, kc, per_kind, floor)
         if s < best_s * (1 - 1e-9):
             best, best_s = trial, s
             kept += 1
-    t, th = tlp(best), threshold(best)
+    t, th = gate(best)
     notes.append(f"cost model: {tried} smaller tiling(s) weighed, {kept} kept; predicted "
                  f"{best_s * 1e3:.4g} ms (largest fitting tiles: {start_s * 1e3:.4g} ms)")
     if not reached and t < th * (1 - 1e-9):
         notes.append("threshold not reached: cost model predicts no smaller tiles faster "
                      "(TLP below the threshold only signals that smaller tiles may help)")
-    return best, t, th, notes
+    return best, t, th, notes, best_s
 
 
 RULES = {"device": device_rule, "paper": paper_rule}
@@ -235,24 +258,20 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
         raise ValidationError(f"tlp_model must be one of {', '.join(TLP_MODELS)}, got {rule!r}")
     arch, shapes = req.arch, req.shapes
     table = kind_table(arch, kinds, req.mode, req.dtype, req.option("occupancy_model", "exact"))
-    kidx, t, threshold, rule_notes = RULES[rule](req, tlp_formula, kinds, table)
+    kidx, t, threshold, rule_notes, predicted = RULES[rule](req, tlp_formula, kinds, table)
     notes = notes_for_shapes(shapes) + rule_notes
 
     # One tile per block, longest tiles first (all tiles of a GEMM cost the same).
-    counts = tile_grid(shapes, kinds)
-    counts = counts[0] * counts[1]
     tm = np.array([k.tm for k in kinds], dtype=np.int64)
     tn = np.array([k.tn for k in kinds], dtype=np.int64)
     cost = (tm[kidx] * tn[kidx] * shapes[:, 2]).astype(np.float64)
     if req.mode == "per-kind":  # one launch per kind: kinds contiguous, heaviest first
-        n_tiles = counts[np.arange(req.batch), kidx]
+        gm, gn = tile_grid(shapes, kinds)
+        n_tiles = (gm * gn)[np.arange(req.batch), kidx]
         order = gemm_lpt_order(cost, kidx, cost * n_tiles)
     else:
         order = gemm_lpt_order(cost)
     tiles = build_tiles(shapes, kinds, kidx, gemm_order=order)
-    kc = kind_costs(arch, kinds, table, req.dtype)
-    predicted = predict_assignment(shapes, counts, kidx, kc, req.mode == "per-kind") \
-        if req.batch and tiles.shape[0] else 0.0
     plan = make_plan(req, strategy, kinds, tiles, single_tile_blocks(tiles.shape[0]), t,
                      threshold, MODEL_NAMES[(rule, tlp_formula)], table.occupancy, notes)
     return replace(plan, predicted_ms=predicted * 1e3)
