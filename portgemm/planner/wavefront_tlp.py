@@ -231,8 +231,11 @@ def device_rule(req, tlp_formula: str, kinds, table):
     notes.append(f"cost model: {tried} smaller tiling(s) weighed, {kept} kept; predicted "
                  f"{best_s * 1e3:.4g} ms (largest fitting tiles: {start_s * 1e3:.4g} ms)")
     if not reached and t < th * (1 - 1e-9):
-        notes.append("threshold not reached: cost model predicts no smaller tiles faster "
-                     "(TLP below the threshold only signals that smaller tiles may help)")
+        if (rank[best][live] == 0).all():
+            notes.append("threshold not reached: every GEMM already at the smallest tile")
+        else:
+            notes.append("threshold not reached: cost model predicts no smaller tiles faster "
+                         "(TLP below the threshold only signals that smaller tiles may help)")
     return best, t, th, notes, best_s
 
 
