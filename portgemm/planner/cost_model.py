@@ -154,44 +154,60 @@ def floors(shapes: np.ndarray, kc: KindCosts) -> float:
     return max(nbytes / kc.ceil.copy_bytes_per_s, 2.0 * float((M * N * K).sum()) / kc.flops_per_s)
 
 
+class BatchModel:
+    """One batch under one family and mode: what every candidate assignment shares
+    (tile counts and K steps per GEMM and kind, the floors), so weighing a candidate
+    is a few gathers over GEMMs."""
+
+    def __init__(self, shapes: np.ndarray, counts: np.ndarray, kc: KindCosts, per_kind: bool,
+                 floor: float | None = None):
+        self.kc, self.per_kind, self.n_k = kc, per_kind, kc.n_kinds
+        self.base = np.arange(shapes.shape[0]) * kc.n_kinds
+        self.counts = counts.astype(np.float64).ravel()
+        self.steps = steps_of(shapes[:, 2:3], kc.tk)
+        self.floor = floors(shapes, kc) if floor is None else floor
+
+    def predict(self, kidx: np.ndarray):
+        """(seconds, tiles per kind) when GEMM i runs its tiles of kind kidx[i], one tile
+        per block; per-kind mode: the kinds' launches one after another."""
+        kc = self.kc
+        flat = self.base + kidx
+        c = self.counts[flat]
+        n_k = np.bincount(kidx, weights=c, minlength=self.n_k)
+        r, u = sharing(kc, n_k, self.per_kind)
+        pro, step, epi = stage_times(kc, r, u)
+        t = (pro + epi)[kidx] + self.steps.ravel()[flat] * step[kidx]
+        if self.per_kind:
+            exec_s, launches = 0.0, 0
+            for k in np.flatnonzero(n_k):
+                sel = kidx == k
+                exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k])
+                launches += 1
+        else:
+            exec_s = makespan(c, t, kc.cus * float(kc.active.max()))
+            launches = 1 if n_k.sum() else 0
+        if not launches:
+            return 0.0, n_k
+        return launches * kc.ceil.launch_s + max(exec_s, self.floor), n_k
+
+    def tile_times(self, kidx: np.ndarray) -> np.ndarray:
+        """(batch, kinds) seconds of one tile of kind k on GEMM i, at the sharing the
+        assignment ``kidx`` gives (the context in which alternatives are weighed)."""
+        kc = self.kc
+        n_k = np.bincount(kidx, weights=self.counts[self.base + kidx], minlength=self.n_k)
+        r, u = sharing(kc, n_k, self.per_kind)
+        if self.per_kind:   # an alternative kind's launch: as shared as the busiest one
+            r = np.full_like(r, r.max())
+            u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+        pro, step, epi = stage_times(kc, r, u)
+        return (pro + epi) + self.steps * step
+
+
 def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
-                       kc: KindCosts, per_kind: bool, floor: float | None = None) -> float:
-    """Seconds of one launch (per-kind: the launches in turn) when GEMM i runs its
-    counts[i, kidx[i]] tiles of kind kidx[i], one tile per block (``floor``:
-    floors(shapes, kc) if the caller has it)."""
-    rows = np.arange(shapes.shape[0])
-    c = counts[rows, kidx].astype(np.float64)
-    n_k = np.bincount(kidx, weights=c, minlength=kc.n_kinds)
-    r, u = sharing(kc, n_k, per_kind)
-    pro, step, epi = stage_times(kc, r, u)
-    t = pro[kidx] + steps_of(shapes[:, 2], kc.tk[kidx]) * step[kidx] + epi[kidx]
-    if per_kind:
-        exec_s, launches = 0.0, 0
-        for k in np.flatnonzero(n_k):
-            sel = kidx == k
-            exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k])
-            launches += 1
-    else:
-        exec_s = makespan(c, t, kc.cus * float(kc.active.max()))
-        launches = 1 if n_k.sum() else 0
-    if not launches:
-        return 0.0
-    return launches * kc.ceil.launch_s + max(exec_s, floors(shapes, kc) if floor is None else floor)
-
-
-def tile_time_matrix(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
-                     kc: KindCosts, per_kind: bool) -> np.ndarray:
-    """(batch, kinds) seconds of one tile of kind k on GEMM i, at the sharing the
-    assignment ``kidx`` gives (the context in which alternatives are weighed)."""
-    rows = np.arange(shapes.shape[0])
-    c = counts[rows, kidx].astype(np.float64)
-    n_k = np.bincount(kidx, weights=c, minlength=kc.n_kinds)
-    r, u = sharing(kc, n_k, per_kind)
-    if per_kind:   # an alternative kind's launch: at least as shared as the busiest one
-        r = np.full_like(r, r.max())
-        u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
-    pro, step, epi = stage_times(kc, r, u)
-    return pro + steps_of(shapes[:, 2:3], kc.tk) * step + epi
+                       kc: KindCosts, per_kind: bool) -> float:
+    """Seconds of one call when GEMM i runs its counts[i, kidx[i]] tiles of kind
+    kidx[i], one tile per block."""
+    return BatchModel(shapes, counts, kc, per_kind).predict(kidx)[0]
 
 
 def predict(plan, ceil: Ceilings | None = None) -> float:

@@ -43,8 +43,9 @@ def device_threads(arch) -> int:
 
 
 def tlp_threshold(arch, factor: float | None = None) -> float:
-    """zhang2025's TLP_threshold, derived from the architecture (factor None: TLP_FACTOR,
-    read at call time)."""
+    """zhang2025's TLP_threshold as the paper reads it (the "paper" rule; magma reports
+    it too), derived from the architecture (factor None: TLP_FACTOR, read at call
+    time). The default "device" rule uses :func:`launch_capacity` instead."""
     return device_threads(arch) * float(TLP_FACTOR if factor is None else factor)
 
 

@@ -48,7 +48,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..tiles import ZHANG2025
 from . import register
-from .cost_model import floors, kind_costs, predict_assignment, tile_time_matrix
+from .cost_model import BatchModel, kind_costs, predict_assignment
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
 from .tiling import (build_tiles, gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
@@ -156,9 +156,8 @@ def device_rule(req, tlp_formula: str, kinds, table):
     factor = float(req.option("tlp_factor", DEVICE_FACTOR))
     cap = float(device_threads(arch))
 
-    def gate(kidx):
-        """(TLP, threshold) of an assignment."""
-        n_wg = kind_counts(counts, kidx, n_k)
+    def gate(n_wg):
+        """(TLP, threshold) of an assignment with n_wg tiles per kind."""
         if tlp_formula == "wavefront":
             t = resident_tlp(n_wg, table.tile_threads, table.active, arch.compute_units)
         else:
@@ -173,11 +172,12 @@ def device_rule(req, tlp_formula: str, kinds, table):
     # work, the one that divides, then the larger: a relative nudge far below any real gap
     start = np.where(allowed, rank * (2 * n_k) + divides * n_k + idx, -1).argmax(axis=1)
     if not req.batch or not live.any():
-        return (start, *gate(start), notes, 0.0)
-    floor = floors(shapes, kc)
+        return (start, *gate(kind_counts(counts, start, n_k)), notes, 0.0)
+    model = BatchModel(shapes, counts, kc, per_kind)
     best = start
-    best_s = start_s = predict_assignment(shapes, counts, start, kc, per_kind, floor)
-    T = tile_time_matrix(shapes, counts, start, kc, per_kind)
+    best_s, best_n = model.predict(start)
+    start_s = best_s
+    T = model.tile_times(start)
     key = divides * (n_k * n_k) + rank * n_k + idx
     work = np.where(allowed, counts * T * (1 + 1e-10 * (1 - key / key.max())), np.inf)
     fastest = np.where(allowed, T, np.inf).argmin(axis=1)
@@ -216,18 +216,18 @@ def device_rule(req, tlp_formula: str, kinds, table):
     tried = kept = 0
     reached = False
     for trial in candidates():
-        t, th = gate(best)
+        t, th = gate(best_n)
         if t >= th * (1 - 1e-9):
             reached = True
             break
         if np.array_equal(trial, best):
             continue
         tried += 1
-        s = predict_assignment(shapes, counts, trial, kc, per_kind, floor)
+        s, n = model.predict(trial)
         if s < best_s * (1 - 1e-9):
-            best, best_s = trial, s
+            best, best_s, best_n = trial, s, n
             kept += 1
-    t, th = gate(best)
+    t, th = gate(best_n)
     notes.append(f"cost model: {tried} smaller tiling(s) weighed, {kept} kept; predicted "
                  f"{best_s * 1e3:.4g} ms (largest fitting tiles: {start_s * 1e3:.4g} ms)")
     if not reached and t < th * (1 - 1e-9):
