@@ -14,9 +14,9 @@ counts); every GEMM one step smaller, repeatedly (Algorithm 1's rounds); per GEM
 least work among tiles no longer than tau, for tau = longest tile / 2, / 4, ... (the
 longest tiles shrink first, shortening the critical path and the last wave). A
 candidate replaces the best so far when the model predicts the whole launch faster;
-before each, the search stops if the best so far reaches the threshold. Divisibility only breaks ties of equal predicted work.
-``tlp_factor`` scales the threshold (default 1), capped at the device's capacity;
-``tlp_threshold`` replaces it.
+before each, the search stops if the best so far reaches the threshold. Divisibility
+only breaks ties of equal predicted work. ``tlp_factor`` scales the threshold (default
+1), capped at the device's capacity; ``tlp_threshold`` replaces it.
 
 ``tlp_model="paper"``: the loop as the paper describes it, kept to show the
 difference (today's plans before the device rule, byte for byte). Algorithm 1 as
@@ -154,7 +154,7 @@ def device_rule(req, tlp_formula: str, kinds, table):
 
     given = req.options.get("tlp_threshold")
     factor = float(req.option("tlp_factor", DEVICE_FACTOR))
-    cap = float(device_threads(arch))
+    device_cap = float(device_threads(arch))
 
     def gate(n_wg):
         """(TLP, threshold) of an assignment with n_wg tiles per kind."""
@@ -164,7 +164,7 @@ def device_rule(req, tlp_formula: str, kinds, table):
             t = workgroup_tlp(n_wg, table.threads)
         if given is not None:
             return t, float(given)
-        return t, min(cap, factor * launch_capacity(n_wg, table.tile_threads, table.active,
+        return t, min(device_cap, factor * launch_capacity(n_wg, table.tile_threads, table.active,
                                                     arch.compute_units))
 
     notes = []
@@ -184,9 +184,9 @@ def device_rule(req, tlp_formula: str, kinds, table):
     t_fast = float(T[rows, fastest][live].max())   # below this cap every GEMM is at its fastest
     t_long = float(T[rows, start][live].max())
 
-    def capped(cap):
-        """Least work among tiles no longer than cap (none: the fastest tile)."""
-        sc = np.where(T <= cap, work, np.inf)
+    def capped(tau):
+        """Least work among tiles no longer than tau (none: the fastest tile)."""
+        sc = np.where(T <= tau, work, np.inf)
         trial = sc.argmin(axis=1)
         none = np.isinf(sc[rows, trial])
         trial[none] = fastest[none]
@@ -208,9 +208,9 @@ def device_rule(req, tlp_formula: str, kinds, table):
             k = nk
             yield k
         for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
-            cap = t_long / 2.0 ** j
-            yield capped(cap)
-            if cap < t_fast:
+            tau = t_long / 2.0 ** j
+            yield capped(tau)
+            if tau < t_fast:
                 break
 
     tried = kept = 0
