@@ -21,6 +21,8 @@ the 1008 / 1000 time-per-FLOP ratio. Writes planner_proof.json and planner_proof
 to --out (default $OUT, else the current directory). About 2-3 minutes on an H100.
 
     python bench/planner_proof.py [--quick] [--out DIR]
+    python bench/planner_proof.py --replay bench/results/2026-11-23-h100/paper.json
+                                  (no device: the model against a recorded bench run)
 """
 from __future__ import annotations
 
@@ -101,7 +103,13 @@ def main(argv=None):
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--rep-ms", type=float, default=60.0)
+    ap.add_argument("--replay", metavar="JSON", help="compare the model with a recorded "
+                    "`python -m portgemm bench --grid/--paper` run instead (no device)")
     args = ap.parse_args(argv)
+    if args.replay:
+        from portgemm.benchmark.model_check import replay
+        print(json.dumps(replay(args.replay), indent=1))
+        return
     t0 = time.perf_counter()
     be = get_backend("cuda")
     cp = be.cp

@@ -43,3 +43,20 @@ def test_measured_figures_are_sane(cp):
     assert 1e10 < entry["fp64_flops_per_s"] <= 1.2 * entry["fp32_flops_per_s"]
     assert 1e-7 < entry["launch_s"] < 1e-3
     assert 5e-8 < entry["latency_s"] < 1e-5
+
+
+def test_cost_model_predicts_the_recorded_h100_run():
+    """The H100 session's bound-call times (bench/results/2026-11-23-h100/paper.json:
+    four strategies on the 48-case grid and the Inception layers, plans of the paper
+    rule): the model's log times correlate, and it orders most pairs of strategies."""
+    from pathlib import Path
+
+    from portgemm.benchmark.model_check import replay
+    path = Path(__file__).resolve().parents[1] / "bench/results/2026-11-23-h100/paper.json"
+    if not path.exists():
+        pytest.skip("no recorded run")
+    got = replay(path)
+    assert got["rows"] >= 200
+    assert got["pearson_log"]["all"] > 0.98
+    assert got["pairs_ordered"]["share"] > 0.85
+    assert 0.8 < got["predicted_over_measured"]["median"] < 1.25
