@@ -66,6 +66,8 @@ class Plan:
     occupancy: dict                 # kind name -> Occupancy predicted for its launch
     grid: tuple[int, int, int] | None = None   # grid-z launches only
     notes: tuple[str, ...] = ()
+    # the planner's cost model (planner/cost_model.py) for one call; None: not predicted
+    predicted_ms: float | None = None
     _device: dict = field(default_factory=dict, repr=False)  # backends' per-plan state
 
     @property
@@ -120,6 +122,9 @@ class Plan:
             return ("below the threshold, not an error: the device is full (at this kernel's "
                     "occupancy it holds no more wavefronts at once), so smaller tiles would "
                     "add no parallelism")
+        if why and why[0].startswith("cost model"):
+            return ("below the threshold, not an error: the cost model predicts no smaller "
+                    "tiles faster for this batch")
         if why and "smallest tile" in why[0]:
             return ("below the threshold, not an error: every GEMM is already at the "
                     "smallest tile; the batch has too little work to reach it")
@@ -153,7 +158,9 @@ class Plan:
         head = (f"plan: strategy={self.strategy} arch={self.arch.name} dtype={self.dtype} "
                 f"mode={self.mode} batch={self.batch} tiles={self.n_tiles} blocks={self.n_blocks}\n"
                 f"TLP ({self.tlp_model}) {self.tlp:,.0f} vs threshold {self.tlp_threshold:,.0f}: "
-                f"{self.tlp_verdict()}\npredicted occupancy {self.predicted_occupancy():.0%}")
+                f"{self.tlp_verdict()}\npredicted occupancy {self.predicted_occupancy():.0%}"
+                + ("" if self.predicted_ms is None else
+                   f", predicted time {self.predicted_ms:.4g} ms (planner/cost_model.py)"))
         table = tabulate(rows, headers=["kind", "tile", "threads", "tiles", "occupancy", "limited by"])
         extra = "".join(f"\nnote: {n}" for n in self.notes)
         extra += "".join(f"\nwarning: {w}" for w in self.spill_warnings())

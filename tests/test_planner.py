@@ -124,7 +124,7 @@ def test_coverage_coordinated_batching(batching, mode, shapes, theta):
     check_plan(p, shapes)
 
 
-# --- Algorithm 1 (zhang2025), hand-checked ------------------------------------------
+# --- Algorithm 1 (zhang2025) as the paper reads it (tlp_model="paper"), hand-checked --
 
 @pytest.mark.parametrize("m,n,expected", [
     (48, 48, "small"),            # 32 and 64 do not divide 48
@@ -144,7 +144,7 @@ def test_initial_scheme_eq10(m, n, expected):
 
 def test_one_small_gemm_shrinks_to_small():
     # far from filling 132 SMs: shrink large -> ... -> small, then nothing left to shrink
-    p = planner.plan([[64, 64, 64]], arch="sm_90")
+    p = planner.plan([[64, 64, 64]], arch="sm_90", tlp_model="paper")
     assert kinds_of(p) == ["small"] and p.n_tiles == 16
     assert p.tlp < p.tlp_threshold
     assert any("smallest tile" in s for s in p.notes)
@@ -157,7 +157,7 @@ def test_many_gemms_stay_large():
 
 
 def test_48_starts_and_stays_small_in_a_full_batch():
-    p = planner.plan(np.tile([48, 48, 32], (3000, 1)), arch="gfx90a")
+    p = planner.plan(np.tile([48, 48, 32], (3000, 1)), arch="gfx90a", tlp_model="paper")
     assert set(kinds_of(p)) == {"small"}
 
 
@@ -165,13 +165,14 @@ def test_workgroup_tlp_hand_computed():
     # 4 GEMMs 256x256, fused (every kind launches 256 threads), Eq. 3:
     # large 64 wg -> 16384, medium-large 128 -> 32768, medium 256 -> 65536 >= 60000: stop
     shapes = np.tile([256, 256, 32], (4, 1))
-    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=60000)
+    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=60000, tlp_model="paper")
     assert set(kinds_of(p)) == {"medium"} and p.tlp == 65536
     # per-kind: medium runs 128 threads -> 32768; small-medium 65536 >= 60000
-    p = planner.plan(shapes, strategy="workgroup-tlp", mode="per-kind", tlp_threshold=60000)
+    p = planner.plan(shapes, strategy="workgroup-tlp", mode="per-kind", tlp_threshold=60000,
+                     tlp_model="paper")
     assert set(kinds_of(p)) == {"small-medium"} and p.tlp == 65536
     # threshold already met by the initial scheme: no shrinking
-    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=16384)
+    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=16384, tlp_model="paper")
     assert set(kinds_of(p)) == {"large"}
 
 
@@ -179,7 +180,7 @@ def test_shrinks_every_gemm_one_step_per_round():
     # GEMM 0 starts large, GEMM 1 medium (96x96); Eq. 3 fused, 256 threads per tile:
     # round 0: 1 + 9 = 10 wg; round 1: (ml, small-medium) 2 + 18 = 20 wg = 5120 >= 5000
     shapes = [[64, 64, 16], [96, 96, 16]]
-    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=5000)
+    p = planner.plan(shapes, strategy="workgroup-tlp", tlp_threshold=5000, tlp_model="paper")
     assert kinds_of(p) == ["medium-large", "small-medium"] and p.tlp == 20 * 256
 
 
@@ -197,7 +198,7 @@ def test_saturation_stops_and_undoes_the_last_shrink(monkeypatch):
     # 2112 warps -> no gain: undone.
     monkeypatch.setattr(parallelism, "variant_occupancy", fake_occupancy(2))
     monkeypatch.setattr(parallelism, "_tables", {})
-    p = planner.plan([[1024, 1024, 64]], arch="sm_90", use_cache=False)
+    p = planner.plan([[1024, 1024, 64]], arch="sm_90", use_cache=False, tlp_model="paper")
     assert set(kinds_of(p)) == {"medium-large"}
     assert p.tlp == 67584
     assert any("saturated" in s for s in p.notes)
@@ -209,7 +210,8 @@ def test_equal_tlp_below_capacity_keeps_shrinking(monkeypatch):
     # small-medium 512, small 1024 warps; still below the threshold
     monkeypatch.setattr(parallelism, "variant_occupancy", fake_occupancy(8))
     monkeypatch.setattr(parallelism, "_tables", {})
-    p = planner.plan([[256, 256, 64]], arch="sm_90", mode="per-kind", use_cache=False)
+    p = planner.plan([[256, 256, 64]], arch="sm_90", mode="per-kind", use_cache=False,
+                      tlp_model="paper")
     assert set(kinds_of(p)) == {"small"} and p.tlp == 1024 * 32
 
 
@@ -225,19 +227,21 @@ def test_phi_hand_computed():
 def test_threshold_is_derived_from_the_architecture(arch):
     a = get_arch(arch)
     cap = a.compute_units * a.max_waves_per_cu * a.wave_size
-    p = planner.plan([[64, 64, 64]], arch=a)
+    p = planner.plan([[64, 64, 64]], arch=a, tlp_model="paper")
     assert p.tlp_threshold == cap * parallelism.TLP_FACTOR
-    assert planner.plan([[64, 64, 64]], arch=a, tlp_factor=0.25).tlp_threshold == cap * 0.25
+    assert planner.plan([[64, 64, 64]], arch=a, tlp_factor=0.25,
+                        tlp_model="paper").tlp_threshold == cap * 0.25
     c = planner.plan([[64, 64, 64]], arch=a, strategy="coordinated")
     assert c.tlp_threshold == cap * parallelism.LI2019_FACTOR
     # a part with more CUs gets a proportionally larger threshold
-    big = planner.plan([[64, 64, 64]], arch=replace(a, compute_units=2 * a.compute_units))
+    big = planner.plan([[64, 64, 64]], arch=replace(a, compute_units=2 * a.compute_units),
+                       tlp_model="paper")
     assert big.tlp_threshold == 2 * p.tlp_threshold
 
 
 def test_factor_constant_is_read_at_call_time(monkeypatch):
     monkeypatch.setattr(parallelism, "TLP_FACTOR", 0.125)
-    p = planner.plan([[64, 64, 64]], arch="gfx90a", use_cache=False)
+    p = planner.plan([[64, 64, 64]], arch="gfx90a", use_cache=False, tlp_model="paper")
     assert p.tlp_threshold == 104 * 32 * 64 * 0.125
 
 
@@ -458,3 +462,202 @@ def test_per_kind_launch_layout_keeps_blocks_whole_and_the_plan_kind_order():
         assert set(tiles["kind"][lo:hi].tolist()) == {k}
     assert sorted(map(tuple, tiles[["gemm", "m0", "n0"]].tolist())) == \
         sorted(map(tuple, p.tiles[["gemm", "m0", "n0"]].tolist()))
+
+
+# --- the device rule (tlp_model="device", the default) and the cost model ------------
+
+from portgemm.occupancy import ceilings as ceilings_mod  # noqa: E402
+from portgemm.planner import cost_model, wavefront_tlp  # noqa: E402
+from portgemm.planner.tiling import Request  # noqa: E402
+from portgemm.tiles import LI2019_128, TileConfig  # noqa: E402
+
+# a family with a 128x128 kind, as a larger catalogue would add (any tuple plugs in)
+BIG = ZHANG2025 + (TileConfig("test-big", "128x128", 128, 128, 16, 256, 8, 8),)
+FAMILIES_UNDER_TEST = {"zhang2025": ZHANG2025, "li2019-128": LI2019_128,
+                       "li2019-256": LI2019_256, "zhang2025+128x128": BIG}
+
+
+def device_plan(shapes, kinds, arch="sm_90", mode="fused", formula="wavefront", **options):
+    req = Request(planner._shapes(shapes), "float32", planner.resolve_arch(arch), mode, options)
+    return wavefront_tlp.algorithm1(req, f"{formula}-tlp", formula, kinds=kinds)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES_UNDER_TEST))
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80", "sm_70", "gfx90a", "gfx908", "gfx1100"])
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+def test_device_threshold_never_above_capacity(family, arch, mode):
+    """Coverage is checked by the property tests; here only the threshold."""
+    a = get_arch(arch)
+    cap = parallelism.device_threads(a)
+    rng = np.random.default_rng(3)
+    for batch in (1, 40, 300):
+        shapes = np.stack([rng.integers(1, 700, batch), rng.integers(1, 700, batch),
+                           rng.integers(0, 300, batch)], 1)
+        for formula in ("wavefront", "workgroup"):
+            for opts in ({}, {"tlp_factor": 1e6}):
+                p = device_plan(shapes, FAMILIES_UNDER_TEST[family], arch, mode, formula, **opts)
+                assert 0 < p.tlp_threshold <= cap
+                if formula == "wavefront":
+                    assert p.tlp <= p.tlp_threshold * (1 + 1e-9)   # counts what can be resident
+
+
+def test_launch_capacity_and_resident_tlp_hand_computed():
+    one = np.array
+    # 132 SMs, 3 resident blocks each: 396 slots. 400 tiles of 256 threads: two waves
+    assert parallelism.launch_capacity(one([400.]), one([256.]), one([3.]), 132) == \
+        pytest.approx(396 * 256)
+    assert parallelism.resident_tlp(one([400.]), one([256.]), one([3.]), 132) == 400 * 256 / 2
+    # exactly one full wave reaches it; 128-thread tiles count 128, not their block's 256
+    assert parallelism.resident_tlp(one([396.]), one([128.]), one([3.]), 132) == 396 * 128
+    assert parallelism.launch_capacity(one([396.]), one([128.]), one([3.]), 132) == \
+        pytest.approx(396 * 128)
+    # a mix: 264 tiles of 128 threads (2 per SM) and 66 of 256 (1 per SM, active 2)
+    # demand 264/4 + 66/2 = 99 SMs, all resident: TLP = 264*128 + 66*256 = capacity * 99/132
+    tlp = parallelism.resident_tlp(one([264., 66.]), one([128., 256.]), one([4., 2.]), 132)
+    capa = parallelism.launch_capacity(one([264., 66.]), one([128., 256.]), one([4., 2.]), 132)
+    assert tlp == 264 * 128 + 66 * 256 and capa == pytest.approx(tlp * 132 / 99)
+
+
+def test_device_rule_starts_from_the_largest_fitting_tile():
+    # 1008 = 15.75 x 64: "divides" (Eq. 10) sent these to 16x16; the device rule starts
+    # from 64x64 (fits) and the cost model keeps it: 16x16 reads 4x the bytes per FMA
+    p = planner.plan(np.tile([1008, 1008, 512], (64, 1)), arch="sm_90")
+    assert set(kinds_of(p)) == {"large"} and p.n_tiles == 64 * 16 * 16
+    ref = planner.plan(np.tile([1000, 1000, 512], (64, 1)), arch="sm_90")
+    assert set(kinds_of(ref)) == {"large"}
+    per_flop = (p.predicted_ms / p.flops) / (ref.predicted_ms / ref.flops)
+    assert 0.9 < per_flop < 1.1
+    old = planner.plan(np.tile([1008, 1008, 512], (64, 1)), arch="sm_90", tlp_model="paper")
+    assert set(kinds_of(old)) == {"small"} and old.predicted_ms > 2 * p.predicted_ms
+
+
+def test_device_rule_shrinks_a_small_batch():
+    # one 256x256x1024 GEMM: 16 large tiles on 132 SMs leave 116 idle; far below the
+    # threshold, and the model predicts smaller tiles faster (more SMs share the K loop)
+    p = planner.plan([[256, 256, 1024]], arch="sm_90")
+    assert kinds_of(p)[0] in ("small", "small-medium", "medium")
+    assert p.n_tiles > 16 and p.tlp < p.tlp_threshold
+    start = [n for n in p.notes if n.startswith("cost model")][0]
+    assert "kept" in start and not start.startswith("cost model: 0 smaller")
+    large = device_plan([[256, 256, 1024]], (ZHANG2025[-1],))
+    assert p.predicted_ms < large.predicted_ms
+
+
+def test_device_rule_keeps_large_tiles_on_a_large_batch():
+    p = planner.plan(np.tile([256, 256, 256], (4096, 1)), arch="sm_90")
+    assert set(kinds_of(p)) == {"large"} and p.n_tiles == 4096 * 16
+
+
+def test_wavefront_and_workgroup_tlp_differ_on_a_partial_wave():
+    # 100 GEMMs 96x96x1024, fused on sm_90 (3 resident 256-thread blocks per SM: 396
+    # slots). Largest fitting tile: 64x64, 2 x 2 = 4 tiles a GEMM, 400 tiles.
+    # Eq. 3: 400 x 256 = 102,400 >= 396 x 256 = 101,376: "full", so workgroup-tlp keeps
+    # them. Wavefront: 400 tiles need 2 waves (the second holds 4 tiles), 51,200 resident
+    # threads per wave < 101,376: smaller tiles are weighed, and 32x32 (9 exact tiles a
+    # GEMM, no padding) is predicted faster.
+    shapes = np.tile([96, 96, 1024], (100, 1))
+    wg = planner.plan(shapes, arch="sm_90", strategy="workgroup-tlp")
+    wf = planner.plan(shapes, arch="sm_90", strategy="wavefront-tlp")
+    assert set(kinds_of(wg)) == {"large"} and wg.tlp == 102400
+    assert wg.tlp_threshold == pytest.approx(101376)
+    assert set(kinds_of(wf)) == {"medium"} and wf.n_tiles == 900
+    assert wf.predicted_ms < wg.predicted_ms
+    # the paper's reading cannot tell them apart here (phi saturates)
+    assert kinds_of(planner.plan(shapes, tlp_model="paper")) == \
+        kinds_of(planner.plan(shapes, strategy="workgroup-tlp", tlp_model="paper"))
+
+
+@pytest.mark.parametrize("strategy,mode", STRATEGY_MODES[:4])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=batches, arch=st.sampled_from(["sm_90", "gfx90a"]))
+def test_coverage_property_paper_rule(strategy, mode, shapes, arch):
+    p = planner.plan(shapes, arch=arch, strategy=strategy, mode=mode, tlp_model="paper")
+    check_plan(p, shapes)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=batches, fam=st.sampled_from(list(FAMILIES_UNDER_TEST)),
+       mode=st.sampled_from(["fused", "per-kind"]))
+def test_coverage_property_any_family(shapes, fam, mode):
+    check_plan(device_plan(shapes, FAMILIES_UNDER_TEST[fam], mode=mode), shapes)
+
+
+def test_family_is_a_parameter(monkeypatch):
+    monkeypatch.setattr(wavefront_tlp, "FAMILY", BIG)
+    p = planner.plan(np.tile([1024, 1024, 512], (64, 1)), arch="sm_90", use_cache=False)
+    assert p.kinds == BIG and p.tiles_per_kind()    # plans with the larger catalogue
+    check_plan(p, np.tile([1024, 1024, 512], (64, 1)))
+
+
+def test_tlp_model_option():
+    with pytest.raises(ValidationError):
+        planner.plan([[64, 64, 64]], tlp_model="guess")
+    assert "tlp_model" in planner.strategy_info("wavefront-tlp").options
+    assert "tlp_model" in planner.strategy_info("workgroup-tlp").options
+
+
+def _predict(shapes, kind="large", mode="fused", arch="sm_90"):
+    k = [z.kind for z in ZHANG2025].index(kind)
+    a = get_arch(arch)
+    table = parallelism.kind_table(a, ZHANG2025, mode, "float32")
+    kc = cost_model.kind_costs(a, ZHANG2025, table, "float32")
+    shapes = np.asarray(shapes, dtype=np.int64)
+    gm, gn = planner.tiling.tile_grid(shapes, ZHANG2025)
+    return cost_model.predict_assignment(shapes, gm * gn, np.full(len(shapes), k), kc,
+                                         mode == "per-kind")
+
+
+@pytest.mark.parametrize("kind", ZK)
+def test_cost_model_is_monotone(kind):
+    base = _predict(np.tile([256, 256, 256], (64, 1)), kind)
+    assert _predict(np.tile([256, 256, 512], (64, 1)), kind) > base          # more K
+    assert _predict(np.tile([256, 256, 256], (512, 1)), kind) > base         # more GEMMs
+    assert _predict(np.tile([512, 512, 256], (64, 1)), kind) > base          # larger C
+    assert _predict(np.tile([256, 256, 256], (64, 1)), kind, "per-kind") > 0
+    assert _predict(np.tile([256, 256, 256], (64, 1)), kind, arch="sm_80") > base  # slower part
+    slow = replace(ceilings_mod.ceilings_for(get_arch("sm_90")), latency_s=1e-6,
+                   smem_bytes_per_s_per_cu=1e11)
+    a = get_arch("sm_90")
+    kc = cost_model.kind_costs(a, ZHANG2025, parallelism.kind_table(a, ZHANG2025, "fused",
+                                                                    "float32"), "float32", slow)
+    shapes = np.tile([256, 256, 256], (64, 1))
+    gm, gn = planner.tiling.tile_grid(shapes, ZHANG2025)
+    k = np.full(64, ZK.index(kind))
+    assert cost_model.predict_assignment(shapes, gm * gn, k, kc, False) > base
+
+
+@pytest.mark.parametrize("strategy,mode", STRATEGY_MODES)
+def test_predict_any_plan(strategy, mode):
+    shapes = np.array([[100, 50, 10], [300, 200, 500], [17, 1000, 33], [0, 5, 5], [64, 64, 0]])
+    p = planner.plan(shapes, strategy=strategy, mode=mode, use_cache=False)
+    ms = cost_model.predict(p)
+    assert np.isfinite(ms) and ms > 0
+    if p.predicted_ms is not None:   # one tile per block: the planner's own figure
+        assert ms == pytest.approx(p.predicted_ms, rel=1e-9)
+    assert "predicted time" in p.describe() or p.predicted_ms is None
+    assert cost_model.predict(planner.plan(np.zeros((0, 3)), strategy=strategy, mode=mode)) == 0
+
+
+def test_ceilings_measured_then_modelled(tmp_path, monkeypatch):
+    h100 = ceilings_mod.ceilings_for(get_arch("sm_90"))
+    assert h100.origin == "measured" and h100.copy_bytes_per_s == 3.0e12
+    assert h100.fp32_flops_per_s == 5.16e13 and h100.launch_s == 4.1e-6
+    mi = ceilings_mod.ceilings_for(get_arch("gfx90a"))
+    assert mi.origin == "modelled"
+    # 104 CUs x 64 lanes x 2 x 1.7 GHz x SUSTAINED; a part with more CUs scales
+    assert mi.fp32_flops_per_s == pytest.approx(104 * 64 * 2 * 1.7e9 * ceilings_mod.SUSTAINED)
+    assert ceilings_mod.ceilings_for(get_arch("mi250x")).fp32_flops_per_s > mi.fp32_flops_per_s
+    path = tmp_path / "c.json"
+    path.write_text(ceilings_mod.PATH.read_text())
+    entry = {f: 1.0 for f in ceilings_mod.FIELDS} | {"device": "fake"}
+    monkeypatch.setattr(ceilings_mod, "PATH", path)
+    ceilings_mod.write_measured("gfx90a", entry, path)
+    try:
+        got = ceilings_mod.ceilings_for(get_arch("gfx90a"))
+        assert got.origin == "measured" and got.launch_s == 1.0
+        with pytest.raises(ValueError):
+            ceilings_mod.write_measured("gfx90a", {"launch_s": 1.0}, path)
+    finally:
+        monkeypatch.undo()
+        ceilings_mod.reload()
+    assert ceilings_mod.ceilings_for(get_arch("gfx90a")).origin == "modelled"

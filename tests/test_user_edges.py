@@ -126,11 +126,15 @@ def test_describe_explains_a_tlp_below_the_threshold():
     assert p.tlp < p.tlp_threshold
     assert "not an error" in p.describe() and "not an error" in p.tlp_verdict()
     assert "smallest tile" in p.tlp_verdict()
-    # A big batch fills the device: phi caps TLP at what the occupancy lets it hold,
-    # which here is below the threshold; the report must say why that is fine.
-    big = planner.plan([(1024, 1024, 64)] * 256, arch="sm_90", use_cache=False)
+    # The paper's rule: a big batch fills the device: phi caps TLP at what the occupancy
+    # lets it hold, which here is below the threshold; the report must say why that is fine.
+    big = planner.plan([(1024, 1024, 64)] * 256, arch="sm_90", use_cache=False,
+                       tlp_model="paper")
     assert big.tlp < big.tlp_threshold
     assert "not an error" in big.tlp_verdict() and "device is full" in big.tlp_verdict()
+    # The device rule: a partial last wave; the cost model kept the tiles
+    dev = planner.plan([(1024, 1024, 64)] * 256, arch="sm_90", use_cache=False)
+    assert dev.tlp < dev.tlp_threshold and "cost model" in dev.tlp_verdict()
     low = planner.plan([(1024, 1024, 64)] * 256, arch="sm_90", tlp_factor=0.1,
                        use_cache=False)
     assert low.tlp >= low.tlp_threshold and "threshold reached" in low.tlp_verdict()

@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--paper", action="store_true",
                    help="zhang2025 §5: speed-ups, occupancy (ncu), planning share, TLP, latency, "
                         "Inception")
+    w.add_argument("--ceilings", action="store_true",
+                   help="measure this device's ceilings for the planner's cost model and write "
+                        "them to portgemm/occupancy/ceilings.json (benchmark/ceilings.py)")
     p.add_argument("--batch", type=_positive, default=1024, help="one random case: GEMMs (1024)")
     p.add_argument("--max-mn", type=_positive, default=256, help="one random case: largest M, N")
     p.add_argument("--max-k", type=_positive, default=256, help="one random case: largest K")
@@ -170,6 +173,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
+        if args.ceilings:
+            from .ceilings import main as ceilings_main
+            return ceilings_main(["--out", args.out] if args.out else [])
         return _run(args, argv)
     except PortgemmError as e:  # a bad file, option or missing device: one line, exit 2
         print(f"error: {e}", file=sys.stderr)

@@ -1,10 +1,18 @@
-"""Thread-level-parallelism (TLP) formulas and the architecture-derived thresholds.
+"""Thread-level-parallelism (TLP) formulas and the thresholds they are held against.
 
 - Eq. 3 of zhang2025 (= Eq. 1 of li2019): workgroups x threads per workgroup.
-- Eq. 4 of zhang2025: active wavefronts phi(workgroups) x wave size, where phi comes
-  from the occupancy model (how many workgroups of each kind one CU holds at once).
-- Thresholds are CUs x max waves per CU x wave size x a factor, never a per-device
-  constant, so a new part only needs its row in the architecture table.
+- Eq. 4 of zhang2025 as the paper reads it ("paper" rule): active wavefronts
+  phi(workgroups) x wave size, where phi comes from the occupancy model (how many
+  workgroups of each kind one CU holds at once) and every workgroup is charged its
+  launch's waves; threshold = CUs x max waves per CU x wave size x TLP_FACTOR.
+- The "device" rule (the default; docs/design.md §5): the threshold is what the device
+  holds for *this* launch, :func:`launch_capacity` (CUs x resident workgroups per CU by
+  the kernel's occupancy x the threads of the tiles in them), which never exceeds the
+  device's resident-thread capacity; the wavefront TLP, :func:`resident_tlp`, counts
+  a tile's own threads (a 128-thread tile in a 256-thread block sends half its warps
+  home at once) and averages over whole waves of resident slots, so a last partial
+  wave counts as the idle slots it leaves. TLP reaches the threshold exactly when
+  the tiles fill whole waves.
 
 Occupancy is evaluated per (arch, kernel variant), never per GEMM, and memoised.
 """
@@ -36,8 +44,9 @@ def device_threads(arch) -> int:
 
 
 def tlp_threshold(arch, factor: float | None = None) -> float:
-    """zhang2025's TLP_threshold, derived from the architecture (factor None: TLP_FACTOR,
-    read at call time)."""
+    """zhang2025's TLP_threshold as the paper reads it (the "paper" rule; magma reports
+    it too), derived from the architecture (factor None: TLP_FACTOR, read at call
+    time). The default "device" rule uses :func:`launch_capacity` instead."""
     return device_threads(arch) * float(TLP_FACTOR if factor is None else factor)
 
 
@@ -45,6 +54,34 @@ def li2019_threshold(arch, factor: float | None = None) -> float:
     """li2019's tiling threshold: CUs x max threads per CU x factor (None: LI2019_FACTOR),
     65536 on V100."""
     return device_threads(arch) * float(LI2019_FACTOR if factor is None else factor)
+
+
+def launch_capacity(n_wg: np.ndarray, tile_threads: np.ndarray, active: np.ndarray,
+                    compute_units: int) -> float:
+    """The "device" rule's threshold: tile threads the device holds at once for this
+    launch's mix of tiles. A kind-k tile takes 1/active[k] of a CU, so with the mix
+    n_wg the device holds n_wg[k] x CUs / demand tiles of kind k at once, where demand
+    = sum_k n_wg[k] / active[k]; the result is a weighted mean of active[k] x
+    tile_threads[k] x CUs, never above the device's resident-thread capacity."""
+    demand = cu_demand(n_wg, active)
+    if demand <= 0:
+        return 0.0
+    return float(np.dot(n_wg, tile_threads)) * compute_units / demand
+
+
+def launch_waves(n_wg: np.ndarray, active: np.ndarray, compute_units: int) -> int:
+    """Whole waves of resident slots the launch needs (at least 1): ceil(demand / CUs)."""
+    d = cu_demand(n_wg, active) / compute_units
+    return max(1, math.ceil(d - 1e-9))
+
+
+def resident_tlp(n_wg: np.ndarray, tile_threads: np.ndarray, active: np.ndarray,
+                 compute_units: int) -> float:
+    """The "device" rule's wavefront TLP: tile threads resident per wave, averaged over
+    the launch's whole waves (sum_k n_wg[k] x tile_threads[k] / waves). Equal to
+    :func:`launch_capacity` when the tiles fill whole waves; below it when the device
+    is not filled once, or the last wave is partial."""
+    return float(np.dot(n_wg, tile_threads)) / launch_waves(n_wg, active, compute_units)
 
 
 def workgroup_tlp(n_wg: np.ndarray, threads: np.ndarray) -> float:
@@ -141,11 +178,15 @@ def kind_table(arch, kinds, mode: str, dtype: str, model: str = "exact",
 
 
 class KindTable:
-    """Per-kind launch facts for one family in one mode: the launch each kind runs in,
-    its threads per workgroup, waves per workgroup and resident workgroups per CU.
+    """Per-kind launch facts for one family in one mode: the variant each kind runs in,
+    its threads per workgroup (``threads``: the launch's block, what Eq. 3 charges) and
+    waves per workgroup (``waves``), the threads and waves the tile itself keeps
+    (``tile_threads``, ``tile_waves``: in a fused launch a 128-thread tile's other
+    warps leave at once) and resident workgroups per CU (``active``).
     Read-only once built (shared through :func:`kind_table`)."""
 
-    __slots__ = ("kinds", "variants", "occupancy", "threads", "waves", "active")
+    __slots__ = ("kinds", "variants", "occupancy", "threads", "waves", "active",
+                 "tile_threads", "tile_waves")
 
     def __init__(self, arch, kinds, mode: str, dtype: str, model: str = "exact",
                  resources=None):
@@ -165,3 +206,6 @@ class KindTable:
         self.waves = np.array([math.ceil(v.threads / arch.wave_size) for v in self.variants],
                               dtype=np.float64)
         self.active = np.array([o.active_workgroups for o in occ], dtype=np.float64)
+        self.tile_threads = np.array([k.threads for k in self.kinds], dtype=np.float64)
+        self.tile_waves = np.array([math.ceil(k.threads / arch.wave_size) for k in self.kinds],
+                                   dtype=np.float64)

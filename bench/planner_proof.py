@@ -1,0 +1,203 @@
+"""Does the planner's device rule pay off, and does its cost model predict? (issue 11)
+
+For every case: bound-call time (``Plan.bind``, event-timed, bench/timing.py) of
+
+- ``new``:        wavefront-tlp, tlp_model="device" (the default now)
+- ``old``:        wavefront-tlp, tlp_model="paper" (the default before: today's plans)
+- ``workgroup``:  workgroup-tlp, tlp_model="device"
+- ``magma``, ``coordinated``
+
+and each plan's predicted time (planner/cost_model.py ``predict``). Cases: docs/design.md
+§6's grid (bench/peers.py's MAX_MN x MAX_K x batches 8/64/256/1024, M, N uniform in
+[16, MaxMN], K in [16, MaxK]; 48 cases), 64 x 1000^2 x 512 against 64 x 1008^2 x 512,
+and batches built so that wavefront and workgroup TLP pick different tiles under the
+device rule (a partial last wave that Eq. 3 counts as full). Outputs checked against
+float64 (NaN-poisoned C) for ``new`` before timing.
+
+Prints: the table (GFLOP/s per method, predicted / measured), geomean speed-ups of
+``new`` over each, the cases where ``new`` is slower than any other (beyond 2 %),
+Pearson correlation of log predicted vs log measured time (all plans, and per method),
+the 1008 / 1000 time-per-FLOP ratio. Writes planner_proof.json and planner_proof.txt
+to --out (default $OUT, else the current directory). About 2-3 minutes on an H100.
+
+    python bench/planner_proof.py [--quick] [--out DIR]
+    python bench/planner_proof.py --replay bench/results/2026-11-23-h100/paper.json
+                                  (no device: the model against a recorded bench run)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import portgemm  # noqa: E402
+from portgemm.backends.base import get_backend  # noqa: E402
+from portgemm.planner.cost_model import predict  # noqa: E402
+from timing import do_bench, random_batch  # noqa: E402
+
+MAX_MN = (128, 256, 512, 1024)
+MAX_K = (128, 256, 512)
+BATCHES = (8, 64, 256, 1024)
+METHODS = {   # name -> plan() keywords
+    "new": dict(strategy="wavefront-tlp", tlp_model="device"),
+    "old": dict(strategy="wavefront-tlp", tlp_model="paper"),
+    "workgroup": dict(strategy="workgroup-tlp", tlp_model="device"),
+    "magma": dict(strategy="magma"),
+    "coordinated": dict(strategy="coordinated"),
+}
+# Batches where the device rule's wavefront and workgroup TLP differ on sm_90 (fused,
+# 396 slots): 64x64 tiles leave a partial last wave that Eq. 3 counts as full.
+SEPARATING = (("sep 100x96^2x1024", (96, 96, 1024), 100),
+              ("sep 300x96^2x256", (96, 96, 256), 300),
+              ("sep 200x96^2x4096", (96, 96, 4096), 200),
+              ("sep 450x64^2x1024 per-kind", (64, 64, 1024), 450))
+SLOWER_TOL = 0.98
+
+
+def fixed_batch(cp, rng, shape, n, dtype="float32"):
+    m, nn, k = shape
+    shapes = np.tile(np.array(shape, dtype=np.int64), (n, 1))
+    A = [cp.asarray(rng.random((m, k)) - 0.5, dtype=dtype) for _ in range(n)]
+    B = [cp.asarray(rng.random((k, nn)) - 0.5, dtype=dtype) for _ in range(n)]
+    C = [cp.empty((m, nn), dtype=dtype) for _ in range(n)]
+    return shapes, A, B, C
+
+
+def max_rel_err(cp, A, B, C, sample=16):
+    worst = 0.0
+    for i in np.unique(np.linspace(0, len(A) - 1, min(sample, len(A))).astype(int)):
+        ref = cp.asnumpy(A[i]).astype(np.float64) @ cp.asnumpy(B[i]).astype(np.float64)
+        got = cp.asnumpy(C[i]).astype(np.float64)
+        worst = max(worst, float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300)))
+    return worst
+
+
+def cases(cp, rng, quick):
+    grid = [(m, k) for m in MAX_MN for k in MAX_K]
+    for mmn, mk in (grid[::4] if quick else grid):
+        for b in ((8, 256) if quick else BATCHES):
+            yield f"{mmn}/{mk} b{b}", "grid", "fused", random_batch(cp, rng, b, mmn, mk)
+    for n in (1000, 1008):
+        yield f"64x{n}^2x512", "1000-vs-1008", "fused", fixed_batch(cp, rng, (n, n, 512), 64)
+    for name, shape, n in SEPARATING:
+        mode = "per-kind" if name.endswith("per-kind") else "fused"
+        yield name, "separating", mode, fixed_batch(cp, rng, shape, n)
+
+
+def pearson_log(pred, meas):
+    p, m = np.log(np.asarray(pred)), np.log(np.asarray(meas))
+    return float(np.corrcoef(p, m)[0, 1]) if len(p) > 2 else float("nan")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="a quarter of the grid, 2 batches")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--rep-ms", type=float, default=60.0)
+    ap.add_argument("--replay", metavar="JSON", help="compare the model with a recorded "
+                    "`python -m portgemm bench --grid/--paper` run instead (no device)")
+    args = ap.parse_args(argv)
+    if args.replay:
+        from portgemm.benchmark.model_check import replay
+        print(json.dumps(replay(args.replay), indent=1))
+        return
+    t0 = time.perf_counter()
+    be = get_backend("cuda")
+    cp = be.cp
+    arch = be.arch()
+    rng = np.random.default_rng(args.seed)
+    rows, raw = [], []
+    for name, part, mode, (shapes, A, B, C) in cases(cp, rng, args.quick):
+        flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
+        rec = {"case": name, "part": part, "batch": int(len(shapes)), "flops": flops,
+               "shapes": shapes.tolist() if part != "grid" else None, "methods": {}}
+        for meth, kw in METHODS.items():
+            kw = dict(kw)
+            if kw["strategy"] in ("wavefront-tlp", "workgroup-tlp", "coordinated"):
+                kw["mode"] = mode
+            p = portgemm.plan(shapes, "float32", arch=arch, **kw)
+            bound = p.bind(A, B, C, backend=be)
+            err = None
+            if meth == "new":
+                for c in C:
+                    c.fill(cp.nan)
+                bound()
+                cp.cuda.get_current_stream().synchronize()
+                err = max_rel_err(cp, A, B, C)
+            ms = do_bench(cp, bound, warmup_ms=10.0, rep_ms=args.rep_ms)
+            rec["methods"][meth] = {"ms": ms, "predicted_ms": predict(p), "err": err,
+                                    "tiles": p.tiles_per_kind(), "tlp": p.tlp,
+                                    "threshold": p.tlp_threshold}
+        raw.append(rec)
+        m = rec["methods"]
+        rows.append([name] + [flops / m[k]["ms"] / 1e6 for k in METHODS]
+                    + [m["new"]["predicted_ms"] / m["new"]["ms"],
+                       " ".join(f"{k}:{v}" for k, v in m["new"]["tiles"].items())])
+        print(f"{name}: " + ", ".join(f"{k} {v['ms']:.4f} ms" for k, v in m.items()),
+              flush=True)
+
+    lines = [f"device: {be.device_name()} ({arch.name}, {arch.compute_units} SMs); bound calls, "
+             f"GFLOP/s (fp32); pred/meas = predicted / measured time of 'new'",
+             tabulate(rows, headers=["case", *METHODS, "pred/meas new", "new's tiles"],
+                      floatfmt=",.0f")]
+    new = np.array([r["methods"]["new"]["ms"] for r in raw])
+    summary = {"geomean_speedup_of_new": {}, "slower_than": {}, "pearson_log": {}}
+    for k in METHODS:
+        if k == "new":
+            continue
+        other = np.array([r["methods"][k]["ms"] for r in raw])
+        grid = np.array([r["part"] == "grid" for r in raw])
+        geo = float(np.exp(np.mean(np.log(other / new))))
+        geo_grid = float(np.exp(np.mean(np.log(other[grid] / new[grid])))) if grid.any() else None
+        slow = [r["case"] for r, o, n in zip(raw, other, new) if o < n * SLOWER_TOL]
+        summary["geomean_speedup_of_new"][k] = {"all": geo, "grid": geo_grid}
+        summary["slower_than"][k] = slow
+        lines.append(f"new vs {k}: geomean speed-up {geo:.3f}x (grid {geo_grid:.3f}x); new slower "
+                     f"(beyond {1 - SLOWER_TOL:.0%}) in {len(slow)}: {', '.join(slow) or '-'}")
+    pred = [m["predicted_ms"] for r in raw for m in r["methods"].values()]
+    meas = [m["ms"] for r in raw for m in r["methods"].values()]
+    summary["pearson_log"]["all"] = pearson_log(pred, meas)
+    for k in METHODS:
+        summary["pearson_log"][k] = pearson_log([r["methods"][k]["predicted_ms"] for r in raw],
+                                                [r["methods"][k]["ms"] for r in raw])
+    lines.append("Pearson r of log(predicted) vs log(measured): " + ", ".join(
+        f"{k} {v:.3f}" for k, v in summary["pearson_log"].items()))
+    by = {r["case"]: r for r in raw}
+    if "64x1000^2x512" in by and "64x1008^2x512" in by:
+        per_flop = {k: (by["64x1008^2x512"]["methods"][k]["ms"] / by["64x1008^2x512"]["flops"])
+                    / (by["64x1000^2x512"]["methods"][k]["ms"] / by["64x1000^2x512"]["flops"])
+                    for k in METHODS}
+        summary["time_per_flop_1008_over_1000"] = per_flop
+        lines.append("1008 / 1000 time per FLOP: " + ", ".join(f"{k} {v:.3f}"
+                                                                for k, v in per_flop.items()))
+    sep = [r for r in raw if r["part"] == "separating"]
+    for r in sep:
+        m = r["methods"]
+        lines.append(f"{r['case']}: wavefront {m['new']['tiles']} {m['new']['ms']:.4f} ms vs "
+                     f"workgroup {m['workgroup']['tiles']} {m['workgroup']['ms']:.4f} ms "
+                     f"(predicted {m['new']['predicted_ms']:.4f} vs "
+                     f"{m['workgroup']['predicted_ms']:.4f})")
+    errs = [r["methods"]["new"]["err"] for r in raw]
+    lines.append(f"max relative error of 'new' over all cases: {max(errs):.2e}")
+    lines.append(f"wall time {time.perf_counter() - t0:.0f} s")
+    text = "\n".join(lines)
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "planner_proof.txt").write_text(text + "\n")
+    (out / "planner_proof.json").write_text(json.dumps(
+        {"device": be.device_name(), "arch": arch.name, "cases": raw, "summary": summary},
+        indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Device ceilings, as data: the rates the planner's cost model divides by.
+
+Per arch, ``ceilings_for(arch)`` gives a :class:`Ceilings`:
+
+- a **measured** entry of ``ceilings.json`` (written on the device by
+  ``python -m portgemm bench --ceilings``, portgemm/benchmark/ceilings.py) when there is
+  one for the arch's name; otherwise
+- a **modelled** one, derived from the arch's spec row in the same file and the
+  architecture table's compute-unit count (so a part with more CUs scales):
+  FMA rate = CUs x FP32 lanes per CU x 2 x clock x SUSTAINED (fp64: x fp64_ratio),
+  copy bandwidth = DRAM spec x COPY_FRACTION, shared memory = bytes/clk/CU x clock.
+  The two fractions are what the H100 measured against its spec sheet (51.6 of 66.9
+  TFLOP/s; 3.0 of 3.35 TB/s), rounded; nothing else in a modelled row was measured.
+
+``Ceilings.origin`` says which ("measured" or "modelled") so describe() and the
+benchmark can tell the reader.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PATH = Path(__file__).with_name("ceilings.json")
+
+SUSTAINED = 0.8       # sustained / peak FMA rate under a full load (H100: 0.77)
+COPY_FRACTION = 0.9   # device-to-device copy / DRAM spec bandwidth (H100: 0.90)
+
+FIELDS = ("copy_bytes_per_s", "smem_bytes_per_s_per_cu", "fp32_flops_per_s",
+          "fp64_flops_per_s", "launch_s", "latency_s")
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    arch: str
+    origin: str                      # "measured" | "modelled"
+    copy_bytes_per_s: float          # whole device, read + write bytes of a large copy
+    smem_bytes_per_s_per_cu: float   # shared memory (LDS) bandwidth of one compute unit
+    fp32_flops_per_s: float          # whole device, SIMT FMA (2 FLOP each), sustained
+    fp64_flops_per_s: float
+    launch_s: float                  # one back-to-back launch, host side included
+    latency_s: float                 # one dependent global load (DRAM)
+    source: str = ""
+
+    def flops_per_s(self, dtype: str) -> float:
+        return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+_lock = threading.Lock()
+_data: dict | None = None
+
+
+def _load() -> dict:
+    global _data
+    with _lock:
+        if _data is None:
+            _data = json.loads(PATH.read_text())
+        return _data
+
+
+_by_arch: dict = {}
+
+
+def reload() -> None:
+    """Forget the file read so far (after the benchmark wrote a new entry)."""
+    global _data
+    with _lock:
+        _data = None
+        _by_arch.clear()
+
+
+def modelled(arch, spec: dict) -> Ceilings:
+    cus = float(arch.compute_units)
+    fp32 = cus * spec["fp32_fma_per_clk_per_cu"] * 2 * spec["clock_hz"] * SUSTAINED
+    return Ceilings(arch=arch.name, origin="modelled",
+                    copy_bytes_per_s=spec["dram_bytes_per_s"] * COPY_FRACTION,
+                    smem_bytes_per_s_per_cu=spec["smem_bytes_per_clk_per_cu"] * spec["clock_hz"],
+                    fp32_flops_per_s=fp32, fp64_flops_per_s=fp32 * spec["fp64_ratio"],
+                    launch_s=spec["launch_s"], latency_s=spec["latency_s"],
+                    source="modelled from the spec row and the arch table")
+
+
+# Used for an arch the file has no row for (a row added to the arch table later).
+GENERIC_SPEC = {"clock_hz": 1.5e9, "fp32_fma_per_clk_per_cu": 64, "fp64_ratio": 0.5,
+                "dram_bytes_per_s": 1.0e12, "smem_bytes_per_clk_per_cu": 128,
+                "launch_s": 6e-6, "latency_s": 8e-7}
+
+
+def ceilings_for(arch) -> Ceilings:
+    """The measured entry for ``arch.name`` if the file has one, else modelled
+    (memoised per arch name and compute-unit count until :func:`reload`)."""
+    key = (arch.name, arch.compute_units)
+    hit = _by_arch.get(key)
+    if hit is None:
+        hit = _by_arch[key] = _ceilings_for(arch)
+    return hit
+
+
+def _ceilings_for(arch) -> Ceilings:
+    data = _load()
+    row = data.get("measured", {}).get(arch.name)
+    if row is not None:
+        return Ceilings(arch=arch.name, origin="measured",
+                        source=row.get("source", row.get("device", "")),
+                        **{f: float(row[f]) for f in FIELDS})
+    return modelled(arch, data.get("specs", {}).get(arch.name, GENERIC_SPEC))
+
+
+def write_measured(arch_name: str, entry: dict, path: Path = PATH) -> None:
+    """Put ``entry`` (every name of FIELDS, plus device/source) under measured[arch]."""
+    missing = [f for f in FIELDS if f not in entry]
+    if missing:
+        raise ValueError(f"ceilings entry lacks {', '.join(missing)}")
+    data = json.loads(Path(path).read_text()) if Path(path).exists() else {"specs": {}}
+    data.setdefault("measured", {})[arch_name] = entry
+    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+    reload()

@@ -1,0 +1,247 @@
+"""Predicted time of a tiling: the software-pipeline latency model, per tile, then waves.
+
+One tile of kind k (tm x tn, K-step tk, ``threads`` threads holding rm x rn each) on a
+GEMM with K runs, as the kernel does (double-buffered staging, one barrier per step):
+
+    t_tile = prologue + steps x step(r) + epilogue,        steps = ceil(K / tk)
+    step(r)   = max(latency,                    loads of step s+1 are in flight during s
+                    global(r), shared(r), compute(r))      the three streams overlap
+    global(r)  = (tm + tn) tk e / (copy bandwidth / CUs / r)
+    shared(r)  = tk threads (rm + rn) e / (shared bandwidth per CU x u / r)
+    compute(r) = tm tn tk / (FMA rate per CU x u / r)
+    prologue   = 3 latencies (tile record, GEMM descriptor, first K step) + global(r)
+    epilogue   = tm tn e / (copy bandwidth / CUs / r)
+
+e is the element size; r the tiles sharing a CU at once (the launch's tiles per CU,
+between 1 and the resident workgroups per CU the occupancy model allows), each taking
+1/r of the CU's streams; u = min(1, r x warps per tile / SATURATING_WARPS) is the share
+of the CU's issue rate that so few warps can use (a lone 4-warp tile cannot keep a
+CU's shared-memory and FMA pipes busy).
+
+A launch of n tiles on S = CUs x resident workgroups per CU slots, tiles in LPT order:
+
+    exec   = max(longest tile, ceil(n / S) x mean tile)     exact for equal tiles
+    launch = launch latency + max(exec, unique bytes / copy bandwidth,
+                                  flops / FMA rate)
+
+Per-kind launches are modelled one after another (HIP runs them so; CUDA overlaps them
+on side streams, so there the figure is an upper bound). Rates come from the device
+ceilings (portgemm/occupancy/ceilings.py: measured where the benchmark wrote them,
+modelled from the spec sheet otherwise).
+
+Not modelled: split-K (no split-K kernels exist; a split-K kind would enter as a tile
+with steps = ceil(K / (splits tk)) plus a reduction launch), L2 reuse beyond the copy
+bandwidth, bank conflicts, clock changes.
+
+Everything is vectorised over GEMMs; nothing loops over tiles in Python.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..occupancy.ceilings import Ceilings, ceilings_for
+
+PROLOGUE_LATENCIES = 3
+# Warps per compute unit at which its pipes can be kept busy: four per scheduler on
+# the four sub-partitions of an SM / SIMDs of a CU, enough to hide the latency of
+# dependent shared-memory loads. A model constant, not measured.
+SATURATING_WARPS = 16
+
+
+@dataclass(frozen=True)
+class KindCosts:
+    """Per-kind constants of the model for one (arch, family, mode, dtype)."""
+    tm: np.ndarray
+    tn: np.ndarray
+    tk: np.ndarray
+    tile_warps: np.ndarray      # warps a tile keeps (its own threads, not its block's)
+    active: np.ndarray          # resident workgroups per CU of the kind's launch
+    g_bytes: np.ndarray         # global bytes per K step
+    s_bytes: np.ndarray         # shared-memory bytes read per K step
+    fmas: np.ndarray            # FMAs per K step
+    c_bytes: np.ndarray         # C bytes written
+    cus: float
+    ceil: Ceilings
+    elem: int
+    flops_per_s: float
+
+    @property
+    def n_kinds(self) -> int:
+        return int(self.tm.shape[0])
+
+
+_memo: dict = {}
+
+
+def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None) -> KindCosts:
+    """The model's per-kind constants from the tile shapes and a KindTable (memoised
+    per table, dtype and ceilings: KindTables are shared and read-only)."""
+    c = ceilings_for(arch) if ceil is None else ceil
+    key = (id(table), np.dtype(dtype).name, c)
+    hit = _memo.get(key)
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    kc = _kind_costs(arch, kinds, table, dtype, c)
+    if len(_memo) > 256:
+        _memo.clear()
+    _memo[key] = (table, kc)
+    return kc
+
+
+def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
+    f = lambda name: np.array([getattr(k, name) for k in kinds], dtype=np.float64)  # noqa: E731
+    tm, tn, tk, threads, rm, rn = (f(n) for n in ("tm", "tn", "tk", "threads", "rm", "rn"))
+    e = 8 if np.dtype(dtype).name == "float64" else 4
+    return KindCosts(tm=tm, tn=tn, tk=tk, tile_warps=np.ceil(threads / arch.wave_size),
+                     active=np.asarray(table.active, dtype=np.float64),
+                     g_bytes=(tm + tn) * tk * e, s_bytes=tk * threads * (rm + rn) * e,
+                     fmas=tm * tn * tk, c_bytes=tm * tn * e, cus=float(arch.compute_units),
+                     ceil=c, elem=e, flops_per_s=c.flops_per_s(np.dtype(dtype).name))
+
+
+def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
+    """(r, u) per kind: tiles sharing a CU at once and the issue share they can use.
+    Fused: one launch, every tile counts; per-kind: each kind's launch on its own."""
+    n = np.asarray(n_per_kind, dtype=np.float64)
+    if per_kind:
+        r = np.clip(n / kc.cus, 1.0, kc.active)
+        u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+        return r, u
+    total = float(n.sum())
+    r_all = min(max(total / kc.cus, 1.0), float(kc.active.max()))
+    warps = float(np.dot(n, kc.tile_warps) / total) if total else float(kc.tile_warps.max())
+    r = np.full(kc.n_kinds, r_all)
+    u = np.full(kc.n_kinds, min(1.0, r_all * warps / SATURATING_WARPS))
+    return r, u
+
+
+def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
+    """(prologue, step, epilogue) seconds per kind at sharing (r, u)."""
+    c = kc.ceil
+    bw = c.copy_bytes_per_s / kc.cus / r
+    glob = kc.g_bytes / bw
+    shared = kc.s_bytes / (c.smem_bytes_per_s_per_cu * u / r)
+    compute = kc.fmas / (kc.flops_per_s / 2.0 / kc.cus * u / r)
+    step = np.maximum(np.maximum(c.latency_s, glob), np.maximum(shared, compute))
+    prologue = PROLOGUE_LATENCIES * c.latency_s + glob
+    epilogue = kc.c_bytes / bw
+    return prologue, step, epilogue
+
+
+def steps_of(K: np.ndarray, tk: np.ndarray) -> np.ndarray:
+    """ceil(K / tk) K steps (0 for K == 0), broadcasting."""
+    return np.ceil(np.asarray(K, dtype=np.float64) / tk)
+
+
+def makespan(counts: np.ndarray, times: np.ndarray, slots: float) -> float:
+    """exec = max(longest tile, ceil(n / slots) x mean tile) for one launch."""
+    live = counts > 0
+    n = float(counts.sum())
+    if n == 0:
+        return 0.0
+    mean = float(np.dot(counts, times)) / n
+    return max(float(times[live].max()), math.ceil(n / slots - 1e-9) * mean)
+
+
+def floors(shapes: np.ndarray, kc: KindCosts) -> float:
+    """Whole-batch floors: unique bytes at copy bandwidth, flops at the FMA rate."""
+    s = shapes.astype(np.float64)
+    M, N, K = s[:, 0], s[:, 1], s[:, 2]
+    nbytes = kc.elem * float((M * K + K * N + M * N).sum())
+    return max(nbytes / kc.ceil.copy_bytes_per_s, 2.0 * float((M * N * K).sum()) / kc.flops_per_s)
+
+
+class BatchModel:
+    """One batch under one family and mode: what every candidate assignment shares
+    (tile counts and K steps per GEMM and kind, the floors), so weighing a candidate
+    is a few gathers over GEMMs."""
+
+    def __init__(self, shapes: np.ndarray, counts: np.ndarray, kc: KindCosts, per_kind: bool,
+                 floor: float | None = None):
+        self.kc, self.per_kind, self.n_k = kc, per_kind, kc.n_kinds
+        self.base = np.arange(shapes.shape[0]) * kc.n_kinds
+        self.counts = counts.astype(np.float64).ravel()
+        self.steps = steps_of(shapes[:, 2:3], kc.tk)
+        self.floor = floors(shapes, kc) if floor is None else floor
+
+    def predict(self, kidx: np.ndarray):
+        """(seconds, tiles per kind) when GEMM i runs its tiles of kind kidx[i], one tile
+        per block; per-kind mode: the kinds' launches one after another."""
+        kc = self.kc
+        flat = self.base + kidx
+        c = self.counts[flat]
+        n_k = np.bincount(kidx, weights=c, minlength=self.n_k)
+        r, u = sharing(kc, n_k, self.per_kind)
+        pro, step, epi = stage_times(kc, r, u)
+        t = (pro + epi)[kidx] + self.steps.ravel()[flat] * step[kidx]
+        if self.per_kind:
+            exec_s, launches = 0.0, 0
+            for k in np.flatnonzero(n_k):
+                sel = kidx == k
+                exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k])
+                launches += 1
+        else:
+            exec_s = makespan(c, t, kc.cus * float(kc.active.max()))
+            launches = 1 if n_k.sum() else 0
+        if not launches:
+            return 0.0, n_k
+        return launches * kc.ceil.launch_s + max(exec_s, self.floor), n_k
+
+    def tile_times(self, kidx: np.ndarray) -> np.ndarray:
+        """(batch, kinds) seconds of one tile of kind k on GEMM i, at the sharing the
+        assignment ``kidx`` gives (the context in which alternatives are weighed)."""
+        kc = self.kc
+        n_k = np.bincount(kidx, weights=self.counts[self.base + kidx], minlength=self.n_k)
+        r, u = sharing(kc, n_k, self.per_kind)
+        if self.per_kind:   # an alternative kind's launch: as shared as the busiest one
+            r = np.full_like(r, r.max())
+            u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+        pro, step, epi = stage_times(kc, r, u)
+        return (pro + epi) + self.steps * step
+
+
+def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
+                       kc: KindCosts, per_kind: bool) -> float:
+    """Seconds of one call when GEMM i runs its counts[i, kidx[i]] tiles of kind
+    kidx[i], one tile per block."""
+    return BatchModel(shapes, counts, kc, per_kind).predict(kidx)[0]
+
+
+def predict(plan, ceil: Ceilings | None = None) -> float:
+    """Predicted milliseconds of one call of any plan (every strategy and mode): its
+    blocks as launched (several tiles in a block run one after another; grid-z's
+    early-exit blocks cost one latency each)."""
+    from .parallelism import kind_table
+    if plan.n_tiles == 0:
+        return 0.0
+    table = kind_table(plan.arch, plan.kinds, plan.mode, plan.dtype.name)
+    kc = kind_costs(plan.arch, plan.kinds, table, plan.dtype.name, ceil)
+    tiles = plan.tiles
+    kind = tiles["kind"].astype(np.int64)
+    starts = plan.block_ptr[:-1]
+    bkind = kind[starts]
+    n_blocks = np.bincount(bkind, minlength=kc.n_kinds).astype(np.float64)
+    per_kind = plan.mode != "fused"
+    r, u = sharing(kc, n_blocks, per_kind)
+    pro, step, epi = stage_times(kc, r, u)
+    K = plan.shapes[tiles["gemm"], 2]
+    t = pro[kind] + steps_of(K, kc.tk[kind]) * step[kind] + epi[kind]
+    bt = np.add.reduceat(t, starts)
+    ones = np.ones_like(bt)
+    if plan.mode == "fused":
+        exec_s = makespan(ones, bt, kc.cus * float(kc.active.max()))
+        launches = 1
+    else:
+        exec_s, launches = 0.0, 0
+        for k in np.flatnonzero(n_blocks):
+            sel = bkind == k
+            extra = 0.0
+            if plan.grid is not None:   # early-exit blocks: a latency each, in the waves
+                launched = float(np.prod(plan.grid))
+                extra = (launched - sel.sum()) * kc.ceil.latency_s / (kc.cus * kc.active[k])
+            exec_s += makespan(ones[sel], bt[sel], kc.cus * kc.active[k]) + extra
+            launches += 1
+    return 1e3 * (launches * kc.ceil.launch_s + max(exec_s, floors(plan.shapes, kc)))
