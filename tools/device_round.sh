@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One device call of several parts, logs under $OUT (the device returns at most 8 files).
+# Usage (repo root, on the device): bash tools/device_round.sh PART [PART ...]
+#   tests     every GPU test                       planner   bench/planner_proof.py
+#   ceilings  measure the ceilings (no write)      host      bench/host_overhead.py --grid
+#   packed    bench/packed_overhead.py             sanitize  compute-sanitizer memcheck+racecheck
+#   plantime  bench/plan_time.py on this host      main      the main job
+set -u -o pipefail
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export PORTGEMM_CACHE_DIR=${PORTGEMM_CACHE_DIR:-/tmp/pgcache}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for part in "$@"; do
+  start=$(date +%s)
+  case "$part" in
+    tests) python3 -m pytest -m gpu tests -q -p no:cacheprovider -rs -x ${PYTEST_ARGS:-} \
+             > "$OUT/gpu_tests.log" 2>&1; tail -15 "$OUT/gpu_tests.log" ;;
+    planner) python3 bench/planner_proof.py --out "$OUT" ${PLANNER_ARGS:-} 2>&1 | tee "$OUT/planner.log" | tail -60 ;;
+    ceilings) python3 -m portgemm bench --ceilings --no-write --out "$OUT" 2>&1 | tail -20 ;;
+    host) python3 bench/host_overhead.py --grid --out "$OUT/host_overhead.json" 2>&1 | tee "$OUT/host_overhead.txt" | tail -70 ;;
+    packed) python3 bench/packed_overhead.py --out "$OUT/packed.json" 2>&1 | tee "$OUT/packed.txt" | tail -45 ;;
+    plantime) python3 bench/plan_time.py 2>&1 | tee "$OUT/plan_time.txt" | tail -40 ;;
+    main) python3 -m portgemm run --batch 1024 2>&1 | tail -20 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 9 python3 tools/sanitize_batches.py \
+          > "$OUT/sanitizer_$tool.log" 2>&1
+        echo "compute-sanitizer $tool: exit $? ($(grep -a -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1))"
+        grep -a -c WRONG "$OUT/sanitizer_$tool.log" | sed 's/^/  wrong results: /'
+      done ;;
+    *) echo "unknown part $part" >&2; exit 2 ;;
+  esac
+  echo "== $part: $(( $(date +%s) - start )) s"
+done
