@@ -100,8 +100,8 @@ def _cupy_meta(X):
 
 
 class _Entry:
-    __slots__ = ("token", "refs", "readers", "meta", "alpha", "beta", "fields", "plan",
-                 "gemms", "backend", "__weakref__")
+    __slots__ = ("token", "refs", "readers", "meta", "alpha", "beta", "plan", "call",
+                 "backend", "__weakref__")
 
 
 def launch(k, be, A, B, C, alpha, beta) -> bool:
@@ -120,9 +120,7 @@ def launch(k, be, A, B, C, alpha, beta) -> bool:
         return False
     if k[5] is _VECTOR and _scalars(beta, n, "beta").tobytes() != e.beta.tobytes():
         return False
-    batch = Batch(A if type(A) is list else list(A), B if type(B) is list else list(B),
-                  C if type(C) is list else list(C), *e.fields)
-    be.execute(e.plan, batch, e.gemms)
+    e.call(A, B, C)
     _stats["hits"] += 1
     return True
 
@@ -168,13 +166,25 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
         return
     e.readers, e.meta = snap
     e.alpha, e.beta = batch.alpha, batch.beta
-    e.fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta, batch.trans_a,
-                batch.trans_b, batch.dtype, batch.size, batch.device)
-    e.plan, e.gemms, e.backend = plan, gemms, be
+    e.plan, e.backend = plan, be
+    e.call = _launcher(be, plan, batch, gemms)
     with _lock:
         _entries[k] = e
         while len(_entries) > MAX_ENTRIES:
             del _entries[next(iter(_entries))]
+
+
+def _launcher(be, plan, batch, gemms):
+    """What a hit calls with (A, B, C): the backend's bound call (raw launches, arguments
+    encoded once; it keeps addresses, not arrays) where it has one, else execute over a
+    Batch of this call's lists and the entry's flat arrays and descriptors."""
+    prepare = getattr(be, "prepare", None)
+    if prepare is not None:
+        bound = prepare(plan, batch)
+        return lambda A, B, C: bound()
+    fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta, batch.trans_a,
+              batch.trans_b, batch.dtype, batch.size, batch.device)
+    return lambda A, B, C: be.execute(plan, Batch(list(A), list(B), list(C), *fields), gemms)
 
 
 def _dropper(k, token):
