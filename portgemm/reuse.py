@@ -4,9 +4,10 @@
 looked up by the identity of its arrays (``id`` of every element of A, B and C, in
 order), its scalars, transposes, backend and strategy (or plan). An entry is made on the
 second call with the same key (a call on new arrays pays only for its key), and
-holds what that call's validation, planning and upload produced: the Batch's flat
-arrays (not the arrays themselves), the Plan and the device descriptors. A hit then
-costs ``map(id)`` over the lists, the checks below and the launch.
+holds what that call's validation and planning produced, as the backend's bound call
+(``prepare``: descriptors uploaded and launch arguments encoded once, addresses only, not
+the arrays) and the Plan. A hit then costs ``map(id)`` over the lists, the checks below
+and the raw launch.
 
 What a hit checks (everything a validation result depends on that can change while an
 array object lives):
