@@ -181,7 +181,7 @@ def _launcher(be, plan, batch, gemms):
     Batch of this call's lists and the entry's flat arrays and descriptors."""
     prepare = getattr(be, "prepare", None)
     if prepare is not None:
-        bound = prepare(plan, batch)
+        bound = prepare(plan, batch, gemms)
         return lambda A, B, C: bound()
     fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta, batch.trans_a,
               batch.trans_b, batch.dtype, batch.size, batch.device)

@@ -205,16 +205,24 @@ class CudaBackend:
         self._launch(st, self._encoded(st, gemms), stream)
         return gemms
 
-    def prepare(self, plan, batch):
-        """The bound call (Plan.bind): descriptors uploaded once into a buffer of its own,
-        kernel arguments encoded once; each call is only the raw launches, on the
-        caller's stream at call time (so it can be captured in a CUDA graph)."""
+    def prepare(self, plan, batch, gemms=None):
+        """The bound call (Plan.bind): descriptors uploaded once into a buffer of its own
+        (or ``gemms``, descriptors of this batch already uploaded), kernel arguments
+        encoded once; each call is only the raw launches, on the caller's stream at call
+        time (so it can be captured in a CUDA graph)."""
         if plan.n_tiles == 0:
             return lambda: None
         tdev = torch_device(batch)
-        with self._stream(tdev):
+        here = self._stream(tdev)
+        with here:
             st = self._state(plan, batch)
-            gemms = self._upload(descriptors(batch))
+            if gemms is None:
+                gemms = self._upload(descriptors(batch))
+        # Later calls may come on other streams (or be captured there): wait here, once,
+        # until the uploads have landed, so no call can read them early.
+        uploaded = self.cp.cuda.Event(block=False, disable_timing=True)
+        uploaded.record(here)
+        uploaded.synchronize()
         enc = self._encode(st, gemms)
         launch, stream = self._launch, self._stream
 

@@ -188,7 +188,9 @@ class HipBackend:
     def _caller_stream(self, batch):
         """The caller's current stream: torch's when the arrays are torch tensors, else
         CuPy's (a ROCm build) when CuPy is loaded, else ``self.stream`` (None: null)."""
-        tdev = torch_device(batch)
+        return self._stream_for(torch_device(batch))
+
+    def _stream_for(self, tdev):
         if tdev is not None:
             return torch_stream(tdev)
         cupy = sys.modules.get("cupy")
@@ -207,18 +209,21 @@ class HipBackend:
         self._launch(self._encode(st, gemms), self._caller_stream(batch))
         return gemms
 
-    def prepare(self, plan, batch):
-        """The bound call (Plan.bind): descriptors uploaded once, kernel arguments encoded
-        once; each call launches them on the caller's current stream."""
+    def prepare(self, plan, batch, gemms=None):
+        """The bound call (Plan.bind): descriptors uploaded once (or ``gemms``, this
+        batch's already uploaded), kernel arguments encoded once; each call launches them
+        on the caller's current stream."""
         if plan.n_tiles == 0:
             return lambda: None
         st = self._state(plan, batch)
-        gemms = self._upload(descriptors(batch))
+        if gemms is None:
+            gemms = self._upload(descriptors(batch))
         enc = self._encode(st, gemms)
-        launch, stream = self._launch, self._caller_stream
+        # the call keeps the torch device, not the batch: it must not hold the arrays
+        launch, stream, tdev = self._launch, self._stream_for, torch_device(batch)
 
         def call():
-            launch(enc, stream(batch))
+            launch(enc, stream(tdev))
         call.gemms = gemms  # the descriptors live as long as the call
         return call
 
