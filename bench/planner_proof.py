@@ -140,7 +140,7 @@ def main(argv=None):
         raw.append(rec)
         m = rec["methods"]
         rows.append([name] + [flops / m[k]["ms"] / 1e6 for k in METHODS]
-                    + [m["new"]["predicted_ms"] / m["new"]["ms"],
+                    + [f'{m["new"]["predicted_ms"] / m["new"]["ms"]:.2f}',
                        " ".join(f"{k}:{v}" for k, v in m["new"]["tiles"].items())])
         print(f"{name}: " + ", ".join(f"{k} {v['ms']:.4f} ms" for k, v in m.items()),
               flush=True)
