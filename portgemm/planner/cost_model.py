@@ -245,3 +245,52 @@ def predict(plan, ceil: Ceilings | None = None) -> float:
             exec_s += makespan(ones[sel], bt[sel], kc.cus * kc.active[k]) + extra
             launches += 1
     return 1e3 * (launches * kc.ceil.launch_s + max(exec_s, floors(plan.shapes, kc)))
+
+
+# --- many candidate assignments at once (the device rule's search) -------------------
+
+def sharing_rows(kc: KindCosts, n: np.ndarray, per_kind: bool):
+    """:func:`sharing` for C assignments at once: ``n`` (C, kinds) tiles per kind ->
+    (r, u), each (C, kinds); the same arithmetic, row by row."""
+    if per_kind:
+        r = np.clip(n / kc.cus, 1.0, kc.active)
+        return r, np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+    total = n.sum(axis=1)
+    r_all = np.minimum(np.maximum(total / kc.cus, 1.0), float(kc.active.max()))
+    dot = n @ kc.tile_warps            # integers: exact in any summation order
+    safe = np.where(total > 0, total, 1.0)
+    warps = np.where(total > 0, dot / safe, float(kc.tile_warps.max()))
+    u = np.minimum(1.0, r_all * warps / SATURATING_WARPS)
+    shape = n.shape
+    return np.broadcast_to(r_all[:, None], shape), np.broadcast_to(u[:, None], shape)
+
+
+def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, per_kind: bool,
+                 floor: float) -> np.ndarray:
+    """Seconds of C assignments from per-kind aggregates only: ``n`` tiles, ``S`` tiles x
+    K steps, ``Mx`` the most K steps of a live GEMM, each (C, kinds). The same model as
+    :meth:`BatchModel.predict` (sum of tile times = pe n + step S per kind; the longest
+    tile = pe + step Mx), so no candidate pays a pass over the GEMMs here."""
+    r, u = sharing_rows(kc, n, per_kind)
+    pro, step, epi = stage_times(kc, r, u)
+    pe = pro + epi
+    longest = pe + Mx * step
+    busy = n > 0
+    if per_kind:
+        safe = np.where(busy, n, 1.0)
+        mean = (pe * n + step * S) / safe
+        waves = np.ceil(n / (kc.cus * kc.active) - 1e-9)
+        span = np.where(busy, np.maximum(longest, waves * mean), 0.0)
+        exec_s = span[:, 0].copy()
+        for k in range(1, span.shape[1]):      # kinds one after another, in order
+            exec_s += span[:, k]
+        launches = busy.sum(axis=1)
+    else:
+        total = n.sum(axis=1)
+        safe = np.where(total > 0, total, 1.0)
+        mean = (pe * n + step * S).sum(axis=1) / safe
+        waves = np.ceil(total / (kc.cus * float(kc.active.max())) - 1e-9)
+        exec_s = np.maximum(np.where(busy, longest, -np.inf).max(axis=1), waves * mean)
+        launches = (total > 0).astype(np.float64)
+    out = launches * kc.ceil.launch_s + np.maximum(exec_s, floor)
+    return np.where(launches > 0, out, 0.0)

@@ -43,12 +43,15 @@ a reduction, and whose count is tiles x splits; the candidate search needs no ch
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..errors import ValidationError
 from ..tiles import ZHANG2025
 from . import register
-from .cost_model import BatchModel, kind_costs, predict_assignment
+from .cost_model import (SATURATING_WARPS, floors, kind_costs, predict_assignment, predict_rows,
+                         sharing_rows, stage_times)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
 from .tiling import (build_tiles, gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
@@ -128,29 +131,70 @@ def paper_rule(req, tlp_formula: str, kinds, table):
     return kidx, t, threshold, notes, predicted
 
 
-def _area_keys(kinds):
-    """(dense area rank per kind, index per kind): equal areas share a rank."""
+@lru_cache(maxsize=64)
+def _family_keys(kinds: tuple):
+    """Per-family constants of the device rule (memoised per kind tuple): tm, tn, tk as
+    float rows; the dense area rank (equal areas share one); the start's key (larger
+    rank, then divides, then larger index); the shrink order's key; whether a shrink is
+    simply "one kind down" (distinct areas, tm and tn never shrinking as tiles grow, so
+    every tile no larger than one that fits also fits); whether every kind has one tk."""
+    n = len(kinds)
+    tm = np.array([k.tm for k in kinds], dtype=np.float64)
+    tn = np.array([k.tn for k in kinds], dtype=np.float64)
+    tk = np.array([k.tk for k in kinds], dtype=np.float64)
     area = np.array([k.area for k in kinds], dtype=np.int64)
-    return np.unique(area, return_inverse=True)[1].astype(np.int64), np.arange(len(kinds))
+    rank = np.unique(area, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    idx = np.arange(n)
+    simple = bool((rank == idx).all() and (np.diff(tm) >= 0).all() and (np.diff(tn) >= 0).all())
+    return {"tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
+            "start_key": rank * (2 * n) + idx, "order_key": rank * n + idx,
+            "rank0": rank == 0, "simple": simple, "one_tk": bool((tk == tk[0]).all())}
+
+
+def _shrink_table(fk, allowed):
+    """(batch, kinds): for GEMM i and kind k, the next smaller allowed kind (largest
+    (rank, index) of a strictly smaller rank), k itself where there is none."""
+    rank, n = fk["rank"], fk["n"]
+    out = np.empty(allowed.shape, dtype=np.int64)
+    below = np.full(allowed.shape[0], -1, dtype=np.int64)
+    order = np.lexsort((fk["idx"], rank))
+    pos = 0
+    while pos < n:                       # rank groups, smallest first
+        r = rank[order[pos]]
+        group = [int(k) for k in order[pos:] if rank[k] == r]
+        for k in group:
+            out[:, k] = np.where(below >= 0, below, k)
+        for k in group:                  # ascending index: the larger index wins
+            below = np.where(allowed[:, k], k, below)
+        pos += len(group)
+    return out
 
 
 def device_rule(req, tlp_formula: str, kinds, table):
     """The device rule (module docstring). Returns (kidx, TLP, threshold, notes,
-    predicted seconds)."""
+    predicted seconds).
+
+    How it stays fast (a plan-cache miss of thousands of GEMMs in well under a
+    millisecond): the per-(GEMM, kind) tables (tile counts, fits, divides, tile time,
+    work) are built once with a few broadcasts; every candidate is a kind per GEMM, and
+    the model needs of it only per-kind aggregates (tiles, tiles x K steps, most K
+    steps), which all candidates get from one bincount each over a (candidates, batch)
+    matrix (cost_model.predict_rows); the rule's sequential choice then runs over
+    scalars. The gate is evaluated only when the best changes."""
     arch, shapes = req.arch, req.shapes
-    n_k = len(kinds)
+    fk = _family_keys(tuple(kinds))
+    n_k, rank, B = fk["n"], fk["rank"], req.batch
     kc = kind_costs(arch, kinds, table, req.dtype)
     per_kind = req.mode == "per-kind"
-    gm, gn = tile_grid(shapes, kinds)
+    s = shapes.astype(np.float64)
+    M, N, K = s[:, 0:1], s[:, 1:2], s[:, 2:3]
+    tm, tn = fk["tm"], fk["tn"]
+    gm = np.ceil(M / tm)
+    gn = np.ceil(N / tn)
     counts = gm * gn
-    rows = np.arange(req.batch)
-    tm = np.array([k.tm for k in kinds], dtype=np.int64)
-    tn = np.array([k.tn for k in kinds], dtype=np.int64)
-    M, N = shapes[:, 0:1], shapes[:, 1:2]
-    rank, idx = _area_keys(kinds)
     divides = (gm * tm == M) & (gn * tn == N)
-    allowed = ((tm <= M) & (tn <= N)) | (rank == 0)      # fits, or among the smallest
-    live = counts[:, 0] > 0
+    allowed = ((tm <= M) & (tn <= N)) | fk["rank0"]      # fits, or among the smallest
+    live = (s[:, 0] > 0) & (s[:, 1] > 0)
 
     given = req.options.get("tlp_threshold")
     factor = float(req.option("tlp_factor", DEVICE_FACTOR))
@@ -170,64 +214,126 @@ def device_rule(req, tlp_formula: str, kinds, table):
     notes = []
     # largest fitting (equal areas: the one that divides); then, for equal predicted
     # work, the one that divides, then the larger: a relative nudge far below any real gap
-    start = np.where(allowed, rank * (2 * n_k) + divides * n_k + idx, -1).argmax(axis=1)
-    if not req.batch or not live.any():
-        return (start, *gate(kind_counts(counts, start, n_k)), notes, 0.0)
-    model = BatchModel(shapes, counts, kc, per_kind)
-    best = start
-    best_s, best_n = model.predict(start)
+    start = np.where(allowed, divides * n_k + fk["start_key"], -1).argmax(axis=1)
+    if not B or not live.any():
+        cnt = counts.reshape(-1).take(start + np.arange(B) * n_k)
+        return (start, *gate(np.bincount(start, weights=cnt, minlength=n_k)), notes, 0.0)
+
+    # K steps per GEMM (and kind, where the tk differ); dead GEMMs count 0 in the max
+    if fk["one_tk"]:
+        steps = np.ceil(K / fk["tk"][0])                      # (B, 1)
+    else:
+        steps = np.ceil(K / fk["tk"])                         # (B, kinds)
+    steps_live = np.where(live[:, None], steps, 0.0)
+    base = np.arange(B) * n_k
+    flat_counts = counts.reshape(-1)
+    flat_cs = (counts * steps).reshape(-1)
+    flat_steps = None if fk["one_tk"] else np.broadcast_to(steps_live, counts.shape).reshape(-1)
+    floor = floors(shapes, kc)
+
+    def aggregates(cands):
+        """Per-kind (tiles, tiles x steps, most steps) of each row of ``cands``."""
+        C = cands.shape[0]
+        flat = cands + base
+        g = (cands + (np.arange(C) * n_k)[:, None]).reshape(-1)
+        c = flat_counts.take(flat).reshape(-1)
+        n = np.bincount(g, weights=c, minlength=C * n_k).reshape(C, n_k)
+        S = np.bincount(g, weights=flat_cs.take(flat).reshape(-1),
+                        minlength=C * n_k).reshape(C, n_k)
+        Mx = np.zeros(C * n_k)
+        if fk["one_tk"]:
+            np.maximum.at(Mx.reshape(C, n_k), (np.arange(C)[:, None], cands), steps_live[:, 0])
+        else:
+            np.maximum.at(Mx, g, flat_steps.take(flat).reshape(-1))
+        return n, S, Mx.reshape(C, n_k)
+
+    def predict(cands):
+        n, S, Mx = aggregates(cands)
+        return predict_rows(kc, n, S, Mx, per_kind, floor), n
+
+    s0, n0 = predict(start[None, :])
+    best_s, best_n = float(s0[0]), n0[0]
     start_s = best_s
-    T = model.tile_times(start)
-    key = divides * (n_k * n_k) + rank * n_k + idx
-    work = np.where(allowed, counts * T * (1 + 1e-10 * (1 - key / key.max())), np.inf)
+    # tile times at the start's sharing (the context in which alternatives are weighed)
+    r, u = sharing_rows(kc, n0, per_kind)
+    r, u = r[0], u[0]
+    if per_kind:   # an alternative kind's launch: as shared as the busiest one
+        r = np.full_like(r, r.max())
+        u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+    pro, step, epi = stage_times(kc, r, u)
+    T = (pro + epi) + steps * step
+    key_max = int(fk["order_key"].max())
+    dk = divides.any(axis=0)
+    if dk.any():
+        key_max = max(key_max, int((n_k * n_k + fk["order_key"])[dk].max()))
+    nudge = [1 + 1e-10 * (1 - (fk["order_key"] + d * n_k * n_k) / key_max) for d in (0, 1)]
+    work = np.where(allowed, counts * T * np.where(divides, nudge[1], nudge[0]), np.inf)
     fastest = np.where(allowed, T, np.inf).argmin(axis=1)
-    t_fast = float(T[rows, fastest][live].max())   # below this cap every GEMM is at its fastest
-    t_long = float(T[rows, start][live].max())
+    Tfast_row = T.reshape(-1).take(base + fastest)
+    t_fast = float(Tfast_row[live].max())   # below this cap every GEMM is at its fastest
+    t_long = float(T.reshape(-1).take(base + start)[live].max())
 
     def capped(tau):
         """Least work among tiles no longer than tau (none: the fastest tile)."""
-        sc = np.where(T <= tau, work, np.inf)
-        trial = sc.argmin(axis=1)
-        none = np.isinf(sc[rows, trial])
-        trial[none] = fastest[none]
-        return trial
+        trial = np.where(T <= tau, work, np.inf).argmin(axis=1)
+        return np.where(Tfast_row > tau, fastest, trial)
 
-    def shrink(kidx):
-        """Every GEMM one step smaller (the next smaller allowed tile), where it can."""
-        below = allowed & (rank < rank[kidx][:, None])
-        j = np.where(below, rank * n_k + idx, -1).argmax(axis=1)
-        return np.where(below[rows, j], j, kidx)
-
-    def candidates():
-        yield work.argmin(axis=1)                 # least predicted work per GEMM
-        k = best
-        for _ in range(n_k - 1):                  # Algorithm 1's rounds, judged by the model
-            nk = shrink(k)
-            if np.array_equal(nk, k):
-                break
-            k = nk
-            yield k
-        for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
-            tau = t_long / 2.0 ** j
-            yield capped(tau)
-            if tau < t_fast:
-                break
+    least = work.argmin(axis=1)               # least predicted work per GEMM
+    caps = []
+    for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
+        tau = t_long / 2.0 ** j
+        caps.append(capped(tau))
+        if tau < t_fast:
+            break
+    first = np.stack([least] + caps)
+    first_s, first_n = predict(first)
 
     tried = kept = 0
     reached = False
-    for trial in candidates():
-        t, th = gate(best_n)
+    state = {"best": start, "s": best_s, "n": best_n, "gate": gate(best_n)}
+
+    def weigh(trial, s_trial, n_trial):
+        """One candidate in turn; False when the best so far has reached the threshold."""
+        nonlocal tried, kept, reached
+        t, th = state["gate"]
         if t >= th * (1 - 1e-9):
             reached = True
-            break
-        if np.array_equal(trial, best):
-            continue
+            return False
+        if (n_trial == state["n"]).all() and np.array_equal(trial, state["best"]):
+            return True
         tried += 1
-        s, n = model.predict(trial)
-        if s < best_s * (1 - 1e-9):
-            best, best_s, best_n = trial, s, n
+        if s_trial < state["s"] * (1 - 1e-9):
+            state.update(best=trial, s=s_trial, n=n_trial, gate=gate(n_trial))
             kept += 1
-    t, th = gate(best_n)
+        return True
+
+    go = weigh(least, float(first_s[0]), first_n[0])
+    if go:                                    # Algorithm 1's rounds, judged by the model
+        k = state["best"]
+        chain = []
+        if fk["simple"]:
+            top = int(k.max())
+            chain = [np.maximum(k - j, 0) for j in range(1, min(n_k - 1, top) + 1)]
+        else:
+            nxt = _shrink_table(fk, allowed).reshape(-1)
+            for _ in range(n_k - 1):
+                nk = nxt.take(base + k)
+                if np.array_equal(nk, k):
+                    break
+                k = nk
+                chain.append(k)
+        if chain:
+            chain_s, chain_n = predict(np.stack(chain))
+            for i, trial in enumerate(chain):
+                go = weigh(trial, float(chain_s[i]), chain_n[i])
+                if not go:
+                    break
+    if go:
+        for i in range(1, first.shape[0]):
+            if not weigh(first[i], float(first_s[i]), first_n[i]):
+                break
+    best, best_s = state["best"], state["s"]
+    t, th = state["gate"]
     notes.append(f"cost model: {tried} smaller tiling(s) weighed, {kept} kept; predicted "
                  f"{best_s * 1e3:.4g} ms (largest fitting tiles: {start_s * 1e3:.4g} ms)")
     if not reached and t < th * (1 - 1e-9):
