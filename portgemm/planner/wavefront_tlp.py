@@ -146,28 +146,85 @@ def _family_keys(kinds: tuple):
     rank = np.unique(area, return_inverse=True)[1].astype(np.int64).reshape(-1)
     idx = np.arange(n)
     simple = bool((rank == idx).all() and (np.diff(tm) >= 0).all() and (np.diff(tn) >= 0).all())
+    col = lambda a: a[:, None]  # noqa: E731  (a kind column against a batch row)
     return {"tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
-            "start_key": rank * (2 * n) + idx, "order_key": rank * n + idx,
-            "rank0": rank == 0, "simple": simple, "one_tk": bool((tk == tk[0]).all())}
+            "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
+            "start_key_c": col(rank * (2 * n) + idx), "order_key": rank * n + idx,
+            "rank0_c": col(rank == 0), "simple": simple, "one_tk": bool((tk == tk[0]).all())}
 
 
 def _shrink_table(fk, allowed):
-    """(batch, kinds): for GEMM i and kind k, the next smaller allowed kind (largest
+    """(kinds, batch): for kind k and GEMM i, the next smaller allowed kind (largest
     (rank, index) of a strictly smaller rank), k itself where there is none."""
     rank, n = fk["rank"], fk["n"]
     out = np.empty(allowed.shape, dtype=np.int64)
-    below = np.full(allowed.shape[0], -1, dtype=np.int64)
+    below = np.full(allowed.shape[1], -1, dtype=np.int64)
     order = np.lexsort((fk["idx"], rank))
     pos = 0
     while pos < n:                       # rank groups, smallest first
         r = rank[order[pos]]
         group = [int(k) for k in order[pos:] if rank[k] == r]
         for k in group:
-            out[:, k] = np.where(below >= 0, below, k)
+            out[k] = np.where(below >= 0, below, k)
         for k in group:                  # ascending index: the larger index wins
-            below = np.where(allowed[:, k], k, below)
+            below = np.where(allowed[k], k, below)
         pos += len(group)
     return out
+
+
+def _argmin_kinds(v: np.ndarray) -> np.ndarray:
+    """v.argmin(axis=0) of a (kinds, batch) table (the first least on ties), as a few
+    passes over whole rows: numpy's argmin along a short axis pays per GEMM."""
+    best = v[0]
+    idx = np.zeros(v.shape[1], dtype=np.int64)
+    for k in range(1, v.shape[0]):
+        better = v[k] < best
+        best = np.where(better, v[k], best)
+        idx[better] = k
+    return idx
+
+
+def _built(trial):
+    """A candidate's kind per GEMM (chains hand a function that builds it)."""
+    return trial() if callable(trial) else trial
+
+
+@lru_cache(maxsize=16)
+def _chain_select(n_k: int):
+    """(n_k - 1, n_k, n_k) bool, read-only: sel[j - 1, b, k] when a GEMM that starts at
+    kind b is at kind k after j one-down shrinks (max(b - j, 0) == k)."""
+    j = np.arange(1, n_k)[:, None, None]
+    b = np.arange(n_k)[None, :, None]
+    k = np.arange(n_k)[None, None, :]
+    out = np.maximum(b - j, 0) == k
+    out.flags.writeable = False
+    return out
+
+
+def _one_down_chain(kidx, counts, cs, steps_live, n_k: int):
+    """Algorithm 1's rounds where a shrink is one kind down (a "simple" family): round j
+    puts GEMM i at max(kidx[i] - j, 0), so every round's per-kind aggregates come from
+    one (start kind, kind) table, with no pass over the GEMMs per round. ``counts``,
+    ``cs`` (tiles x steps) are (kinds, batch); ``steps_live`` broadcasts to them.
+    Returns [trials (functions building each round's kinds), tiles, tiles x steps,
+    most steps] or [] when no GEMM can shrink."""
+    rounds = min(n_k - 1, int(kidx.max()))
+    if rounds <= 0:
+        return []
+    cell = (np.arange(n_k) * n_k)[:, None] + kidx      # (start kind, kind), transposed
+    flat = cell.reshape(-1)
+    tab_n = np.bincount(flat, weights=counts.reshape(-1), minlength=n_k * n_k)
+    tab_s = np.bincount(flat, weights=cs.reshape(-1), minlength=n_k * n_k)
+    tab_m = np.zeros(n_k * n_k)
+    np.maximum.at(tab_m, flat, np.broadcast_to(steps_live, counts.shape).reshape(-1))
+    # cell = k * n_k + b: tables indexed [k, b]; rounds want [b, k]
+    tab_n, tab_s, tab_m = (t.reshape(n_k, n_k).T for t in (tab_n, tab_s, tab_m))
+    sel = _chain_select(n_k)[:rounds]
+    n = (sel * tab_n).sum(axis=1)          # integers: exact in any order
+    S = (sel * tab_s).sum(axis=1)
+    Mx = (sel * tab_m).max(axis=1)         # steps >= 0
+    trials = [lambda j=j: np.maximum(kidx - j, 0) for j in range(1, rounds + 1)]
+    return [trials, n, S, Mx]
 
 
 def device_rule(req, tlp_formula: str, kinds, table):
@@ -175,26 +232,36 @@ def device_rule(req, tlp_formula: str, kinds, table):
     predicted seconds).
 
     How it stays fast (a plan-cache miss of thousands of GEMMs in well under a
-    millisecond): the per-(GEMM, kind) tables (tile counts, fits, divides, tile time,
-    work) are built once with a few broadcasts; every candidate is a kind per GEMM, and
-    the model needs of it only per-kind aggregates (tiles, tiles x K steps, most K
-    steps), which all candidates get from one bincount each over a (candidates, batch)
-    matrix (cost_model.predict_rows); the rule's sequential choice then runs over
-    scalars. The gate is evaluated only when the best changes."""
+    millisecond on an idle host): the (kind, GEMM) tables (tile counts, fits, divides,
+    tile time, work) are built kind-major, each row a whole batch, so every broadcast
+    runs long inner loops; every candidate is a kind per GEMM, and the model needs of
+    it only per-kind aggregates (tiles, tiles x K steps, most K steps): the least-work
+    and capped candidates get them from one bincount each over a (candidates, batch)
+    matrix, Algorithm 1's rounds from one (start kind, kind) table
+    (cost_model.predict_rows prices them all at once); the rule's sequential choice
+    then runs over scalars, and the gate is evaluated only when the best changes."""
     arch, shapes = req.arch, req.shapes
     fk = _family_keys(tuple(kinds))
     n_k, rank, B = fk["n"], fk["rank"], req.batch
     kc = kind_costs(arch, kinds, table, req.dtype)
     per_kind = req.mode == "per-kind"
-    s = shapes.astype(np.float64)
-    M, N, K = s[:, 0:1], s[:, 1:2], s[:, 2:3]
-    tm, tn = fk["tm"], fk["tn"]
+    s = shapes.T.astype(np.float64)
+    M, N, K = s[0], s[1], s[2]
+    tm, tn = fk["tm_c"], fk["tn_c"]
     gm = np.ceil(M / tm)
     gn = np.ceil(N / tn)
-    counts = gm * gn
+    counts = gm * gn                                       # (kinds, batch)
     divides = (gm * tm == M) & (gn * tn == N)
-    allowed = ((tm <= M) & (tn <= N)) | fk["rank0"]      # fits, or among the smallest
-    live = (s[:, 0] > 0) & (s[:, 1] > 0)
+    live = (M > 0) & (N > 0)
+    if fk["simple"]:   # fitting kinds are a prefix: count them per dimension
+        fit = np.minimum(np.searchsorted(fk["tm"], M, "right"),
+                         np.searchsorted(fk["tn"], N, "right"))
+        start = np.maximum(fit - 1, 0)                     # the largest fitting tile
+        allowed = fk["idx_c"] <= start                     # fits, or the smallest
+    else:
+        allowed = ((tm <= M) & (tn <= N)) | fk["rank0_c"]  # fits, or among the smallest
+        # largest fitting (equal areas: the one that divides)
+        start = np.where(allowed, divides * n_k + fk["start_key_c"], -1).argmax(axis=0)
 
     given = req.options.get("tlp_threshold")
     factor = float(req.option("tlp_factor", DEVICE_FACTOR))
@@ -212,47 +279,39 @@ def device_rule(req, tlp_formula: str, kinds, table):
                                                     arch.compute_units))
 
     notes = []
-    # largest fitting (equal areas: the one that divides); then, for equal predicted
-    # work, the one that divides, then the larger: a relative nudge far below any real gap
-    start = np.where(allowed, divides * n_k + fk["start_key"], -1).argmax(axis=1)
+    cols = np.arange(B)
+    flat_counts = counts.reshape(-1)
     if not B or not live.any():
-        cnt = counts.reshape(-1).take(start + np.arange(B) * n_k)
+        cnt = flat_counts.take(start * B + cols)
         return (start, *gate(np.bincount(start, weights=cnt, minlength=n_k)), notes, 0.0)
 
     # K steps per GEMM (and kind, where the tk differ); dead GEMMs count 0 in the max
-    if fk["one_tk"]:
-        steps = np.ceil(K / fk["tk"][0])                      # (B, 1)
-    else:
-        steps = np.ceil(K / fk["tk"])                         # (B, kinds)
-    steps_live = np.where(live[:, None], steps, 0.0)
-    base = np.arange(B) * n_k
-    flat_counts = counts.reshape(-1)
-    flat_cs = (counts * steps).reshape(-1)
-    flat_steps = None if fk["one_tk"] else np.broadcast_to(steps_live, counts.shape).reshape(-1)
+    steps = np.ceil(K / fk["tk"][0]) if fk["one_tk"] else np.ceil(K / fk["tk_c"])
+    steps_live = np.where(live, steps, 0.0)
+    cs = counts * steps
+    flat_cs = cs.reshape(-1)
+    flat_steps = None if fk["one_tk"] else steps_live.reshape(-1)
     floor = floors(shapes, kc)
 
     def aggregates(cands):
         """Per-kind (tiles, tiles x steps, most steps) of each row of ``cands``."""
         C = cands.shape[0]
-        flat = cands + base
+        flat = (cands * B + cols).reshape(-1)
         g = (cands + (np.arange(C) * n_k)[:, None]).reshape(-1)
-        c = flat_counts.take(flat).reshape(-1)
-        n = np.bincount(g, weights=c, minlength=C * n_k).reshape(C, n_k)
-        S = np.bincount(g, weights=flat_cs.take(flat).reshape(-1),
-                        minlength=C * n_k).reshape(C, n_k)
+        n = np.bincount(g, weights=flat_counts.take(flat), minlength=C * n_k).reshape(C, n_k)
+        S = np.bincount(g, weights=flat_cs.take(flat), minlength=C * n_k).reshape(C, n_k)
         Mx = np.zeros(C * n_k)
+        # flat index and values of its shape: numpy 2.4's ufunc.at reads past values
+        # broadcast against a 2-D index
         if fk["one_tk"]:
-            np.maximum.at(Mx.reshape(C, n_k), (np.arange(C)[:, None], cands), steps_live[:, 0])
+            vals = np.broadcast_to(steps_live, cands.shape).reshape(-1)
         else:
-            np.maximum.at(Mx, g, flat_steps.take(flat).reshape(-1))
+            vals = flat_steps.take(flat)
+        np.maximum.at(Mx, g, vals)
         return n, S, Mx.reshape(C, n_k)
 
-    def predict(cands):
-        n, S, Mx = aggregates(cands)
-        return predict_rows(kc, n, S, Mx, per_kind, floor), n
-
-    s0, n0 = predict(start[None, :])
-    best_s, best_n = float(s0[0]), n0[0]
+    n0, S0, M0 = aggregates(start[None, :])
+    best_s, best_n = float(predict_rows(kc, n0, S0, M0, per_kind, floor)[0]), n0[0]
     start_s = best_s
     # tile times at the start's sharing (the context in which alternatives are weighed)
     r, u = sharing_rows(kc, n0, per_kind)
@@ -261,24 +320,28 @@ def device_rule(req, tlp_formula: str, kinds, table):
         r = np.full_like(r, r.max())
         u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
     pro, step, epi = stage_times(kc, r, u)
-    T = (pro + epi) + steps * step
+    T = (pro + epi)[:, None] + steps * step[:, None]      # (kinds, batch)
+    # for equal predicted work, the one that divides, then the larger: a relative
+    # nudge far below any real gap
     key_max = int(fk["order_key"].max())
-    dk = divides.any(axis=0)
+    dk = divides.any(axis=1)
     if dk.any():
         key_max = max(key_max, int((n_k * n_k + fk["order_key"])[dk].max()))
-    nudge = [1 + 1e-10 * (1 - (fk["order_key"] + d * n_k * n_k) / key_max) for d in (0, 1)]
+    nudge = [(1 + 1e-10 * (1 - (fk["order_key"] + d * n_k * n_k) / key_max))[:, None]
+             for d in (0, 1)]
     work = np.where(allowed, counts * T * np.where(divides, nudge[1], nudge[0]), np.inf)
-    fastest = np.where(allowed, T, np.inf).argmin(axis=1)
-    Tfast_row = T.reshape(-1).take(base + fastest)
-    t_fast = float(Tfast_row[live].max())   # below this cap every GEMM is at its fastest
-    t_long = float(T.reshape(-1).take(base + start)[live].max())
+    T_allowed = np.where(allowed, T, np.inf)
+    fastest = _argmin_kinds(T_allowed)
+    T_fast = T_allowed.min(axis=0)                        # T of each GEMM's fastest tile
+    t_fast = float(T_fast[live].max())    # below this cap every GEMM is at its fastest
+    t_long = float(T.reshape(-1).take(start * B + cols)[live].max())
 
     def capped(tau):
         """Least work among tiles no longer than tau (none: the fastest tile)."""
-        trial = np.where(T <= tau, work, np.inf).argmin(axis=1)
-        return np.where(Tfast_row > tau, fastest, trial)
+        trial = _argmin_kinds(np.where(T <= tau, work, np.inf))
+        return np.where(T_fast > tau, fastest, trial)
 
-    least = work.argmin(axis=1)               # least predicted work per GEMM
+    least = _argmin_kinds(work)               # least predicted work per GEMM
     caps = []
     for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
         tau = t_long / 2.0 ** j
@@ -286,7 +349,8 @@ def device_rule(req, tlp_formula: str, kinds, table):
         if tau < t_fast:
             break
     first = np.stack([least] + caps)
-    first_s, first_n = predict(first)
+    first_n, first_S, first_M = aggregates(first)
+    first_s = predict_rows(kc, first_n, first_S, first_M, per_kind, floor)
 
     tried = kept = 0
     reached = False
@@ -299,33 +363,35 @@ def device_rule(req, tlp_formula: str, kinds, table):
         if t >= th * (1 - 1e-9):
             reached = True
             return False
-        if (n_trial == state["n"]).all() and np.array_equal(trial, state["best"]):
+        if (n_trial == state["n"]).all() and np.array_equal(_built(trial), state["best"]):
             return True
         tried += 1
         if s_trial < state["s"] * (1 - 1e-9):
-            state.update(best=trial, s=s_trial, n=n_trial, gate=gate(n_trial))
+            state.update(best=_built(trial), s=s_trial, n=n_trial, gate=gate(n_trial))
             kept += 1
         return True
 
     go = weigh(least, float(first_s[0]), first_n[0])
     if go:                                    # Algorithm 1's rounds, judged by the model
         k = state["best"]
-        chain = []
         if fk["simple"]:
-            top = int(k.max())
-            chain = [np.maximum(k - j, 0) for j in range(1, min(n_k - 1, top) + 1)]
+            chain = _one_down_chain(k, counts, cs, steps_live, n_k)
         else:
+            chain = []
             nxt = _shrink_table(fk, allowed).reshape(-1)
             for _ in range(n_k - 1):
-                nk = nxt.take(base + k)
+                nk = nxt.take(k * B + cols)
                 if np.array_equal(nk, k):
                     break
                 k = nk
                 chain.append(k)
+            if chain:
+                chain = [chain, *aggregates(np.stack(chain))]
         if chain:
-            chain_s, chain_n = predict(np.stack(chain))
-            for i, trial in enumerate(chain):
-                go = weigh(trial, float(chain_s[i]), chain_n[i])
+            trials, n, S, Mx = chain
+            chain_s = predict_rows(kc, n, S, Mx, per_kind, floor)
+            for i, trial in enumerate(trials):
+                go = weigh(trial, float(chain_s[i]), n[i])
                 if not go:
                     break
     if go:
