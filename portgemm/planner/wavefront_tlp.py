@@ -50,7 +50,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..tiles import ZHANG2025
 from . import register
-from .cost_model import (SATURATING_WARPS, floors, kind_costs, predict_assignment, predict_rows,
+from .cost_model import (SATURATING_WARPS, kind_costs, predict_assignment, predict_rows,
                          sharing_rows, stage_times)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
@@ -201,7 +201,7 @@ def _chain_select(n_k: int):
     return out
 
 
-def _one_down_chain(kidx, counts, cs, steps_live, n_k: int):
+def _one_down_chain(kidx, counts, cs, steps_live, n_k: int, one_tk: bool):
     """Algorithm 1's rounds where a shrink is one kind down (a "simple" family): round j
     puts GEMM i at max(kidx[i] - j, 0), so every round's per-kind aggregates come from
     one (start kind, kind) table, with no pass over the GEMMs per round. ``counts``,
@@ -215,10 +215,17 @@ def _one_down_chain(kidx, counts, cs, steps_live, n_k: int):
     flat = cell.reshape(-1)
     tab_n = np.bincount(flat, weights=counts.reshape(-1), minlength=n_k * n_k)
     tab_s = np.bincount(flat, weights=cs.reshape(-1), minlength=n_k * n_k)
-    tab_m = np.zeros(n_k * n_k)
-    np.maximum.at(tab_m, flat, np.broadcast_to(steps_live, counts.shape).reshape(-1))
+    if one_tk:    # steps per GEMM: the most per start kind, the same for every kind
+        tab_m = np.zeros(n_k)
+        np.maximum.at(tab_m, kidx, steps_live)
+        tab_m = np.repeat(tab_m, n_k)
+    else:
+        tab_m = np.zeros(n_k * n_k)
+        np.maximum.at(tab_m, flat, steps_live.reshape(-1))
+        tab_m = tab_m.reshape(n_k, n_k).T.reshape(-1)
     # cell = k * n_k + b: tables indexed [k, b]; rounds want [b, k]
-    tab_n, tab_s, tab_m = (t.reshape(n_k, n_k).T for t in (tab_n, tab_s, tab_m))
+    tab_n, tab_s = (t.reshape(n_k, n_k).T for t in (tab_n, tab_s))
+    tab_m = tab_m.reshape(n_k, n_k)
     sel = _chain_select(n_k)[:rounds]
     n = (sel * tab_n).sum(axis=1)          # integers: exact in any order
     S = (sel * tab_s).sum(axis=1)
@@ -291,7 +298,9 @@ def device_rule(req, tlp_formula: str, kinds, table):
     cs = counts * steps
     flat_cs = cs.reshape(-1)
     flat_steps = None if fk["one_tk"] else steps_live.reshape(-1)
-    floor = floors(shapes, kc)
+    # whole-batch floors (cost_model.floors, on the rows already converted)
+    floor = max(kc.elem * float((M * K + K * N + M * N).sum()) / kc.ceil.copy_bytes_per_s,
+                2.0 * float((M * N * K).sum()) / kc.flops_per_s)
 
     def aggregates(cands):
         """Per-kind (tiles, tiles x steps, most steps) of each row of ``cands``."""
@@ -304,15 +313,13 @@ def device_rule(req, tlp_formula: str, kinds, table):
         # flat index and values of its shape: numpy 2.4's ufunc.at reads past values
         # broadcast against a 2-D index
         if fk["one_tk"]:
-            vals = np.broadcast_to(steps_live, cands.shape).reshape(-1)
+            vals = np.concatenate([steps_live] * C)
         else:
             vals = flat_steps.take(flat)
         np.maximum.at(Mx, g, vals)
         return n, S, Mx.reshape(C, n_k)
 
-    n0, S0, M0 = aggregates(start[None, :])
-    best_s, best_n = float(predict_rows(kc, n0, S0, M0, per_kind, floor)[0]), n0[0]
-    start_s = best_s
+    n0 = np.bincount(start, weights=flat_counts.take(start * B + cols), minlength=n_k)[None]
     # tile times at the start's sharing (the context in which alternatives are weighed)
     r, u = sharing_rows(kc, n0, per_kind)
     r, u = r[0], u[0]
@@ -348,9 +355,11 @@ def device_rule(req, tlp_formula: str, kinds, table):
         caps.append(capped(tau))
         if tau < t_fast:
             break
-    first = np.stack([least] + caps)
+    first = np.stack([start, least] + caps)   # priced at once, the start with them
     first_n, first_S, first_M = aggregates(first)
     first_s = predict_rows(kc, first_n, first_S, first_M, per_kind, floor)
+    best_s, best_n = float(first_s[0]), first_n[0]
+    start_s = best_s
 
     tried = kept = 0
     reached = False
@@ -371,11 +380,11 @@ def device_rule(req, tlp_formula: str, kinds, table):
             kept += 1
         return True
 
-    go = weigh(least, float(first_s[0]), first_n[0])
+    go = weigh(least, float(first_s[1]), first_n[1])
     if go:                                    # Algorithm 1's rounds, judged by the model
         k = state["best"]
         if fk["simple"]:
-            chain = _one_down_chain(k, counts, cs, steps_live, n_k)
+            chain = _one_down_chain(k, counts, cs, steps_live, n_k, fk["one_tk"])
         else:
             chain = []
             nxt = _shrink_table(fk, allowed).reshape(-1)
@@ -395,7 +404,7 @@ def device_rule(req, tlp_formula: str, kinds, table):
                 if not go:
                     break
     if go:
-        for i in range(1, first.shape[0]):
+        for i in range(2, first.shape[0]):
             if not weigh(first[i], float(first_s[i]), first_n[i]):
                 break
     best, best_s = state["best"], state["s"]
