@@ -234,6 +234,45 @@ def _one_down_chain(kidx, counts, cs, steps_live, n_k: int, one_tk: bool):
     return [trials, n, S, Mx]
 
 
+def _chain(fk, kidx, counts, cs, steps_live, allowed, cols):
+    """Algorithm 1's rounds from ``kidx``, every GEMM one step smaller (the next smaller
+    allowed tile) while any can shrink: [trials, tiles, tiles x steps, most steps] per
+    round, or [] when none can."""
+    n_k = fk["n"]
+    if fk["simple"]:
+        return _one_down_chain(kidx, counts, cs, steps_live, n_k, fk["one_tk"])
+    B = kidx.shape[0]
+    nxt = _shrink_table(fk, allowed).reshape(-1)
+    trials = []
+    k = kidx
+    for _ in range(n_k - 1):
+        nk = nxt.take(k * B + cols)
+        if np.array_equal(nk, k):
+            break
+        k = nk
+        trials.append(k)
+    if not trials:
+        return []
+    return [trials, *_aggregates(np.stack(trials), counts, cs, steps_live, fk["one_tk"])]
+
+
+def _aggregates(cands, counts, cs, steps_live, one_tk: bool):
+    """Per-kind (tiles, tiles x steps, most steps of a live GEMM), each (C, kinds), of
+    the C candidates ``cands`` (C, batch): one bincount each over all of them."""
+    C, B = cands.shape
+    n_k = counts.shape[0]
+    flat = (cands * B + np.arange(B)).reshape(-1)
+    g = (cands + (np.arange(C) * n_k)[:, None]).reshape(-1)
+    n = np.bincount(g, weights=counts.reshape(-1).take(flat), minlength=C * n_k)
+    S = np.bincount(g, weights=cs.reshape(-1).take(flat), minlength=C * n_k)
+    Mx = np.zeros(C * n_k)
+    # flat index and values of its shape: numpy 2.4's ufunc.at reads past values
+    # broadcast against a 2-D index
+    vals = np.concatenate([steps_live] * C) if one_tk else steps_live.reshape(-1).take(flat)
+    np.maximum.at(Mx, g, vals)
+    return n.reshape(C, n_k), S.reshape(C, n_k), Mx.reshape(C, n_k)
+
+
 def device_rule(req, tlp_formula: str, kinds, table):
     """The device rule (module docstring). Returns (kidx, TLP, threshold, notes,
     predicted seconds).
@@ -296,28 +335,12 @@ def device_rule(req, tlp_formula: str, kinds, table):
     steps = np.ceil(K / fk["tk"][0]) if fk["one_tk"] else np.ceil(K / fk["tk_c"])
     steps_live = np.where(live, steps, 0.0)
     cs = counts * steps
-    flat_cs = cs.reshape(-1)
-    flat_steps = None if fk["one_tk"] else steps_live.reshape(-1)
     # whole-batch floors (cost_model.floors, on the rows already converted)
     floor = max(kc.elem * float((M * K + K * N + M * N).sum()) / kc.ceil.copy_bytes_per_s,
                 2.0 * float((M * N * K).sum()) / kc.flops_per_s)
 
     def aggregates(cands):
-        """Per-kind (tiles, tiles x steps, most steps) of each row of ``cands``."""
-        C = cands.shape[0]
-        flat = (cands * B + cols).reshape(-1)
-        g = (cands + (np.arange(C) * n_k)[:, None]).reshape(-1)
-        n = np.bincount(g, weights=flat_counts.take(flat), minlength=C * n_k).reshape(C, n_k)
-        S = np.bincount(g, weights=flat_cs.take(flat), minlength=C * n_k).reshape(C, n_k)
-        Mx = np.zeros(C * n_k)
-        # flat index and values of its shape: numpy 2.4's ufunc.at reads past values
-        # broadcast against a 2-D index
-        if fk["one_tk"]:
-            vals = np.concatenate([steps_live] * C)
-        else:
-            vals = flat_steps.take(flat)
-        np.maximum.at(Mx, g, vals)
-        return n, S, Mx.reshape(C, n_k)
+        return _aggregates(cands, counts, cs, steps_live, fk["one_tk"])
 
     n0 = np.bincount(start, weights=flat_counts.take(start * B + cols), minlength=n_k)[None]
     # tile times at the start's sharing (the context in which alternatives are weighed)
@@ -355,10 +378,15 @@ def device_rule(req, tlp_formula: str, kinds, table):
         caps.append(capped(tau))
         if tau < t_fast:
             break
-    first = np.stack([start, least] + caps)   # priced at once, the start with them
-    first_n, first_S, first_M = aggregates(first)
-    first_s = predict_rows(kc, first_n, first_S, first_M, per_kind, floor)
-    best_s, best_n = float(first_s[0]), first_n[0]
+    # Algorithm 1's rounds start from the best after the least-work candidate: the
+    # start or that candidate; both chains are priced with the rest, in one call
+    bases = [start] if np.array_equal(least, start) else [start, least]
+    chains = [_chain(fk, b, counts, cs, steps_live, allowed, cols) for b in bases]
+    first = np.stack([start, least] + caps)
+    agg = [aggregates(first)] + [c[1:] for c in chains if c]
+    n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
+    s_all = predict_rows(kc, n_all, S_all, M_all, per_kind, floor)
+    best_s, best_n = float(s_all[0]), n_all[0]
     start_s = best_s
 
     tried = kept = 0
@@ -380,32 +408,20 @@ def device_rule(req, tlp_formula: str, kinds, table):
             kept += 1
         return True
 
-    go = weigh(least, float(first_s[1]), first_n[1])
-    if go:                                    # Algorithm 1's rounds, judged by the model
-        k = state["best"]
-        if fk["simple"]:
-            chain = _one_down_chain(k, counts, cs, steps_live, n_k, fk["one_tk"])
-        else:
-            chain = []
-            nxt = _shrink_table(fk, allowed).reshape(-1)
-            for _ in range(n_k - 1):
-                nk = nxt.take(k * B + cols)
-                if np.array_equal(nk, k):
-                    break
-                k = nk
-                chain.append(k)
-            if chain:
-                chain = [chain, *aggregates(np.stack(chain))]
-        if chain:
-            trials, n, S, Mx = chain
-            chain_s = predict_rows(kc, n, S, Mx, per_kind, floor)
-            for i, trial in enumerate(trials):
-                go = weigh(trial, float(chain_s[i]), n[i])
-                if not go:
-                    break
+    go = weigh(least, float(s_all[1]), n_all[1])
+    at = first.shape[0]                       # where the chains' rows begin
+    for b, chain in zip(bases, chains):
+        if chain and b is not state["best"]:
+            at += len(chain[0])
+            continue
+        for i, trial in enumerate(chain[0] if (go and chain) else ()):
+            go = weigh(trial, float(s_all[at + i]), n_all[at + i])
+            if not go:
+                break
+        break
     if go:
         for i in range(2, first.shape[0]):
-            if not weigh(first[i], float(first_s[i]), first_n[i]):
+            if not weigh(first[i], float(s_all[i]), n_all[i]):
                 break
     best, best_s = state["best"], state["s"]
     t, th = state["gate"]
