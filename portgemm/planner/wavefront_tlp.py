@@ -211,21 +211,20 @@ def _one_down_chain(kidx, counts, cs, steps_live, n_k: int, one_tk: bool):
     rounds = min(n_k - 1, int(kidx.max()))
     if rounds <= 0:
         return []
-    cell = (np.arange(n_k) * n_k)[:, None] + kidx      # (start kind, kind), transposed
-    flat = cell.reshape(-1)
-    tab_n = np.bincount(flat, weights=counts.reshape(-1), minlength=n_k * n_k)
-    tab_s = np.bincount(flat, weights=cs.reshape(-1), minlength=n_k * n_k)
+    # per (start kind b, kind k): tiles and tiles x steps of the GEMMs starting at b,
+    # as one product with the start kinds' indicator (integers: exact in any order)
+    onehot = (kidx == np.arange(n_k)[:, None]).astype(np.float64)
+    tab = onehot @ np.concatenate([counts, cs]).T             # (b, [counts | cs] by k)
+    tab_n, tab_s = tab[:, :n_k], tab[:, n_k:]
     if one_tk:    # steps per GEMM: the most per start kind, the same for every kind
-        tab_m = np.zeros(n_k)
-        np.maximum.at(tab_m, kidx, steps_live)
-        tab_m = np.repeat(tab_m, n_k)
+        most = np.zeros(n_k)
+        np.maximum.at(most, kidx, steps_live)
+        tab_m = np.repeat(most[:, None], n_k, axis=1)
     else:
+        cell = (np.arange(n_k) * n_k)[:, None] + kidx         # k * n_k + b
         tab_m = np.zeros(n_k * n_k)
-        np.maximum.at(tab_m, flat, steps_live.reshape(-1))
-        tab_m = tab_m.reshape(n_k, n_k).T.reshape(-1)
-    # cell = k * n_k + b: tables indexed [k, b]; rounds want [b, k]
-    tab_n, tab_s = (t.reshape(n_k, n_k).T for t in (tab_n, tab_s))
-    tab_m = tab_m.reshape(n_k, n_k)
+        np.maximum.at(tab_m, cell.reshape(-1), steps_live.reshape(-1))
+        tab_m = tab_m.reshape(n_k, n_k).T
     sel = _chain_select(n_k)[:rounds]
     n = (sel * tab_n).sum(axis=1)          # integers: exact in any order
     S = (sel * tab_s).sum(axis=1)
