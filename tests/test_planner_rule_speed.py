@@ -397,3 +397,27 @@ def test_plan_cache_key_includes_the_ceilings_version(monkeypatch):
     q = planner.plan(shapes, arch="sm_90")
     assert q is not p and np.array_equal(q.tiles, p.tiles)   # same figures, replanned
     assert planner.plan(shapes, arch="sm_90") is q
+
+
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+def test_whole_plan_matches_the_frozen_rule_and_ordering(mode):
+    """The plan's tiles (kinds and the longest-first GEMM order, per kind in per-kind
+    mode) are those the frozen rule's choice and the previous ordering give."""
+    from portgemm.planner.tiling import build_tiles, gemm_lpt_order
+    rng = np.random.default_rng(11)
+    for _ in range(12):
+        shapes = random_batch(rng, int(rng.choice([1, 40, 900])))
+        p = planner.plan(shapes, arch="sm_90", mode=mode, use_cache=False)
+        s = planner._shapes(shapes)
+        req = Request(s, "float32", get_arch("sm_90"), mode, {})
+        table = kind_table(req.arch, ZHANG2025, mode, "float32")
+        kidx = frozen_device_rule(req, "wavefront", ZHANG2025, table)[0]
+        tm = np.array([k.tm for k in ZHANG2025], dtype=np.int64)
+        tn = np.array([k.tn for k in ZHANG2025], dtype=np.int64)
+        cost = (tm[kidx] * tn[kidx] * s[:, 2]).astype(np.float64)
+        if mode == "per-kind":
+            gm, gn = tile_grid(s, ZHANG2025)
+            order = gemm_lpt_order(cost, kidx, cost * (gm * gn)[np.arange(len(s)), kidx])
+        else:
+            order = gemm_lpt_order(cost)
+        np.testing.assert_array_equal(p.tiles, build_tiles(s, ZHANG2025, kidx, gemm_order=order))

@@ -54,8 +54,8 @@ from .cost_model import (SATURATING_WARPS, kind_costs, predict_assignment, predi
                          sharing_rows, stage_times)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
-from .tiling import (build_tiles, gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
-                     single_tile_blocks, tile_grid)
+from .tiling import (build_tiles, cdiv_array, gemm_lpt_order, kind_counts, kind_edges, make_plan,
+                     notes_for_shapes, single_tile_blocks, tile_grid)
 
 FAMILY = ZHANG2025
 assert all(a.area <= b.area for a, b in zip(FAMILY, FAMILY[1:])), "family must run small -> large"
@@ -458,16 +458,17 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     arch, shapes = req.arch, req.shapes
     table = kind_table(arch, kinds, req.mode, req.dtype, req.option("occupancy_model", "exact"),
                        resources=req.resources)
-    kidx, t, threshold, rule_notes, predicted = RULES[rule](req, tlp_formula, kinds, table)
+    # looked up by name at call time, so bench/plan_time.py can time the rule on its own
+    rule_fn = device_rule if rule == "device" else paper_rule
+    kidx, t, threshold, rule_notes, predicted = rule_fn(req, tlp_formula, kinds, table)
     notes = notes_for_shapes(shapes) + rule_notes
 
     # One tile per block, longest tiles first (all tiles of a GEMM cost the same).
-    tm = np.array([k.tm for k in kinds], dtype=np.int64)
-    tn = np.array([k.tn for k in kinds], dtype=np.int64)
-    cost = (tm[kidx] * tn[kidx] * shapes[:, 2]).astype(np.float64)
+    tm, tn = kind_edges(kinds)
+    cost = ((tm * tn).take(kidx) * shapes[:, 2]).astype(np.float64)
     if req.mode == "per-kind":  # one launch per kind: kinds contiguous, heaviest first
-        gm, gn = tile_grid(shapes, kinds)
-        n_tiles = (gm * gn)[np.arange(req.batch), kidx]
+        # each GEMM's own tile count (its kind only, not the whole (GEMM, kind) grid)
+        n_tiles = cdiv_array(shapes[:, 0], tm.take(kidx)) * cdiv_array(shapes[:, 1], tn.take(kidx))
         order = gemm_lpt_order(cost, kidx, cost * n_tiles)
     else:
         order = gemm_lpt_order(cost)
