@@ -172,9 +172,16 @@ def _shrink_table(fk, allowed):
     return out
 
 
+# From this many GEMMs on, _argmin_kinds walks the kinds' rows instead of numpy's argmin
+# along the short axis (which copies the table to make that axis contiguous).
+_ROW_ARGMIN_MIN = 4096
+
+
 def _argmin_kinds(v: np.ndarray) -> np.ndarray:
-    """v.argmin(axis=0) of a (kinds, batch) table (the first least on ties), as a few
-    passes over whole rows: numpy's argmin along a short axis pays per GEMM."""
+    """v.argmin(axis=0) of a (kinds, batch) table (the first least on ties); for large
+    batches as a few passes over whole rows."""
+    if v.shape[1] < _ROW_ARGMIN_MIN:
+        return v.argmin(axis=0)
     best = v[0]
     idx = np.zeros(v.shape[1], dtype=np.int64)
     for k in range(1, v.shape[0]):
