@@ -191,6 +191,18 @@ def _argmin_kinds(v: np.ndarray) -> np.ndarray:
     return idx
 
 
+def _prefix_argmin(v: np.ndarray) -> np.ndarray:
+    """(kinds, batch) int64: row m holds v[:m + 1].argmin(axis=0) (the first least)."""
+    out = np.empty(v.shape, dtype=np.int64)
+    out[0] = 0
+    best = v[0]
+    for k in range(1, v.shape[0]):
+        better = v[k] < best
+        best = np.where(better, v[k], best)
+        out[k] = np.where(better, k, out[k - 1])
+    return out
+
+
 def _built(trial):
     """A candidate's kind per GEMM (chains hand a function that builds it)."""
     return trial() if callable(trial) else trial
@@ -366,18 +378,37 @@ def device_rule(req, tlp_formula: str, kinds, table):
     nudge = [(1 + 1e-10 * (1 - (fk["order_key"] + d * n_k * n_k) / key_max))[:, None]
              for d in (0, 1)]
     work = np.where(allowed, counts * T * np.where(divides, nudge[1], nudge[0]), np.inf)
-    T_allowed = np.where(allowed, T, np.inf)
-    fastest = _argmin_kinds(T_allowed)
-    T_fast = T_allowed.min(axis=0)                        # T of each GEMM's fastest tile
+    # Where the allowed tiles are a prefix of the kinds and a tile's time never falls
+    # as tiles grow (every GEMM's fastest tile is the smallest, and the tiles no longer
+    # than a cap are a prefix too), every candidate is a least-work-among-a-prefix
+    # lookup in one table; otherwise argmins over the masked table.
+    pe_k = pro + epi
+    prefix = fk["simple"] and fk["one_tk"] and bool(
+        (np.diff(pe_k) >= 0).all() and (np.diff(step) >= 0).all())
+    if prefix:
+        P = _prefix_argmin(work).reshape(-1)          # least work among kinds 0..m
+        fastest = np.zeros(B, dtype=np.int64)
+        T_fast = T[0]
+        least = P.take(start * B + cols)
+
+        def capped(tau):
+            """Least work among tiles no longer than tau (none: the fastest tile)."""
+            last = np.count_nonzero(T <= tau, axis=0) - 1   # the longest within tau
+            trial = P.take(np.maximum(np.minimum(last, start), 0) * B + cols)
+            return np.where(last < 0, fastest, trial)
+    else:
+        T_allowed = np.where(allowed, T, np.inf)
+        fastest = _argmin_kinds(T_allowed)
+        T_fast = T_allowed.min(axis=0)                    # T of each GEMM's fastest tile
+        least = _argmin_kinds(work)                       # least predicted work per GEMM
+
+        def capped(tau):
+            """Least work among tiles no longer than tau (none: the fastest tile)."""
+            trial = _argmin_kinds(np.where(T <= tau, work, np.inf))
+            return np.where(T_fast > tau, fastest, trial)
     t_fast = float(T_fast[live].max())    # below this cap every GEMM is at its fastest
     t_long = float(T.reshape(-1).take(start * B + cols)[live].max())
 
-    def capped(tau):
-        """Least work among tiles no longer than tau (none: the fastest tile)."""
-        trial = _argmin_kinds(np.where(T <= tau, work, np.inf))
-        return np.where(T_fast > tau, fastest, trial)
-
-    least = _argmin_kinds(work)               # least predicted work per GEMM
     caps = []
     for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
         tau = t_long / 2.0 ** j
