@@ -203,6 +203,23 @@ def _prefix_argmin(v: np.ndarray) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=256)
+def _nudges(kinds: tuple, top_dividing: int):
+    """(not dividing, dividing) columns of the relative nudge that breaks ties of equal
+    predicted work: 1 + 1e-10 (1 - key / max key), key = divides x kinds^2 + rank x
+    kinds + index; the max key over the batch is set by the largest dividing kind's key
+    (``top_dividing``, -1: none divides) or else by the largest kind's."""
+    fk = _family_keys(kinds)
+    n_k, key = fk["n"], fk["order_key"]
+    key_max = int(key.max())
+    if top_dividing >= 0:
+        key_max = max(key_max, n_k * n_k + top_dividing)
+    out = tuple((1 + 1e-10 * (1 - (key + d * n_k * n_k) / key_max))[:, None] for d in (0, 1))
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
 def _built(trial):
     """A candidate's kind per GEMM (chains hand a function that builds it)."""
     return trial() if callable(trial) else trial
@@ -371,12 +388,8 @@ def device_rule(req, tlp_formula: str, kinds, table):
     T = (pro + epi)[:, None] + steps * step[:, None]      # (kinds, batch)
     # for equal predicted work, the one that divides, then the larger: a relative
     # nudge far below any real gap
-    key_max = int(fk["order_key"].max())
     dk = divides.any(axis=1)
-    if dk.any():
-        key_max = max(key_max, int((n_k * n_k + fk["order_key"])[dk].max()))
-    nudge = [(1 + 1e-10 * (1 - (fk["order_key"] + d * n_k * n_k) / key_max))[:, None]
-             for d in (0, 1)]
+    nudge = _nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
     work = np.where(allowed, counts * T * np.where(divides, nudge[1], nudge[0]), np.inf)
     # Where the allowed tiles are a prefix of the kinds and a tile's time never falls
     # as tiles grow (every GEMM's fastest tile is the smallest, and the tiles no longer
