@@ -312,15 +312,19 @@ def device_rule(req, tlp_formula: str, kinds, table):
     """The device rule (module docstring). Returns (kidx, TLP, threshold, notes,
     predicted seconds).
 
-    How it stays fast (a plan-cache miss of thousands of GEMMs in well under a
-    millisecond on an idle host): the (kind, GEMM) tables (tile counts, fits, divides,
-    tile time, work) are built kind-major, each row a whole batch, so every broadcast
-    runs long inner loops; every candidate is a kind per GEMM, and the model needs of
-    it only per-kind aggregates (tiles, tiles x K steps, most K steps): the least-work
-    and capped candidates get them from one bincount each over a (candidates, batch)
-    matrix, Algorithm 1's rounds from one (start kind, kind) table
-    (cost_model.predict_rows prices them all at once); the rule's sequential choice
-    then runs over scalars, and the gate is evaluated only when the best changes."""
+    How it is fast enough for a plan-cache miss every step (MoE batches of new
+    shapes): the (kind, GEMM) tables (tile counts, fits, divides, tile time, work) are
+    built kind-major, each row a whole batch, so broadcasts run long inner loops.
+    Every candidate is a kind per GEMM, and the model needs of it only per-kind
+    aggregates (tiles, tiles x K steps, most K steps): the start, least-work and capped
+    candidates get them from one bincount each over a (candidates, batch) matrix,
+    Algorithm 1's rounds from one (start kind, kind) table; cost_model.predict_rows
+    prices them all in one call, and the rule's sequential choice then runs over
+    scalars (the gate is evaluated only when the best changes). Where the family's
+    tiles are nested (a prefix of the kinds fits) and a tile's time grows with its size,
+    each candidate is a lookup in one least-work-among-a-prefix table instead of an
+    argmin. The choices are those of the one-candidate-at-a-time reading
+    (tests/test_planner_rule_speed.py keeps a frozen copy of it and compares)."""
     arch, shapes = req.arch, req.shapes
     fk = _family_keys(tuple(kinds))
     n_k, rank, B = fk["n"], fk["rank"], req.batch
