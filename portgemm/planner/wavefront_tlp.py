@@ -237,45 +237,50 @@ def _chain_select(n_k: int):
     return out
 
 
-def _one_down_chain(kidx, counts, cs, steps_live, n_k: int, one_tk: bool):
-    """Algorithm 1's rounds where a shrink is one kind down (a "simple" family): round j
-    puts GEMM i at max(kidx[i] - j, 0), so every round's per-kind aggregates come from
-    one (start kind, kind) table, with no pass over the GEMMs per round. ``counts``,
-    ``cs`` (tiles x steps) are (kinds, batch); ``steps_live`` broadcasts to them.
-    Returns [trials (functions building each round's kinds), tiles, tiles x steps,
-    most steps] or [] when no GEMM can shrink."""
-    rounds = min(n_k - 1, int(kidx.max()))
-    if rounds <= 0:
-        return []
+def _one_down_chains(bases, counts, cs, steps_live, one_tk: bool):
+    """Algorithm 1's rounds where a shrink is one kind down (a "simple" family), from
+    each start in ``bases``: round j puts GEMM i at max(kidx[i] - j, 0), so every
+    round's per-kind aggregates come from one (start kind, kind) table per start, all
+    from one matrix product, with no pass over the GEMMs per round. ``counts``, ``cs``
+    (tiles x steps) are (kinds, batch); ``steps_live`` broadcasts to them. Returns per
+    start [trials (functions building each round's kinds), tiles, tiles x steps, most
+    steps], or [] when no GEMM can shrink."""
+    n_k = counts.shape[0]
+    kinds = np.arange(n_k)
     # per (start kind b, kind k): tiles and tiles x steps of the GEMMs starting at b,
-    # as one product with the start kinds' indicator (integers: exact in any order)
-    onehot = (kidx == np.arange(n_k)[:, None]).astype(np.float64)
-    tab = onehot @ np.concatenate([counts, cs]).T             # (b, [counts | cs] by k)
-    tab_n, tab_s = tab[:, :n_k], tab[:, n_k:]
-    if one_tk:    # steps per GEMM: the most per start kind, the same for every kind
-        most = np.zeros(n_k)
-        np.maximum.at(most, kidx, steps_live)
-        tab_m = np.repeat(most[:, None], n_k, axis=1)
-    else:
-        cell = (np.arange(n_k) * n_k)[:, None] + kidx         # k * n_k + b
-        tab_m = np.zeros(n_k * n_k)
-        np.maximum.at(tab_m, cell.reshape(-1), steps_live.reshape(-1))
-        tab_m = tab_m.reshape(n_k, n_k).T
-    sel = _chain_select(n_k)[:rounds]
-    n = (sel * tab_n).sum(axis=1)          # integers: exact in any order
-    S = (sel * tab_s).sum(axis=1)
-    Mx = (sel * tab_m).max(axis=1)         # steps >= 0
-    trials = [lambda j=j: np.maximum(kidx - j, 0) for j in range(1, rounds + 1)]
-    return [trials, n, S, Mx]
+    # as one product with the starts' indicators (integers: exact in any order)
+    onehot = np.concatenate([kidx == kinds[:, None] for kidx in bases]).astype(np.float64)
+    tab = onehot @ np.concatenate([counts, cs]).T        # (starts x b, [counts | cs] by k)
+    out = []
+    for i, kidx in enumerate(bases):
+        rounds = min(n_k - 1, int(kidx.max()))
+        if rounds <= 0:
+            out.append([])
+            continue
+        tab_n, tab_s = tab[i * n_k:(i + 1) * n_k, :n_k], tab[i * n_k:(i + 1) * n_k, n_k:]
+        if one_tk:    # steps per GEMM: the most per start kind, the same for every kind
+            most = np.zeros(n_k)
+            np.maximum.at(most, kidx, steps_live)
+            tab_m = most[:, None]
+        else:
+            cell = (kinds * n_k)[:, None] + kidx               # k * n_k + b
+            tab_m = np.zeros(n_k * n_k)
+            np.maximum.at(tab_m, cell.reshape(-1), steps_live.reshape(-1))
+            tab_m = tab_m.reshape(n_k, n_k).T
+        sel = _chain_select(n_k)[:rounds]
+        n = (sel * tab_n).sum(axis=1)          # integers: exact in any order
+        S = (sel * tab_s).sum(axis=1)
+        Mx = (sel * tab_m).max(axis=1)         # steps >= 0
+        trials = [lambda j=j, k=kidx: np.maximum(k - j, 0) for j in range(1, rounds + 1)]
+        out.append([trials, n, S, Mx])
+    return out
 
 
 def _chain(fk, kidx, counts, cs, steps_live, allowed, cols):
-    """Algorithm 1's rounds from ``kidx``, every GEMM one step smaller (the next smaller
+    """Algorithm 1's rounds from ``kidx`` in any family, every GEMM one step smaller (the next smaller
     allowed tile) while any can shrink: [trials, tiles, tiles x steps, most steps] per
     round, or [] when none can."""
     n_k = fk["n"]
-    if fk["simple"]:
-        return _one_down_chain(kidx, counts, cs, steps_live, n_k, fk["one_tk"])
     B = kidx.shape[0]
     nxt = _shrink_table(fk, allowed).reshape(-1)
     trials = []
@@ -401,7 +406,7 @@ def device_rule(req, tlp_formula: str, kinds, table):
     # lookup in one table; otherwise argmins over the masked table.
     pe_k = pro + epi
     prefix = fk["simple"] and fk["one_tk"] and bool(
-        (np.diff(pe_k) >= 0).all() and (np.diff(step) >= 0).all())
+        (pe_k[1:] >= pe_k[:-1]).all() and (step[1:] >= step[:-1]).all())
     if prefix:
         P = _prefix_argmin(work).reshape(-1)          # least work among kinds 0..m
         fastest = np.zeros(B, dtype=np.int64)
@@ -435,7 +440,10 @@ def device_rule(req, tlp_formula: str, kinds, table):
     # Algorithm 1's rounds start from the best after the least-work candidate: the
     # start or that candidate; both chains are priced with the rest, in one call
     bases = [start] if np.array_equal(least, start) else [start, least]
-    chains = [_chain(fk, b, counts, cs, steps_live, allowed, cols) for b in bases]
+    if fk["simple"]:
+        chains = _one_down_chains(bases, counts, cs, steps_live, fk["one_tk"])
+    else:
+        chains = [_chain(fk, b, counts, cs, steps_live, allowed, cols) for b in bases]
     first = np.stack([start, least] + caps)
     agg = [aggregates(first)] + [c[1:] for c in chains if c]
     n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
