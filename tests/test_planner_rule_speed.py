@@ -5,6 +5,7 @@ random batches, archs, dtypes, modes, TLP formulas, options and tile families.""
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -324,7 +325,7 @@ def assert_same(new, old):
 @pytest.mark.parametrize("mode", ["fused", "per-kind"])
 @pytest.mark.parametrize("formula", ["wavefront", "workgroup"])
 def test_same_choices_as_the_frozen_rule(arch, mode, formula):
-    rng = np.random.default_rng(hash((arch, mode, formula)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{arch} {mode} {formula}".encode()))
     for trial in range(40):
         batch = int(rng.choice([0, 1, 2, 3, 7, 30, 100, 400, 1024, 3000]))
         shapes = random_batch(rng, batch)
