@@ -33,7 +33,8 @@ from portgemm.planner import strategies, strategy_info
 # Steps wrapped for the breakdown: (module attribute owner, name). Strategy modules
 # import their helpers by name, so each is wrapped where the strategy looks it up.
 PLANNER_STEPS = ("_shapes", "_key")
-STRATEGY_STEPS = ("tile_grid", "tile_counts", "initial_kinds", "kind_table", "tiling_engine",
+STRATEGY_STEPS = ("device_rule", "paper_rule", "notes_for_shapes",
+                  "tile_grid", "tile_counts", "initial_kinds", "kind_table", "tiling_engine",
                   "choose_config", "gemm_lpt_order", "build_tiles", "threshold_batching",
                   "binary_batching", "pack_blocks", "make_plan")
 

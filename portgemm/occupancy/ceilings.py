@@ -63,14 +63,23 @@ def _load() -> dict:
 
 
 _by_arch: dict = {}
+# Bumped whenever the figures may have changed (reload, write_measured): the plan cache
+# keys on it, so a plan predicted with old ceilings is not returned after new ones.
+_version = 0
+
+
+def version() -> int:
+    """How many times the ceilings were reloaded in this process (0: never)."""
+    return _version
 
 
 def reload() -> None:
     """Forget the file read so far (after the benchmark wrote a new entry)."""
-    global _data
+    global _data, _version
     with _lock:
         _data = None
         _by_arch.clear()
+        _version += 1
 
 
 def modelled(arch, spec: dict) -> Ceilings:

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
-from ..occupancy import Arch, get_arch
+from ..occupancy import Arch, ceilings, get_arch
 from ..problem import MAX_SPAN
 from . import parallelism
 from .launches import provider_version, resolve_provider
@@ -211,12 +211,14 @@ def _key(shapes, dtype, arch, strategy, mode, options, resources):
     try:
         opts = tuple(sorted(options.items()))
         # The factors are read at call time, and the provider's version changes when
-        # its figures for this arch do, so a change to either makes a new plan rather
-        # than returning a stale one. Figures for other archs, or registered figures
+        # its figures for this arch do, and so do the device ceilings the cost model
+        # divides by (reloaded or newly measured), so a change to any makes a new plan
+        # rather than returning a stale one. Figures for other archs, or registered figures
         # equal to those a plan used, leave cached plans alone.
         key = (_fingerprint(shapes), shapes.shape[0], dtype, arch.name,
                int(arch.compute_units), strategy, mode, opts, parallelism.TLP_FACTOR,
-               parallelism.LI2019_FACTOR, resources, provider_version(resources, arch.name))
+               parallelism.LI2019_FACTOR, resources, provider_version(resources, arch.name),
+               ceilings.version())
         hash(key)
     except TypeError:
         return None  # unhashable option values or provider: do not cache

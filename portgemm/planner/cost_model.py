@@ -67,6 +67,10 @@ class KindCosts:
     ceil: Ceilings
     elem: int
     flops_per_s: float
+    active_max: float = 0.0     # derived (set by kind_costs): the most resident per CU,
+    tile_warps_max: float = 0.0  # the most warps of a tile, resident slots per kind and
+    slots: np.ndarray = None    # of a fused launch
+    slots_max: float = 0.0
 
     @property
     def n_kinds(self) -> int:
@@ -80,14 +84,15 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None) -> 
     """The model's per-kind constants from the tile shapes and a KindTable (memoised
     per table, dtype and ceilings: KindTables are shared and read-only)."""
     c = ceilings_for(arch) if ceil is None else ceil
-    key = (id(table), np.dtype(dtype).name, c)
+    # keyed by identity (a Ceilings hashes all its fields, slowly), confirmed on a hit
+    key = (id(table), dtype if isinstance(dtype, str) else np.dtype(dtype).name, id(c))
     hit = _memo.get(key)
-    if hit is not None and hit[0] is table:
-        return hit[1]
+    if hit is not None and hit[0] is table and hit[1] is c:
+        return hit[2]
     kc = _kind_costs(arch, kinds, table, dtype, c)
     if len(_memo) > 256:
         _memo.clear()
-    _memo[key] = (table, kc)
+    _memo[key] = (table, c, kc)
     return kc
 
 
@@ -95,11 +100,15 @@ def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
     f = lambda name: np.array([getattr(k, name) for k in kinds], dtype=np.float64)  # noqa: E731
     tm, tn, tk, threads, rm, rn = (f(n) for n in ("tm", "tn", "tk", "threads", "rm", "rn"))
     e = 8 if np.dtype(dtype).name == "float64" else 4
-    return KindCosts(tm=tm, tn=tn, tk=tk, tile_warps=np.ceil(threads / arch.wave_size),
-                     active=np.asarray(table.active, dtype=np.float64),
+    active = np.asarray(table.active, dtype=np.float64)
+    tile_warps = np.ceil(threads / arch.wave_size)
+    cus = float(arch.compute_units)
+    return KindCosts(tm=tm, tn=tn, tk=tk, tile_warps=tile_warps, active=active,
                      g_bytes=(tm + tn) * tk * e, s_bytes=tk * threads * (rm + rn) * e,
-                     fmas=tm * tn * tk, c_bytes=tm * tn * e, cus=float(arch.compute_units),
-                     ceil=c, elem=e, flops_per_s=c.flops_per_s(np.dtype(dtype).name))
+                     fmas=tm * tn * tk, c_bytes=tm * tn * e, cus=cus,
+                     ceil=c, elem=e, flops_per_s=c.flops_per_s(np.dtype(dtype).name),
+                     active_max=float(active.max()), tile_warps_max=float(tile_warps.max()),
+                     slots=cus * active, slots_max=cus * float(active.max()))
 
 
 def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
@@ -245,3 +254,49 @@ def predict(plan, ceil: Ceilings | None = None) -> float:
             exec_s += makespan(ones[sel], bt[sel], kc.cus * kc.active[k]) + extra
             launches += 1
     return 1e3 * (launches * kc.ceil.launch_s + max(exec_s, floors(plan.shapes, kc)))
+
+
+# --- many candidate assignments at once (the device rule's search) -------------------
+
+def sharing_rows(kc: KindCosts, n: np.ndarray, per_kind: bool):
+    """:func:`sharing` for C assignments at once: ``n`` (C, kinds) tiles per kind ->
+    (r, u), each (C, kinds) or, fused, (C, 1) (one sharing for every kind); the same
+    arithmetic, row by row."""
+    if per_kind:
+        r = np.clip(n / kc.cus, 1.0, kc.active)
+        return r, np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+    total = n.sum(axis=1, keepdims=True)
+    r_all = np.minimum(np.maximum(total / kc.cus, 1.0), kc.active_max)
+    busy = total > 0
+    # integers: exact in any summation order
+    warps = np.where(busy, (n @ kc.tile_warps)[:, None] / np.where(busy, total, 1.0),
+                     kc.tile_warps_max)
+    return r_all, np.minimum(1.0, r_all * warps / SATURATING_WARPS)
+
+
+def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, per_kind: bool,
+                 floor: float) -> np.ndarray:
+    """Seconds of C assignments from per-kind aggregates only: ``n`` tiles, ``S`` tiles x
+    K steps, ``Mx`` the most K steps of a live GEMM, each (C, kinds). The same model as
+    :meth:`BatchModel.predict` (sum of tile times = pe n + step S per kind; the longest
+    tile = pe + step Mx), so no candidate pays a pass over the GEMMs here."""
+    r, u = sharing_rows(kc, n, per_kind)
+    pro, step, epi = stage_times(kc, r, u)
+    pe = pro + epi
+    busy = n > 0
+    longest = np.where(busy, pe + Mx * step, 0.0)
+    tile_sum = pe * n + step * S
+    if per_kind:
+        mean = tile_sum / np.where(busy, n, 1.0)
+        span = np.maximum(longest, np.ceil(n / kc.slots - 1e-9) * mean)
+        exec_s = span[:, 0].copy()
+        for k in range(1, span.shape[1]):      # kinds one after another, in order
+            exec_s += span[:, k]
+        launches = busy.sum(axis=1)
+    else:
+        total = n.sum(axis=1)
+        mean = tile_sum.sum(axis=1) / np.where(total > 0, total, 1.0)
+        waves = np.ceil(total / kc.slots_max - 1e-9)
+        exec_s = np.maximum(longest.max(axis=1), waves * mean)
+        launches = total > 0
+    return np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)

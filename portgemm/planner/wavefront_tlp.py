@@ -43,16 +43,19 @@ a reduction, and whose count is tiles x splits; the candidate search needs no ch
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..errors import ValidationError
 from ..tiles import ZHANG2025
 from . import register
-from .cost_model import BatchModel, kind_costs, predict_assignment
+from .cost_model import (SATURATING_WARPS, kind_costs, predict_assignment, predict_rows,
+                         sharing_rows, stage_times)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
-from .tiling import (build_tiles, gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
-                     single_tile_blocks, tile_grid)
+from .tiling import (build_tiles, cdiv_array, gemm_lpt_order, kind_counts, kind_edges, make_plan,
+                     notes_for_shapes, single_tile_blocks, tile_grid)
 
 FAMILY = ZHANG2025
 assert all(a.area <= b.area for a, b in zip(FAMILY, FAMILY[1:])), "family must run small -> large"
@@ -128,29 +131,227 @@ def paper_rule(req, tlp_formula: str, kinds, table):
     return kidx, t, threshold, notes, predicted
 
 
-def _area_keys(kinds):
-    """(dense area rank per kind, index per kind): equal areas share a rank."""
+@lru_cache(maxsize=64)
+def _family_keys(kinds: tuple):
+    """Per-family constants of the device rule (memoised per kind tuple): tm, tn, tk as
+    float rows; the dense area rank (equal areas share one); the start's key (larger
+    rank, then divides, then larger index); the shrink order's key; whether a shrink is
+    simply "one kind down" (distinct areas, tm and tn never shrinking as tiles grow, so
+    every tile no larger than one that fits also fits); whether every kind has one tk."""
+    n = len(kinds)
+    tm = np.array([k.tm for k in kinds], dtype=np.float64)
+    tn = np.array([k.tn for k in kinds], dtype=np.float64)
+    tk = np.array([k.tk for k in kinds], dtype=np.float64)
     area = np.array([k.area for k in kinds], dtype=np.int64)
-    return np.unique(area, return_inverse=True)[1].astype(np.int64), np.arange(len(kinds))
+    rank = np.unique(area, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    idx = np.arange(n)
+    simple = bool((rank == idx).all() and (np.diff(tm) >= 0).all() and (np.diff(tn) >= 0).all())
+    col = lambda a: a[:, None]  # noqa: E731  (a kind column against a batch row)
+    return {"tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
+            "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
+            "start_key_c": col(rank * (2 * n) + idx), "order_key": rank * n + idx,
+            "rank0_c": col(rank == 0), "simple": simple, "one_tk": bool((tk == tk[0]).all())}
+
+
+def _shrink_table(fk, allowed):
+    """(kinds, batch): for kind k and GEMM i, the next smaller allowed kind (largest
+    (rank, index) of a strictly smaller rank), k itself where there is none."""
+    rank, n = fk["rank"], fk["n"]
+    out = np.empty(allowed.shape, dtype=np.int64)
+    below = np.full(allowed.shape[1], -1, dtype=np.int64)
+    order = np.lexsort((fk["idx"], rank))
+    pos = 0
+    while pos < n:                       # rank groups, smallest first
+        r = rank[order[pos]]
+        group = [int(k) for k in order[pos:] if rank[k] == r]
+        for k in group:
+            out[k] = np.where(below >= 0, below, k)
+        for k in group:                  # ascending index: the larger index wins
+            below = np.where(allowed[k], k, below)
+        pos += len(group)
+    return out
+
+
+# From this many GEMMs on, _argmin_kinds walks the kinds' rows instead of numpy's argmin
+# along the short axis (which copies the table to make that axis contiguous).
+_ROW_ARGMIN_MIN = 4096
+
+
+def _argmin_kinds(v: np.ndarray) -> np.ndarray:
+    """v.argmin(axis=0) of a (kinds, batch) table (the first least on ties); for large
+    batches as a few passes over whole rows."""
+    if v.shape[1] < _ROW_ARGMIN_MIN:
+        return v.argmin(axis=0)
+    best = v[0]
+    idx = np.zeros(v.shape[1], dtype=np.int64)
+    for k in range(1, v.shape[0]):
+        better = v[k] < best
+        best = np.where(better, v[k], best)
+        idx[better] = k
+    return idx
+
+
+def _prefix_argmin(v: np.ndarray) -> np.ndarray:
+    """(kinds, batch) int64: row m holds v[:m + 1].argmin(axis=0) (the first least)."""
+    out = np.empty(v.shape, dtype=np.int64)
+    out[0] = 0
+    best = v[0]
+    for k in range(1, v.shape[0]):
+        better = v[k] < best
+        best = np.where(better, v[k], best)
+        out[k] = np.where(better, k, out[k - 1])
+    return out
+
+
+@lru_cache(maxsize=256)
+def _nudges(kinds: tuple, top_dividing: int):
+    """(not dividing, dividing) columns of the relative nudge that breaks ties of equal
+    predicted work: 1 + 1e-10 (1 - key / max key), key = divides x kinds^2 + rank x
+    kinds + index; the max key over the batch is set by the largest dividing kind's key
+    (``top_dividing``, -1: none divides) or else by the largest kind's."""
+    fk = _family_keys(kinds)
+    n_k, key = fk["n"], fk["order_key"]
+    key_max = int(key.max())
+    if top_dividing >= 0:
+        key_max = max(key_max, n_k * n_k + top_dividing)
+    out = tuple((1 + 1e-10 * (1 - (key + d * n_k * n_k) / key_max))[:, None] for d in (0, 1))
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def _built(trial):
+    """A candidate's kind per GEMM (chains hand a function that builds it)."""
+    return trial() if callable(trial) else trial
+
+
+@lru_cache(maxsize=16)
+def _chain_select(n_k: int):
+    """(n_k - 1, n_k, n_k) bool, read-only: sel[j - 1, b, k] when a GEMM that starts at
+    kind b is at kind k after j one-down shrinks (max(b - j, 0) == k)."""
+    j = np.arange(1, n_k)[:, None, None]
+    b = np.arange(n_k)[None, :, None]
+    k = np.arange(n_k)[None, None, :]
+    out = np.maximum(b - j, 0) == k
+    out.flags.writeable = False
+    return out
+
+
+def _one_down_chains(bases, counts, cs, steps_live, one_tk: bool):
+    """Algorithm 1's rounds where a shrink is one kind down (a "simple" family), from
+    each start in ``bases``: round j puts GEMM i at max(kidx[i] - j, 0), so every
+    round's per-kind aggregates come from one (start kind, kind) table per start, all
+    from one matrix product, with no pass over the GEMMs per round. ``counts``, ``cs``
+    (tiles x steps) are (kinds, batch); ``steps_live`` broadcasts to them. Returns per
+    start [trials (functions building each round's kinds), tiles, tiles x steps, most
+    steps], or [] when no GEMM can shrink."""
+    n_k = counts.shape[0]
+    kinds = np.arange(n_k)
+    # per (start kind b, kind k): tiles and tiles x steps of the GEMMs starting at b,
+    # as one product with the starts' indicators (integers: exact in any order)
+    onehot = np.concatenate([kidx == kinds[:, None] for kidx in bases]).astype(np.float64)
+    tab = onehot @ np.concatenate([counts, cs]).T        # (starts x b, [counts | cs] by k)
+    out = []
+    for i, kidx in enumerate(bases):
+        rounds = min(n_k - 1, int(kidx.max()))
+        if rounds <= 0:
+            out.append([])
+            continue
+        tab_n, tab_s = tab[i * n_k:(i + 1) * n_k, :n_k], tab[i * n_k:(i + 1) * n_k, n_k:]
+        if one_tk:    # steps per GEMM: the most per start kind, the same for every kind
+            most = np.zeros(n_k)
+            np.maximum.at(most, kidx, steps_live)
+            tab_m = most[:, None]
+        else:
+            cell = (kinds * n_k)[:, None] + kidx               # k * n_k + b
+            tab_m = np.zeros(n_k * n_k)
+            np.maximum.at(tab_m, cell.reshape(-1), steps_live.reshape(-1))
+            tab_m = tab_m.reshape(n_k, n_k).T
+        sel = _chain_select(n_k)[:rounds]
+        n = (sel * tab_n).sum(axis=1)          # integers: exact in any order
+        S = (sel * tab_s).sum(axis=1)
+        Mx = (sel * tab_m).max(axis=1)         # steps >= 0
+        trials = [lambda j=j, k=kidx: np.maximum(k - j, 0) for j in range(1, rounds + 1)]
+        out.append([trials, n, S, Mx])
+    return out
+
+
+def _chain(fk, kidx, counts, cs, steps_live, allowed, cols):
+    """Algorithm 1's rounds from ``kidx`` in any family, every GEMM one step smaller (the next smaller
+    allowed tile) while any can shrink: [trials, tiles, tiles x steps, most steps] per
+    round, or [] when none can."""
+    n_k = fk["n"]
+    B = kidx.shape[0]
+    nxt = _shrink_table(fk, allowed).reshape(-1)
+    trials = []
+    k = kidx
+    for _ in range(n_k - 1):
+        nk = nxt.take(k * B + cols)
+        if np.array_equal(nk, k):
+            break
+        k = nk
+        trials.append(k)
+    if not trials:
+        return []
+    return [trials, *_aggregates(np.stack(trials), counts, cs, steps_live, fk["one_tk"])]
+
+
+def _aggregates(cands, counts, cs, steps_live, one_tk: bool):
+    """Per-kind (tiles, tiles x steps, most steps of a live GEMM), each (C, kinds), of
+    the C candidates ``cands`` (C, batch): one bincount each over all of them."""
+    C, B = cands.shape
+    n_k = counts.shape[0]
+    flat = (cands * B + np.arange(B)).reshape(-1)
+    g = (cands + (np.arange(C) * n_k)[:, None]).reshape(-1)
+    n = np.bincount(g, weights=counts.reshape(-1).take(flat), minlength=C * n_k)
+    S = np.bincount(g, weights=cs.reshape(-1).take(flat), minlength=C * n_k)
+    Mx = np.zeros(C * n_k)
+    # flat index and values of its shape: numpy 2.4's ufunc.at reads past values
+    # broadcast against a 2-D index
+    vals = np.concatenate([steps_live] * C) if one_tk else steps_live.reshape(-1).take(flat)
+    np.maximum.at(Mx, g, vals)
+    return n.reshape(C, n_k), S.reshape(C, n_k), Mx.reshape(C, n_k)
 
 
 def device_rule(req, tlp_formula: str, kinds, table):
     """The device rule (module docstring). Returns (kidx, TLP, threshold, notes,
-    predicted seconds)."""
+    predicted seconds).
+
+    How it is fast enough for a plan-cache miss every step (MoE batches of new
+    shapes): the (kind, GEMM) tables (tile counts, fits, divides, tile time, work) are
+    built kind-major, each row a whole batch, so broadcasts run long inner loops.
+    Every candidate is a kind per GEMM, and the model needs of it only per-kind
+    aggregates (tiles, tiles x K steps, most K steps): the start, least-work and capped
+    candidates get them from one bincount each over a (candidates, batch) matrix,
+    Algorithm 1's rounds from one (start kind, kind) table; cost_model.predict_rows
+    prices them all in one call, and the rule's sequential choice then runs over
+    scalars (the gate is evaluated only when the best changes). Where the family's
+    tiles are nested (a prefix of the kinds fits) and a tile's time grows with its size,
+    each candidate is a lookup in one least-work-among-a-prefix table instead of an
+    argmin. The choices are those of the one-candidate-at-a-time reading
+    (tests/test_planner_rule_speed.py keeps a frozen copy of it and compares)."""
     arch, shapes = req.arch, req.shapes
-    n_k = len(kinds)
+    fk = _family_keys(tuple(kinds))
+    n_k, rank, B = fk["n"], fk["rank"], req.batch
     kc = kind_costs(arch, kinds, table, req.dtype)
     per_kind = req.mode == "per-kind"
-    gm, gn = tile_grid(shapes, kinds)
-    counts = gm * gn
-    rows = np.arange(req.batch)
-    tm = np.array([k.tm for k in kinds], dtype=np.int64)
-    tn = np.array([k.tn for k in kinds], dtype=np.int64)
-    M, N = shapes[:, 0:1], shapes[:, 1:2]
-    rank, idx = _area_keys(kinds)
+    s = shapes.T.astype(np.float64)
+    M, N, K = s[0], s[1], s[2]
+    tm, tn = fk["tm_c"], fk["tn_c"]
+    gm = np.ceil(M / tm)
+    gn = np.ceil(N / tn)
+    counts = gm * gn                                       # (kinds, batch)
     divides = (gm * tm == M) & (gn * tn == N)
-    allowed = ((tm <= M) & (tn <= N)) | (rank == 0)      # fits, or among the smallest
-    live = counts[:, 0] > 0
+    live = (M > 0) & (N > 0)
+    if fk["simple"]:   # fitting kinds are a prefix: count them per dimension
+        fit = np.minimum(np.searchsorted(fk["tm"], M, "right"),
+                         np.searchsorted(fk["tn"], N, "right"))
+        start = np.maximum(fit - 1, 0)                     # the largest fitting tile
+        allowed = fk["idx_c"] <= start                     # fits, or the smallest
+    else:
+        allowed = ((tm <= M) & (tn <= N)) | fk["rank0_c"]  # fits, or among the smallest
+        # largest fitting (equal areas: the one that divides)
+        start = np.where(allowed, divides * n_k + fk["start_key_c"], -1).argmax(axis=0)
 
     given = req.options.get("tlp_threshold")
     factor = float(req.option("tlp_factor", DEVICE_FACTOR))
@@ -168,66 +369,124 @@ def device_rule(req, tlp_formula: str, kinds, table):
                                                     arch.compute_units))
 
     notes = []
-    # largest fitting (equal areas: the one that divides); then, for equal predicted
-    # work, the one that divides, then the larger: a relative nudge far below any real gap
-    start = np.where(allowed, rank * (2 * n_k) + divides * n_k + idx, -1).argmax(axis=1)
-    if not req.batch or not live.any():
-        return (start, *gate(kind_counts(counts, start, n_k)), notes, 0.0)
-    model = BatchModel(shapes, counts, kc, per_kind)
-    best = start
-    best_s, best_n = model.predict(start)
+    cols = np.arange(B)
+    flat_counts = counts.reshape(-1)
+    if not B or not live.any():
+        cnt = flat_counts.take(start * B + cols)
+        return (start, *gate(np.bincount(start, weights=cnt, minlength=n_k)), notes, 0.0)
+
+    # K steps per GEMM (and kind, where the tk differ); dead GEMMs count 0 in the max
+    steps = np.ceil(K / fk["tk"][0]) if fk["one_tk"] else np.ceil(K / fk["tk_c"])
+    steps_live = np.where(live, steps, 0.0)
+    cs = counts * steps
+    # whole-batch floors (cost_model.floors, on the rows already converted)
+    floor = max(kc.elem * float((M * K + K * N + M * N).sum()) / kc.ceil.copy_bytes_per_s,
+                2.0 * float((M * N * K).sum()) / kc.flops_per_s)
+
+    def aggregates(cands):
+        return _aggregates(cands, counts, cs, steps_live, fk["one_tk"])
+
+    n0 = np.bincount(start, weights=flat_counts.take(start * B + cols), minlength=n_k)[None]
+    # tile times at the start's sharing (the context in which alternatives are weighed)
+    r, u = sharing_rows(kc, n0, per_kind)
+    r, u = r[0], u[0]
+    if per_kind:   # an alternative kind's launch: as shared as the busiest one
+        r = np.full_like(r, r.max())
+        u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+    pro, step, epi = stage_times(kc, r, u)
+    T = (pro + epi)[:, None] + steps * step[:, None]      # (kinds, batch)
+    # for equal predicted work, the one that divides, then the larger: a relative
+    # nudge far below any real gap
+    dk = divides.any(axis=1)
+    nudge = _nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
+    work = np.where(allowed, counts * T * np.where(divides, nudge[1], nudge[0]), np.inf)
+    # Where the allowed tiles are a prefix of the kinds and a tile's time never falls
+    # as tiles grow (every GEMM's fastest tile is the smallest, and the tiles no longer
+    # than a cap are a prefix too), every candidate is a least-work-among-a-prefix
+    # lookup in one table; otherwise argmins over the masked table.
+    pe_k = pro + epi
+    prefix = fk["simple"] and fk["one_tk"] and bool(
+        (pe_k[1:] >= pe_k[:-1]).all() and (step[1:] >= step[:-1]).all())
+    if prefix:
+        P = _prefix_argmin(work).reshape(-1)          # least work among kinds 0..m
+        fastest = np.zeros(B, dtype=np.int64)
+        T_fast = T[0]
+        least = P.take(start * B + cols)
+
+        def capped(tau):
+            """Least work among tiles no longer than tau (none: the fastest tile)."""
+            last = np.count_nonzero(T <= tau, axis=0) - 1   # the longest within tau
+            trial = P.take(np.maximum(np.minimum(last, start), 0) * B + cols)
+            return np.where(last < 0, fastest, trial)
+    else:
+        T_allowed = np.where(allowed, T, np.inf)
+        fastest = _argmin_kinds(T_allowed)
+        T_fast = T_allowed.min(axis=0)                    # T of each GEMM's fastest tile
+        least = _argmin_kinds(work)                       # least predicted work per GEMM
+
+        def capped(tau):
+            """Least work among tiles no longer than tau (none: the fastest tile)."""
+            trial = _argmin_kinds(np.where(T <= tau, work, np.inf))
+            return np.where(T_fast > tau, fastest, trial)
+    t_fast = float(T_fast[live].max())    # below this cap every GEMM is at its fastest
+    t_long = float(T.reshape(-1).take(start * B + cols)[live].max())
+
+    caps = []
+    for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
+        tau = t_long / 2.0 ** j
+        caps.append(capped(tau))
+        if tau < t_fast:
+            break
+    # Algorithm 1's rounds start from the best after the least-work candidate: the
+    # start or that candidate; both chains are priced with the rest, in one call
+    bases = [start] if np.array_equal(least, start) else [start, least]
+    if fk["simple"]:
+        chains = _one_down_chains(bases, counts, cs, steps_live, fk["one_tk"])
+    else:
+        chains = [_chain(fk, b, counts, cs, steps_live, allowed, cols) for b in bases]
+    first = np.stack([start, least] + caps)
+    agg = [aggregates(first)] + [c[1:] for c in chains if c]
+    n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
+    s_all = predict_rows(kc, n_all, S_all, M_all, per_kind, floor)
+    best_s, best_n = float(s_all[0]), n_all[0]
     start_s = best_s
-    T = model.tile_times(start)
-    key = divides * (n_k * n_k) + rank * n_k + idx
-    work = np.where(allowed, counts * T * (1 + 1e-10 * (1 - key / key.max())), np.inf)
-    fastest = np.where(allowed, T, np.inf).argmin(axis=1)
-    t_fast = float(T[rows, fastest][live].max())   # below this cap every GEMM is at its fastest
-    t_long = float(T[rows, start][live].max())
-
-    def capped(tau):
-        """Least work among tiles no longer than tau (none: the fastest tile)."""
-        sc = np.where(T <= tau, work, np.inf)
-        trial = sc.argmin(axis=1)
-        none = np.isinf(sc[rows, trial])
-        trial[none] = fastest[none]
-        return trial
-
-    def shrink(kidx):
-        """Every GEMM one step smaller (the next smaller allowed tile), where it can."""
-        below = allowed & (rank < rank[kidx][:, None])
-        j = np.where(below, rank * n_k + idx, -1).argmax(axis=1)
-        return np.where(below[rows, j], j, kidx)
-
-    def candidates():
-        yield work.argmin(axis=1)                 # least predicted work per GEMM
-        k = best
-        for _ in range(n_k - 1):                  # Algorithm 1's rounds, judged by the model
-            nk = shrink(k)
-            if np.array_equal(nk, k):
-                break
-            k = nk
-            yield k
-        for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
-            tau = t_long / 2.0 ** j
-            yield capped(tau)
-            if tau < t_fast:
-                break
 
     tried = kept = 0
     reached = False
-    for trial in candidates():
-        t, th = gate(best_n)
+    state = {"best": start, "s": best_s, "n": best_n, "gate": gate(best_n)}
+
+    def weigh(trial, s_trial, n_trial):
+        """One candidate in turn; False when the best so far has reached the threshold."""
+        nonlocal tried, kept, reached
+        t, th = state["gate"]
         if t >= th * (1 - 1e-9):
             reached = True
-            break
-        if np.array_equal(trial, best):
-            continue
+            return False
+        if (n_trial == state["n"]).all() and np.array_equal(_built(trial), state["best"]):
+            return True
         tried += 1
-        s, n = model.predict(trial)
-        if s < best_s * (1 - 1e-9):
-            best, best_s, best_n = trial, s, n
+        if s_trial < state["s"] * (1 - 1e-9):
+            state.update(best=_built(trial), s=s_trial, n=n_trial, gate=gate(n_trial))
             kept += 1
-    t, th = gate(best_n)
+        return True
+
+    go = weigh(least, float(s_all[1]), n_all[1])
+    at = first.shape[0]                       # where the chains' rows begin
+    for b, chain in zip(bases, chains):
+        if chain and b is not state["best"]:
+            at += len(chain[0])
+            continue
+        for i, trial in enumerate(chain[0] if (go and chain) else ()):
+            go = weigh(trial, float(s_all[at + i]), n_all[at + i])
+            if not go:
+                break
+        break
+    if go:
+        for i in range(2, first.shape[0]):
+            if not weigh(first[i], float(s_all[i]), n_all[i]):
+                break
+    best, best_s = state["best"], state["s"]
+    t, th = state["gate"]
     notes.append(f"cost model: {tried} smaller tiling(s) weighed, {kept} kept; predicted "
                  f"{best_s * 1e3:.4g} ms (largest fitting tiles: {start_s * 1e3:.4g} ms)")
     if not reached and t < th * (1 - 1e-9):
@@ -262,16 +521,17 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     arch, shapes = req.arch, req.shapes
     table = kind_table(arch, kinds, req.mode, req.dtype, req.option("occupancy_model", "exact"),
                        resources=req.resources)
-    kidx, t, threshold, rule_notes, predicted = RULES[rule](req, tlp_formula, kinds, table)
+    # looked up by name at call time, so bench/plan_time.py can time the rule on its own
+    rule_fn = device_rule if rule == "device" else paper_rule
+    kidx, t, threshold, rule_notes, predicted = rule_fn(req, tlp_formula, kinds, table)
     notes = notes_for_shapes(shapes) + rule_notes
 
     # One tile per block, longest tiles first (all tiles of a GEMM cost the same).
-    tm = np.array([k.tm for k in kinds], dtype=np.int64)
-    tn = np.array([k.tn for k in kinds], dtype=np.int64)
-    cost = (tm[kidx] * tn[kidx] * shapes[:, 2]).astype(np.float64)
+    tm, tn = kind_edges(kinds)
+    cost = ((tm * tn).take(kidx) * shapes[:, 2]).astype(np.float64)
     if req.mode == "per-kind":  # one launch per kind: kinds contiguous, heaviest first
-        gm, gn = tile_grid(shapes, kinds)
-        n_tiles = (gm * gn)[np.arange(req.batch), kidx]
+        # each GEMM's own tile count (its kind only, not the whole (GEMM, kind) grid)
+        n_tiles = cdiv_array(shapes[:, 0], tm.take(kidx)) * cdiv_array(shapes[:, 1], tn.take(kidx))
         order = gemm_lpt_order(cost, kidx, cost * n_tiles)
     else:
         order = gemm_lpt_order(cost)

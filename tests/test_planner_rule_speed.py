@@ -1,0 +1,424 @@
+"""The device rule's fast selection (issue 11 item 4) chooses exactly what the rule
+chose before it was made fast: a frozen copy of that implementation (per-GEMM
+candidate predictions, one at a time) lives here, in the test, and both run over many
+random batches, archs, dtypes, modes, TLP formulas, options and tile families."""
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+import portgemm  # noqa: F401  (sets the default resources provider)
+from portgemm import planner
+from portgemm.occupancy import ceilings, get_arch
+from portgemm.planner import wavefront_tlp
+from portgemm.planner.cost_model import SATURATING_WARPS, KindCosts, kind_costs
+from portgemm.planner.parallelism import kind_table
+from portgemm.planner.tiling import Request, kind_counts, tile_grid
+from portgemm.tiles import LI2019_128, LI2019_256, ZHANG2025, TileConfig
+
+MAX_CAPS = 8
+PROLOGUE_LATENCIES = 3
+DEVICE_FACTOR = 1.0
+
+
+# --- the frozen reference: the device rule and its model as they were --------------
+
+def device_threads(arch):
+    return int(arch.compute_units) * int(arch.max_waves_per_cu) * int(arch.wave_size)
+
+
+def cu_demand(n_wg, active_wg):
+    return float(np.dot(n_wg, 1.0 / active_wg))
+
+
+def launch_capacity(n_wg, tile_threads, active, compute_units):
+    demand = cu_demand(n_wg, active)
+    if demand <= 0:
+        return 0.0
+    return float(np.dot(n_wg, tile_threads)) * compute_units / demand
+
+
+def launch_waves(n_wg, active, compute_units):
+    d = cu_demand(n_wg, active) / compute_units
+    return max(1, math.ceil(d - 1e-9))
+
+
+def resident_tlp(n_wg, tile_threads, active, compute_units):
+    return float(np.dot(n_wg, tile_threads)) / launch_waves(n_wg, active, compute_units)
+
+
+def workgroup_tlp(n_wg, threads):
+    return float(np.dot(n_wg, threads))
+
+
+def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
+    """(r, u) per kind: tiles sharing a CU at once and the issue share they can use.
+    Fused: one launch, every tile counts; per-kind: each kind's launch on its own."""
+    n = np.asarray(n_per_kind, dtype=np.float64)
+    if per_kind:
+        r = np.clip(n / kc.cus, 1.0, kc.active)
+        u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+        return r, u
+    total = float(n.sum())
+    r_all = min(max(total / kc.cus, 1.0), float(kc.active.max()))
+    warps = float(np.dot(n, kc.tile_warps) / total) if total else float(kc.tile_warps.max())
+    r = np.full(kc.n_kinds, r_all)
+    u = np.full(kc.n_kinds, min(1.0, r_all * warps / SATURATING_WARPS))
+    return r, u
+
+
+def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
+    """(prologue, step, epilogue) seconds per kind at sharing (r, u)."""
+    c = kc.ceil
+    bw = c.copy_bytes_per_s / kc.cus / r
+    glob = kc.g_bytes / bw
+    shared = kc.s_bytes / (c.smem_bytes_per_s_per_cu * u / r)
+    compute = kc.fmas / (kc.flops_per_s / 2.0 / kc.cus * u / r)
+    step = np.maximum(np.maximum(c.latency_s, glob), np.maximum(shared, compute))
+    prologue = PROLOGUE_LATENCIES * c.latency_s + glob
+    epilogue = kc.c_bytes / bw
+    return prologue, step, epilogue
+
+
+def steps_of(K: np.ndarray, tk: np.ndarray) -> np.ndarray:
+    """ceil(K / tk) K steps (0 for K == 0), broadcasting."""
+    return np.ceil(np.asarray(K, dtype=np.float64) / tk)
+
+
+def makespan(counts: np.ndarray, times: np.ndarray, slots: float) -> float:
+    """exec = max(longest tile, ceil(n / slots) x mean tile) for one launch."""
+    live = counts > 0
+    n = float(counts.sum())
+    if n == 0:
+        return 0.0
+    mean = float(np.dot(counts, times)) / n
+    return max(float(times[live].max()), math.ceil(n / slots - 1e-9) * mean)
+
+
+def floors(shapes: np.ndarray, kc: KindCosts) -> float:
+    """Whole-batch floors: unique bytes at copy bandwidth, flops at the FMA rate."""
+    s = shapes.astype(np.float64)
+    M, N, K = s[:, 0], s[:, 1], s[:, 2]
+    nbytes = kc.elem * float((M * K + K * N + M * N).sum())
+    return max(nbytes / kc.ceil.copy_bytes_per_s, 2.0 * float((M * N * K).sum()) / kc.flops_per_s)
+
+
+class BatchModel:
+    """One batch under one family and mode: what every candidate assignment shares
+    (tile counts and K steps per GEMM and kind, the floors), so weighing a candidate
+    is a few gathers over GEMMs."""
+
+    def __init__(self, shapes: np.ndarray, counts: np.ndarray, kc: KindCosts, per_kind: bool,
+                 floor: float | None = None):
+        self.kc, self.per_kind, self.n_k = kc, per_kind, kc.n_kinds
+        self.base = np.arange(shapes.shape[0]) * kc.n_kinds
+        self.counts = counts.astype(np.float64).ravel()
+        self.steps = steps_of(shapes[:, 2:3], kc.tk)
+        self.floor = floors(shapes, kc) if floor is None else floor
+
+    def predict(self, kidx: np.ndarray):
+        """(seconds, tiles per kind) when GEMM i runs its tiles of kind kidx[i], one tile
+        per block; per-kind mode: the kinds' launches one after another."""
+        kc = self.kc
+        flat = self.base + kidx
+        c = self.counts[flat]
+        n_k = np.bincount(kidx, weights=c, minlength=self.n_k)
+        r, u = sharing(kc, n_k, self.per_kind)
+        pro, step, epi = stage_times(kc, r, u)
+        t = (pro + epi)[kidx] + self.steps.ravel()[flat] * step[kidx]
+        if self.per_kind:
+            exec_s, launches = 0.0, 0
+            for k in np.flatnonzero(n_k):
+                sel = kidx == k
+                exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k])
+                launches += 1
+        else:
+            exec_s = makespan(c, t, kc.cus * float(kc.active.max()))
+            launches = 1 if n_k.sum() else 0
+        if not launches:
+            return 0.0, n_k
+        return launches * kc.ceil.launch_s + max(exec_s, self.floor), n_k
+
+    def tile_times(self, kidx: np.ndarray) -> np.ndarray:
+        """(batch, kinds) seconds of one tile of kind k on GEMM i, at the sharing the
+        assignment ``kidx`` gives (the context in which alternatives are weighed)."""
+        kc = self.kc
+        n_k = np.bincount(kidx, weights=self.counts[self.base + kidx], minlength=self.n_k)
+        r, u = sharing(kc, n_k, self.per_kind)
+        if self.per_kind:   # an alternative kind's launch: as shared as the busiest one
+            r = np.full_like(r, r.max())
+            u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+        pro, step, epi = stage_times(kc, r, u)
+        return (pro + epi) + self.steps * step
+
+
+
+
+def _area_keys(kinds):
+    """(dense area rank per kind, index per kind): equal areas share a rank."""
+    area = np.array([k.area for k in kinds], dtype=np.int64)
+    return np.unique(area, return_inverse=True)[1].astype(np.int64), np.arange(len(kinds))
+
+
+def frozen_device_rule(req, tlp_formula: str, kinds, table):
+    """The device rule (module docstring). Returns (kidx, TLP, threshold, notes,
+    predicted seconds)."""
+    arch, shapes = req.arch, req.shapes
+    n_k = len(kinds)
+    kc = kind_costs(arch, kinds, table, req.dtype)
+    per_kind = req.mode == "per-kind"
+    gm, gn = tile_grid(shapes, kinds)
+    counts = gm * gn
+    rows = np.arange(req.batch)
+    tm = np.array([k.tm for k in kinds], dtype=np.int64)
+    tn = np.array([k.tn for k in kinds], dtype=np.int64)
+    M, N = shapes[:, 0:1], shapes[:, 1:2]
+    rank, idx = _area_keys(kinds)
+    divides = (gm * tm == M) & (gn * tn == N)
+    allowed = ((tm <= M) & (tn <= N)) | (rank == 0)      # fits, or among the smallest
+    live = counts[:, 0] > 0
+
+    given = req.options.get("tlp_threshold")
+    factor = float(req.option("tlp_factor", DEVICE_FACTOR))
+    device_cap = float(device_threads(arch))
+
+    def gate(n_wg):
+        """(TLP, threshold) of an assignment with n_wg tiles per kind."""
+        if tlp_formula == "wavefront":
+            t = resident_tlp(n_wg, table.tile_threads, table.active, arch.compute_units)
+        else:
+            t = workgroup_tlp(n_wg, table.threads)
+        if given is not None:
+            return t, float(given)
+        return t, min(device_cap, factor * launch_capacity(n_wg, table.tile_threads, table.active,
+                                                    arch.compute_units))
+
+    notes = []
+    # largest fitting (equal areas: the one that divides); then, for equal predicted
+    # work, the one that divides, then the larger: a relative nudge far below any real gap
+    start = np.where(allowed, rank * (2 * n_k) + divides * n_k + idx, -1).argmax(axis=1)
+    if not req.batch or not live.any():
+        return (start, *gate(kind_counts(counts, start, n_k)), notes, 0.0)
+    model = BatchModel(shapes, counts, kc, per_kind)
+    best = start
+    best_s, best_n = model.predict(start)
+    start_s = best_s
+    T = model.tile_times(start)
+    key = divides * (n_k * n_k) + rank * n_k + idx
+    work = np.where(allowed, counts * T * (1 + 1e-10 * (1 - key / key.max())), np.inf)
+    fastest = np.where(allowed, T, np.inf).argmin(axis=1)
+    t_fast = float(T[rows, fastest][live].max())   # below this cap every GEMM is at its fastest
+    t_long = float(T[rows, start][live].max())
+
+    def capped(tau):
+        """Least work among tiles no longer than tau (none: the fastest tile)."""
+        sc = np.where(T <= tau, work, np.inf)
+        trial = sc.argmin(axis=1)
+        none = np.isinf(sc[rows, trial])
+        trial[none] = fastest[none]
+        return trial
+
+    def shrink(kidx):
+        """Every GEMM one step smaller (the next smaller allowed tile), where it can."""
+        below = allowed & (rank < rank[kidx][:, None])
+        j = np.where(below, rank * n_k + idx, -1).argmax(axis=1)
+        return np.where(below[rows, j], j, kidx)
+
+    def candidates():
+        yield work.argmin(axis=1)                 # least predicted work per GEMM
+        k = best
+        for _ in range(n_k - 1):                  # Algorithm 1's rounds, judged by the model
+            nk = shrink(k)
+            if np.array_equal(nk, k):
+                break
+            k = nk
+            yield k
+        for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
+            tau = t_long / 2.0 ** j
+            yield capped(tau)
+            if tau < t_fast:
+                break
+
+    tried = kept = 0
+    reached = False
+    for trial in candidates():
+        t, th = gate(best_n)
+        if t >= th * (1 - 1e-9):
+            reached = True
+            break
+        if np.array_equal(trial, best):
+            continue
+        tried += 1
+        s, n = model.predict(trial)
+        if s < best_s * (1 - 1e-9):
+            best, best_s, best_n = trial, s, n
+            kept += 1
+    t, th = gate(best_n)
+    notes.append(f"cost model: {tried} smaller tiling(s) weighed, {kept} kept; predicted "
+                 f"{best_s * 1e3:.4g} ms (largest fitting tiles: {start_s * 1e3:.4g} ms)")
+    if not reached and t < th * (1 - 1e-9):
+        if (rank[best][live] == 0).all():
+            notes.append("threshold not reached: every GEMM already at the smallest tile")
+        else:
+            notes.append("threshold not reached: cost model predicts no smaller tiles faster "
+                         "(TLP below the threshold only signals that smaller tiles may help)")
+    return best, t, th, notes, best_s
+
+
+
+
+# --- the comparison -----------------------------------------------------------------
+
+BIG = ZHANG2025 + (TileConfig("test-big", "128x128", 128, 128, 16, 256, 8, 8),)
+FAMILIES = {"zhang2025": ZHANG2025, "li2019-128": LI2019_128, "li2019-256": LI2019_256,
+            "zhang2025+128x128": BIG}
+
+
+def random_batch(rng, batch):
+    """Shapes of one of several distributions: the design grid's, tiny, long K, large,
+    exact multiples, empty dimensions mixed in, and a few repeated shapes."""
+    kind = rng.integers(0, 7)
+    if kind == 0:
+        top = int(rng.choice([128, 256, 1024]))
+        s = np.stack([rng.integers(16, top + 1, batch), rng.integers(16, top + 1, batch),
+                      rng.integers(16, 513, batch)], axis=1)
+    elif kind == 1:
+        s = rng.integers(1, 40, (batch, 3))
+    elif kind == 2:
+        s = np.stack([rng.integers(1, 200, batch), rng.integers(1, 200, batch),
+                      rng.integers(1000, 8000, batch)], axis=1)
+    elif kind == 3:
+        s = rng.integers(500, 3000, (batch, 3))
+    elif kind == 4:
+        s = rng.integers(1, 40, (batch, 3)) * 16
+    elif kind == 5:
+        s = rng.integers(0, 300, (batch, 3))
+        s[rng.random(batch) < 0.2, rng.integers(0, 3)] = 0
+    else:
+        base = rng.integers(1, 1100, (max(1, batch // 8), 3))
+        s = base[rng.integers(0, base.shape[0], batch)]
+    return s.astype(np.int64)
+
+
+def both(shapes, arch, dtype, mode, formula, kinds, **options):
+    a = get_arch(arch)
+    s = planner._shapes(shapes)
+    req = Request(s, dtype, a, mode, options)
+    table = kind_table(a, kinds, mode, dtype)
+    return (wavefront_tlp.device_rule(req, formula, kinds, table),
+            frozen_device_rule(req, formula, kinds, table))
+
+
+def assert_same(new, old):
+    kidx, t, th, notes, pred = new
+    okidx, ot, oth, onotes, opred = old
+    np.testing.assert_array_equal(kidx, okidx)
+    assert t == pytest.approx(ot, rel=1e-12) and th == pytest.approx(oth, rel=1e-12)
+    assert pred == pytest.approx(opred, rel=1e-12, abs=1e-300)
+    assert list(notes) == list(onotes)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "gfx90a", "sm_80", "gfx1100"])
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+@pytest.mark.parametrize("formula", ["wavefront", "workgroup"])
+def test_same_choices_as_the_frozen_rule(arch, mode, formula):
+    rng = np.random.default_rng(zlib.crc32(f"{arch} {mode} {formula}".encode()))
+    for trial in range(40):
+        batch = int(rng.choice([0, 1, 2, 3, 7, 30, 100, 400, 1024, 3000]))
+        shapes = random_batch(rng, batch)
+        dtype = ["float32", "float64"][trial % 2]
+        opts = {}
+        if trial % 5 == 1:
+            opts["tlp_factor"] = float(rng.choice([0.01, 0.25, 0.5, 2.0]))
+        elif trial % 5 == 2:
+            opts["tlp_threshold"] = float(rng.choice([1.0, 2048.0, 1e5, 1e7]))
+        new, old = both(shapes, arch, dtype, mode, formula, ZHANG2025, **opts)
+        assert_same(new, old)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+def test_same_choices_for_other_families(family, mode):
+    """Families with equal areas (li2019's tall and wide), one tk of 8, a fifth size:
+    the general shrink path, not the one-step-down shortcut."""
+    rng = np.random.default_rng(len(family) + len(mode))
+    for trial in range(30):
+        batch = int(rng.choice([1, 5, 64, 500, 2000]))
+        shapes = random_batch(rng, batch)
+        opts = {"tlp_threshold": 1e7} if trial % 4 == 3 else {}
+        for arch in ("sm_90", "gfx90a"):
+            new, old = both(shapes, arch, "float32", mode, "wavefront", FAMILIES[family], **opts)
+            assert_same(new, old)
+
+
+@pytest.mark.parametrize("shapes", [
+    np.tile([1008, 1008, 512], (64, 1)), np.tile([1000, 1000, 512], (64, 1)),
+    np.tile([96, 96, 1024], (100, 1)), [[256, 256, 1024]], np.tile([256, 256, 256], (4096, 1)),
+    [[0, 5, 5], [5, 0, 5]], [[7, 9, 0]], [[1, 1, 1]]])
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+def test_same_choices_on_hand_picked_batches(shapes, mode):
+    for formula in ("wavefront", "workgroup"):
+        new, old = both(np.asarray(shapes), "sm_90", "float32", mode, formula, ZHANG2025)
+        assert_same(new, old)
+
+
+def test_mixed_tk_family_takes_the_per_kind_steps():
+    """A family whose kinds differ in tk (K steps per kind, not per GEMM)."""
+    fam = (TileConfig("test-tk", "a", 16, 16, 8, 128, 2, 1),
+           TileConfig("test-tk", "b", 32, 32, 16, 128, 4, 2),
+           TileConfig("test-tk", "c", 64, 64, 32, 256, 4, 4))
+    a = get_arch("sm_90")
+    kc = kind_costs(a, fam, kind_table(a, ZHANG2025[:3], "per-kind", "float32"), "float32")
+    assert kc.n_kinds == 3
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        shapes = random_batch(rng, int(rng.choice([1, 50, 700])))
+        s = planner._shapes(shapes)
+        for mode in ("fused", "per-kind"):
+            req = Request(s, "float32", a, mode, {})
+            # borrow zhang2025's launches (same block sizes) for the table
+            table = kind_table(a, ZHANG2025[:2] + ZHANG2025[3:4], mode, "float32")
+            assert_same(wavefront_tlp.device_rule(req, "wavefront", fam, table),
+                        frozen_device_rule(req, "wavefront", fam, table))
+
+
+# --- the plan cache sees the ceilings -------------------------------------------------
+
+def test_plan_cache_key_includes_the_ceilings_version(monkeypatch):
+    planner.clear_cache()
+    shapes = np.tile([300, 200, 100], (8, 1))
+    p = planner.plan(shapes, arch="sm_90")
+    assert planner.plan(shapes, arch="sm_90") is p
+    v = ceilings.version()
+    ceilings.reload()          # what the benchmark does after writing measured ceilings
+    assert ceilings.version() != v
+    q = planner.plan(shapes, arch="sm_90")
+    assert q is not p and np.array_equal(q.tiles, p.tiles)   # same figures, replanned
+    assert planner.plan(shapes, arch="sm_90") is q
+
+
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+def test_whole_plan_matches_the_frozen_rule_and_ordering(mode):
+    """The plan's tiles (kinds and the longest-first GEMM order, per kind in per-kind
+    mode) are those the frozen rule's choice and the previous ordering give."""
+    from portgemm.planner.tiling import build_tiles, gemm_lpt_order
+    rng = np.random.default_rng(11)
+    for _ in range(12):
+        shapes = random_batch(rng, int(rng.choice([1, 40, 900])))
+        p = planner.plan(shapes, arch="sm_90", mode=mode, use_cache=False)
+        s = planner._shapes(shapes)
+        req = Request(s, "float32", get_arch("sm_90"), mode, {})
+        table = kind_table(req.arch, ZHANG2025, mode, "float32")
+        kidx = frozen_device_rule(req, "wavefront", ZHANG2025, table)[0]
+        tm = np.array([k.tm for k in ZHANG2025], dtype=np.int64)
+        tn = np.array([k.tn for k in ZHANG2025], dtype=np.int64)
+        cost = (tm[kidx] * tn[kidx] * s[:, 2]).astype(np.float64)
+        if mode == "per-kind":
+            gm, gn = tile_grid(s, ZHANG2025)
+            order = gemm_lpt_order(cost, kidx, cost * (gm * gn)[np.arange(len(s)), kidx])
+        else:
+            order = gemm_lpt_order(cost)
+        np.testing.assert_array_equal(p.tiles, build_tiles(s, ZHANG2025, kidx, gemm_order=order))
