@@ -21,13 +21,34 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tabulate import tabulate
 
+from .tile_layout import TILE_DTYPE, TileLayout
 from .tiles import TileConfig
 
 if TYPE_CHECKING:
     from .occupancy.archs import Arch
 
-TILE_DTYPE = np.dtype([("gemm", "<i4"), ("m0", "<i4"), ("n0", "<i4"),
-                       ("tm", "<i4"), ("tn", "<i4"), ("kind", "<i4")])
+__all__ = ["TILE_DTYPE", "Plan", "TileLayout"]
+
+
+class _FromLayout:
+    """A Plan field that, when the planner gave None for it and a layout instead, is
+    expanded from ``plan.layout`` on first read and kept (read-only). As a dataclass
+    field default it raises AttributeError on the class, so the field stays required
+    (dataclasses' rule for descriptor-typed fields)."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError(self.slot[1:])
+        value = obj.__dict__.get(self.slot)
+        if value is None:
+            value = obj.__dict__[self.slot] = obj._from_layout(self.slot[1:])
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value
 
 
 @dataclass(eq=False, repr=False)
@@ -57,8 +78,9 @@ class Plan:
     dtype: np.dtype
     shapes: np.ndarray              # (batch, 3) int64: M, N, K of op(A) @ op(B)
     kinds: tuple[TileConfig, ...]   # tile.kind indexes this tuple
-    tiles: np.ndarray               # TILE_DTYPE, ordered by block
-    block_ptr: np.ndarray           # int32, n_blocks + 1
+    # TILE_DTYPE, ordered by block; None with a layout: expanded from it on first read
+    tiles: np.ndarray = _FromLayout()
+    block_ptr: np.ndarray = _FromLayout()   # int32, n_blocks + 1 (None: as tiles)
     mode: str                       # "fused" | "per-kind" | "grid-z"
     tlp: float                      # the strategy's TLP of the final scheme
     tlp_threshold: float
@@ -69,6 +91,21 @@ class Plan:
     # the planner's cost model (planner/cost_model.py) for one call; None: not predicted
     predicted_ms: float | None = None
     _device: dict = field(default_factory=dict, repr=False)  # backends' per-plan state
+    # one tile per block, per GEMM (tile_layout.py): what tiles and block_ptr expand
+    # from; None when the planner gave the list itself (li2019's batching)
+    layout: TileLayout | None = None
+
+    def __post_init__(self):
+        if self.__dict__.get("_tiles") is not None:
+            self.layout = None   # a list given outright is the plan (a test's tampering too)
+        elif self.layout is None:
+            raise ValueError("a Plan needs tiles or a layout")
+
+    def _from_layout(self, name: str) -> np.ndarray:
+        n = self.layout.n_tiles
+        out = self.layout.tiles() if name == "tiles" else np.arange(n + 1, dtype=np.int32)
+        out.flags.writeable = False
+        return out
 
     @property
     def batch(self) -> int:
@@ -76,11 +113,26 @@ class Plan:
 
     @property
     def n_tiles(self) -> int:
+        if self.layout is not None:
+            return self.layout.n_tiles
         return int(self.tiles.shape[0])
 
     @property
     def n_blocks(self) -> int:
+        if self.layout is not None:
+            return self.layout.n_tiles   # one tile per block
         return int(self.block_ptr.shape[0]) - 1
+
+    def _tile_counts(self) -> np.ndarray:
+        if self.layout is not None:
+            return self.layout.tiles_per_kind(len(self.kinds))
+        return np.bincount(self.tiles["kind"], minlength=len(self.kinds))
+
+    def _block_counts(self) -> np.ndarray:
+        """Blocks per kind (a block's kind is its first tile's)."""
+        if self.layout is not None:
+            return self.layout.tiles_per_kind(len(self.kinds))
+        return np.bincount(self.tiles["kind"][self.block_ptr[:-1]], minlength=len(self.kinds))
 
     @property
     def flops(self) -> int:
@@ -88,15 +140,14 @@ class Plan:
         return int(2 * (s[:, 0] * s[:, 1] * s[:, 2]).sum())
 
     def tiles_per_kind(self) -> dict[str, int]:
-        counts = np.bincount(self.tiles["kind"], minlength=len(self.kinds))
+        counts = self._tile_counts()
         return {k.kind: int(c) for k, c in zip(self.kinds, counts) if c}
 
     def predicted_occupancy(self) -> float:
         """Block-weighted mean of the per-kind predicted occupancy."""
         if self.n_tiles == 0 or not self.occupancy:
             return 0.0
-        first = self.tiles["kind"][self.block_ptr[:-1]]
-        counts = np.bincount(first, minlength=len(self.kinds))
+        counts = self._block_counts()
         occ = [self.occupancy[k.name].occupancy if k.name in self.occupancy else 0.0
                for k in self.kinds]
         return float(np.dot(counts, occ) / max(1, counts.sum()))

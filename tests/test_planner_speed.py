@@ -25,6 +25,7 @@ from portgemm.errors import ArgumentTypeError
 from portgemm.kernels import resources as kres
 from portgemm.kernels.variants import GRID_YZ_MAX, variants_for
 from portgemm.occupancy import KernelResources, get_arch
+from portgemm import tile_layout
 from portgemm.plan import TILE_DTYPE
 from portgemm.planner import coordinated, launches, magma, tiling, wavefront_tlp
 from portgemm.tiles import FAMILIES, LI2019_128, LI2019_256, MAGMA, TileConfig, ZHANG2025
@@ -47,6 +48,28 @@ def ref_build_tiles(shapes, kinds, kidx, gemm_order=None, m_fastest=False):
                  else [(i, j) for i in range(gm) for j in range(gn)])
         rows += [(g, i * k.tm, j * k.tn, k.tm, k.tn, int(kidx[g])) for i, j in cells]
     return np.array(rows, dtype=TILE_DTYPE)
+
+
+class RefLayout(tile_layout.TileLayout):
+    """A layout whose list is ref_build_tiles' (set by ref_tile_layout)."""
+
+    def tiles(self):
+        return ref_build_tiles(*self.ref_args)
+
+
+def ref_tile_layout(shapes, kinds, kidx, gemm_order=None, m_fastest=False):
+    """The per-GEMM layout, one GEMM at a time; its list is ref_build_tiles'."""
+    order = range(shapes.shape[0]) if gemm_order is None else gemm_order
+    cols = []
+    for g in order:
+        k = kinds[int(kidx[g])]
+        cols.append((int(g), int(kidx[g]), k.tm, k.tn, -(-int(shapes[g, 0]) // k.tm),
+                     -(-int(shapes[g, 1]) // k.tn)))
+    cols = np.array(cols, dtype=np.int64).reshape(-1, 6).T
+    first = np.concatenate([[0], np.cumsum(cols[4] * cols[5])]).astype(np.int64)
+    lay = RefLayout(*cols, first, m_fastest)
+    object.__setattr__(lay, "ref_args", (shapes, kinds, kidx, gemm_order, m_fastest))
+    return lay
 
 
 def ref_lpt_order(cost, group=None, total_cost=None):
@@ -107,14 +130,14 @@ def test_build_tiles_equals_reference(family, m_fastest):
 def test_build_tiles_chunks_and_large_coordinates(monkeypatch):
     # several chunks (lines never split), and a tile tall enough that the m_fastest
     # column's t x (tm << 32) wraps int64 before the base is added back
-    monkeypatch.setattr(tiling, "_CHUNK", 64)
+    monkeypatch.setattr(tile_layout, "_CHUNK", 64)   # the expansion lives there
     rng = np.random.default_rng(3)
     shapes = random_shapes(rng, 30, 400)
     kidx = rng.integers(0, 5, 30)
     for mf in (False, True):
         assert (tiling.build_tiles(shapes, ZHANG2025, kidx, m_fastest=mf).tobytes()
                 == ref_build_tiles(shapes, ZHANG2025, kidx, m_fastest=mf).tobytes())
-    monkeypatch.setattr(tiling, "_CHUNK", 1 << 15)
+    monkeypatch.setattr(tile_layout, "_CHUNK", 1 << 15)
     tall = (TileConfig("test", "tall", 16384, 16, 16, 1024, 256, 1),)
     shapes = np.array([[16384 * 256, 16 * 600, 1]])              # 153,600 tiles
     got = tiling.build_tiles(shapes, tall, np.array([0]), m_fastest=True)
@@ -158,7 +181,8 @@ def test_pack_blocks_equals_reference(by_kind):
         assert got_t.tobytes() == want_t.tobytes() and np.array_equal(got_p, want_p)
 
 
-REFERENCES = {"build_tiles": ref_build_tiles, "gemm_lpt_order": ref_lpt_order,
+REFERENCES = {"build_tiles": ref_build_tiles, "tile_layout": ref_tile_layout,
+              "gemm_lpt_order": ref_lpt_order,
               "pack_blocks": ref_pack_blocks}
 
 
@@ -191,6 +215,7 @@ def test_every_plan_equals_the_reference_plan(strategy, mode, monkeypatch):
     _patch_references(monkeypatch)
     for s, p in zip(batches, fast):
         r = planner.plan(s, strategy=strategy, mode=mode, use_cache=False)
+        assert p.n_tiles == r.n_tiles and p.tiles_per_kind() == r.tiles_per_kind()
         assert p.tiles.tobytes() == r.tiles.tobytes() and p.tiles.dtype == r.tiles.dtype
         assert p.block_ptr.tobytes() == r.block_ptr.tobytes()
         assert p.kinds == r.kinds and p.occupancy == r.occupancy

@@ -19,7 +19,7 @@ from ..tiles import MAGMA
 from . import register
 from .launches import GRID_YZ_MAX as GRID_LIMIT
 from .parallelism import kind_table, tlp_threshold
-from .tiling import build_tiles, cdiv, make_plan, notes_for_shapes, single_tile_blocks, tile_counts
+from .tiling import cdiv, make_plan, notes_for_shapes, tile_counts, tile_layout
 
 FAMILY = MAGMA
 OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "config")
@@ -50,12 +50,12 @@ def plan_magma(req):
     table = kind_table(arch, kinds, "grid-z", req.dtype, req.option("occupancy_model", "exact"),
                        resources=req.resources)
     kidx = np.zeros(req.batch, dtype=np.int64)
-    tiles = build_tiles(shapes, kinds, kidx, m_fastest=True)
+    layout = tile_layout(shapes, kinds, kidx, m_fastest=True)   # the list: on first read
     max_m = int(shapes[:, 0].max()) if req.batch else 0
     max_n = int(shapes[:, 1].max()) if req.batch else 0
     grid = (int(cdiv(max_m, cfg.tm)), int(cdiv(max_n, cfg.tn)), req.batch)
     launched = grid[0] * grid[1] * grid[2]
-    n = tiles.shape[0]
+    n = layout.n_tiles
     notes.append(f"config {cfg.kind} ({cfg.tm}x{cfg.tn}): least padded tile area")
     if launched:
         notes.append(f"grid {grid}: {launched - n} of {launched} blocks exit early "
@@ -67,6 +67,6 @@ def plan_magma(req):
     if threshold is None:
         threshold = tlp_threshold(arch, req.options.get("tlp_factor"))
     threshold = float(threshold)
-    return make_plan(req, "magma", kinds, tiles, single_tile_blocks(n), launched * cfg.threads,
+    return make_plan(req, "magma", kinds, layout, None, launched * cfg.threads,
                      threshold, "launched threads (grid-z, early-exit blocks included)",
                      table.occupancy, notes, grid=grid)

@@ -1,5 +1,6 @@
-"""Vectorised helpers every planner shares: per-GEMM tile counts, the flat tile list
-for a per-GEMM kind choice, block ordering (longest first) and block_ptr.
+"""Vectorised helpers every planner shares: per-GEMM tile counts, the tile layout (or
+the flat tile list) for a per-GEMM kind choice, block ordering (longest first) and
+block_ptr.
 
 Nothing here loops over GEMMs or tiles in Python.
 """
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..plan import TILE_DTYPE, Plan
+from ..tile_layout import TileLayout
 
 
 @dataclass
@@ -92,23 +94,15 @@ def kind_counts(counts: np.ndarray, kidx: np.ndarray, n_kinds: int) -> np.ndarra
     return np.bincount(kidx, weights=per_gemm, minlength=n_kinds)
 
 
-def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
-                m_fastest: bool = False) -> np.ndarray:
-    """The flat tile list: GEMMs in ``gemm_order`` (default 0..batch-1), each GEMM's
+def tile_layout(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
+                m_fastest: bool = False) -> TileLayout:
+    """A one-tile-per-block plan's tiles as per-GEMM runs (O(batch)): GEMMs in
+    ``gemm_order`` (default 0..batch-1), GEMM i tiled by kind ``kidx[i]``, each GEMM's
     tiles row-major over its tile grid (``m_fastest``: column-major, i.e. the order a
-    grid with x = tile row launches them).
-
-    Speed (this is most of a plan-cache miss): the 24-byte records are written as three
-    int64 columns, each holding two int32 fields (little-endian: the first field in
-    the low half): (gemm, m0), (n0, tm), (tn, kind). Along a *line* of tiles (a tile
-    row; a tile column with ``m_fastest``) every field but one coordinate is constant,
-    so two columns are one repeat of a per-line or per-GEMM value, and the third is
-    ``tile index x step + per-line base``: a handful of passes over the tiles instead
-    of one per field.
-    """
+    grid with x = tile row launches them). ValidationError past MAX_TILES tiles."""
     i64 = np.int64
     g = (np.arange(shapes.shape[0], dtype=i64) if gemm_order is None
-         else np.asarray(gemm_order, dtype=i64))
+         else np.array(gemm_order, dtype=i64))   # a copy: the layout keeps it
     kk = np.take(kidx, g).astype(i64, copy=False)
     edges = kind_edges(tuple(kinds))
     tm, tn = np.take(edges[0], kk), np.take(edges[1], kk)
@@ -116,65 +110,18 @@ def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     gm, gn = cdiv_array(mn[:, 0], tm), cdiv_array(mn[:, 1], tn)     # 0 when M or N is 0
     n_t = gm * gn
     check_tile_count(n_t, g)
-    n = int(n_t.sum())
-    out = np.empty((n, 3), dtype=i64)
-    tiles = out.reshape(-1).view(TILE_DTYPE)
-    if n == 0:
-        return tiles
-    hi = i64(32)
-    if m_fastest:  # a line is a tile column: gn lines of gm tiles, m0 varies
-        lines, per_line, lstep, pstep = gn, gm, tn, tm
-    else:          # a line is a tile row: gm lines of gn tiles, n0 varies
-        lines, per_line, lstep, pstep = gm, gn, tm, tn
-    first_tile = np.cumsum(n_t) - n_t                                # per GEMM slot
-    # Per line (a few thousand): its slot, its index r in its GEMM, its length, its
-    # first tile and its coordinate
-    lslot = np.repeat(np.arange(g.shape[0]), lines)
-    r = np.arange(lslot.shape[0]) - (np.cumsum(lines) - lines).take(lslot)
-    llen = per_line.take(lslot)
-    lfirst = np.cumsum(llen) - llen
-    lcoord = r * lstep.take(lslot)                                   # the line's m0 (n0)
-    l_pstep = pstep.take(lslot)
-    # The varying column is t x step + base (t = the tile's index in the whole list).
-    const2 = tn | (kk << hi)                                         # (tn, kind), per slot
-    if m_fastest:   # (n0, tm) constant per line; (gemm, m0): m0 = (t - first) x tm, high
-        vary, cfield = 0, 1
-        cline = lcoord | (tm << hi).take(lslot)
-        # t x (step << 32) may wrap int64: the sum is exact modulo 2**64 and the final
-        # (gemm, m0) pair is in range, so the wrap cancels
-        base = g.take(lslot) - ((lfirst * l_pstep) << hi)
-        step = pstep << hi                                           # per slot
-    else:           # (gemm, m0) constant per line; (n0, tm): n0 = (t - first) x tn, low
-        vary, cfield = 1, 0
-        cline = g.take(lslot) | (lcoord << hi)
-        base = (tm << hi).take(lslot) - lfirst * l_pstep
-        step = pstep                                                 # per slot
-    first_line = np.cumsum(lines) - lines
-    # In chunks of whole GEMMs, so the temporaries stay in cache and only the output
-    # goes to memory (planning is bandwidth-bound at a few hundred thousand tiles).
-    tile_end = first_tile + n_t
-    cuts = ([] if n <= _CHUNK else   # GEMM slots where a chunk ends
-            np.unique(np.searchsorted(tile_end, np.arange(_CHUNK, n, _CHUNK)) + 1).tolist())
-    s0 = 0
-    for s1 in [*cuts, g.shape[0]]:
-        if s1 <= s0:
-            continue
-        t0, t1 = int(first_tile[s0]), int(tile_end[s1 - 1])
-        l0, l1 = int(first_line[s0]), int(first_line[s1 - 1] + lines[s1 - 1])
-        o = out[t0:t1]
-        per_gemm, per_l = n_t[s0:s1], llen[l0:l1]
-        o[:, 2] = np.repeat(const2[s0:s1], per_gemm)
-        o[:, cfield] = np.repeat(cline[l0:l1], per_l)
-        col = np.arange(t0, t1, dtype=i64)
-        col *= np.repeat(step[s0:s1], per_gemm)
-        col += np.repeat(base[l0:l1], per_l)
-        o[:, vary] = col
-        s0 = s1
-    return tiles
+    first = np.zeros(g.shape[0] + 1, dtype=i64)
+    np.cumsum(n_t, out=first[1:])
+    for a in (g, kk, tm, tn, gm, gn, first):
+        a.flags.writeable = False
+    return TileLayout(g, kk, tm, tn, gm, gn, first, bool(m_fastest))
 
 
-# Tiles per pass of build_tiles: temporaries of this many int64 stay in a core's cache.
-_CHUNK = 1 << 15
+def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
+                m_fastest: bool = False) -> np.ndarray:
+    """The flat tile list of ``tile_layout(...)`` (same arguments), expanded on the host:
+    for plans that pack several tiles in a block (li2019), which need the list itself."""
+    return tile_layout(shapes, kinds, kidx, gemm_order, m_fastest).tiles()
 
 
 def gemm_lpt_order(cost_per_tile: np.ndarray, group=None, total_cost=None) -> np.ndarray:
@@ -305,11 +252,17 @@ def notes_for_shapes(shapes: np.ndarray) -> list[str]:
 
 
 def make_plan(req: Request, strategy: str, kinds, tiles, block_ptr, tlp, threshold,
-              tlp_model, occupancy, notes, grid=None) -> Plan:
-    tiles.flags.writeable = False
-    block_ptr.flags.writeable = False
+              tlp_model, occupancy, notes, grid=None, predicted_ms=None) -> Plan:
+    """The Plan. ``tiles`` is the flat list (with ``block_ptr``) or, for one tile per
+    block, a TileLayout (``block_ptr`` None): the list is then expanded only when read."""
+    layout = None
+    if isinstance(tiles, TileLayout):
+        layout, tiles = tiles, None
+    else:
+        tiles.flags.writeable = False
+        block_ptr.flags.writeable = False
     return Plan(strategy=strategy, arch=req.arch, dtype=np.dtype(req.dtype),
                 shapes=req.shapes, kinds=tuple(kinds), tiles=tiles, block_ptr=block_ptr,
                 mode=req.mode, tlp=float(tlp), tlp_threshold=float(threshold),
                 tlp_model=tlp_model, occupancy=dict(occupancy), grid=grid,
-                notes=tuple(notes))
+                notes=tuple(notes), predicted_ms=predicted_ms, layout=layout)

@@ -54,8 +54,8 @@ from .cost_model import (SATURATING_WARPS, kind_costs, predict_assignment, predi
                          sharing_rows, stage_times)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
-from .tiling import (build_tiles, cdiv_array, gemm_lpt_order, kind_counts, kind_edges, make_plan,
-                     notes_for_shapes, single_tile_blocks, tile_grid)
+from .tiling import (cdiv_array, gemm_lpt_order, kind_counts, kind_edges, make_plan,
+                     notes_for_shapes, tile_grid, tile_layout)
 
 FAMILY = ZHANG2025
 assert all(a.area <= b.area for a, b in zip(FAMILY, FAMILY[1:])), "family must run small -> large"
@@ -513,7 +513,6 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     """Plan with ``tlp_formula`` "wavefront" or "workgroup" under the request's
     ``tlp_model`` rule; ``kinds`` (default FAMILY) is any tuple of TileConfig, small ->
     large."""
-    from dataclasses import replace
     kinds = FAMILY if kinds is None else tuple(kinds)
     rule = req.option("tlp_model", DEFAULT_TLP_MODEL)
     if rule not in RULES:
@@ -535,10 +534,10 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
         order = gemm_lpt_order(cost, kidx, cost * n_tiles)
     else:
         order = gemm_lpt_order(cost)
-    tiles = build_tiles(shapes, kinds, kidx, gemm_order=order)
-    plan = make_plan(req, strategy, kinds, tiles, single_tile_blocks(tiles.shape[0]), t,
-                     threshold, MODEL_NAMES[(rule, tlp_formula)], table.occupancy, notes)
-    return replace(plan, predicted_ms=predicted * 1e3)
+    layout = tile_layout(shapes, kinds, kidx, gemm_order=order)   # the list: on first read
+    return make_plan(req, strategy, kinds, layout, None, t, threshold,
+                     MODEL_NAMES[(rule, tlp_formula)], table.occupancy, notes,
+                     predicted_ms=predicted * 1e3)
 
 
 @register("wavefront-tlp", modes=("fused", "per-kind"), options=OPTIONS)
