@@ -16,8 +16,8 @@ import pytest
 import portgemm
 from portgemm.backends import cuda as cudabe
 from portgemm.kernels import resources
-from portgemm.kernels.variants import catalogue_variants
-from test_hip_backend_fake import DevArray, FakeHip
+from portgemm.kernels.variants import TileExpand, catalogue_variants
+from test_hip_backend_fake import DevArray, FakeHip, run_expand
 from test_hip_backend_fake import backend as hip_backend  # noqa: F401  (a fixture)
 
 TRANS = ((False, False), (False, True), (True, False), (True, True))
@@ -125,6 +125,12 @@ def backend(monkeypatch):
     launches = []
 
     def launch(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        if names[fn] == TileExpand.name:   # (table, spans, n_tiles, tiles, block_ptr)
+            get = [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32, ctypes.c_uint64,
+                   ctypes.c_uint64]
+            be.expansions.append(stream)
+            run_expand(gx * bx, *(c.from_address(params[i]).value for i, c in enumerate(get)))
+            return 0
         g, t, b = (ctypes.c_uint64.from_address(params[i]).value for i in range(3))
         base = ctypes.c_int32.from_address(params[3]).value
         launches.append((names[fn], stream))
@@ -141,6 +147,7 @@ def backend(monkeypatch):
         return fn
     be.function = function
     be.launches = launches
+    be.expansions = []   # the streams of tile-list expansion launches
     return be
 
 
@@ -154,6 +161,17 @@ def host_batch(rng, shapes, dtype, ta, tb):
 def reference(A, B, C, alpha, beta, ta, tb):
     return [a_ * ((x.T if ta else x).astype(np.float64) @ (y.T if tb else y)) +
             (b_ * c if b_ else 0) for x, y, c, a_, b_ in zip(A, B, C, alpha, beta)]
+
+
+def call_entry(entry, shapes, dtype, strategy, mode, A, B, C, kw):
+    """One call: gemm_vbatched (the strategy's default mode), or a plan's run or bound
+    call; ``kw`` holds the scalars, flags and backend."""
+    if entry == "gemm_vbatched":
+        portgemm.gemm_vbatched(A, B, C, strategy=strategy, **kw)
+    else:
+        p = portgemm.plan(shapes, dtype=dtype, arch=kw["backend"].arch(), strategy=strategy,
+                          mode=mode)
+        p.run(A, B, C, **kw) if entry == "run" else p.bind(A, B, C, **kw)()
 
 
 def check(C, want, dtype):
@@ -182,12 +200,7 @@ def test_lists_run_and_bound_agree_with_the_reference(backend, dtype, trans, str
     kw = dict(alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=backend)
     for entry in ("gemm_vbatched", "run", "bind"):
         C = [FakeArray(c.copy()) for c in hC]
-        if entry == "gemm_vbatched":
-            portgemm.gemm_vbatched(A, B, C, strategy=strategy, **kw)
-        else:
-            p = portgemm.plan(shapes, dtype=dtype, arch=backend.arch(), strategy=strategy,
-                              mode=mode)
-            p.run(A, B, C, **kw) if entry == "run" else p.bind(A, B, C, **kw)()
+        call_entry(entry, shapes, dtype, strategy, mode, A, B, C, kw)
         check(C, want, dtype)
 
 

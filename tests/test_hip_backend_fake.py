@@ -13,9 +13,10 @@ import pytest
 
 import portgemm
 from portgemm.backends import hip as hipbe
+from portgemm.backends.expand import ROWS, emulate_expand
 from portgemm.kernels import hiprtc_compile, resources
 from portgemm.kernels.render import DEVICE_TILE_DTYPE, GEMM_DTYPE
-from portgemm.kernels.variants import catalogue_variants, variants_for
+from portgemm.kernels.variants import TileExpand, catalogue_variants, variants_for
 from portgemm.occupancy import KernelResources
 
 
@@ -40,6 +41,7 @@ class FakeHip:
 
     def __init__(self, variants, devices=1):
         self.devices, self.launches, self._keep, self.sizes = devices, [], [], {}
+        self.expansions = []   # the streams of tile-list expansion launches
         self.variants = variants
 
     def hipGetDeviceCount(self):
@@ -74,6 +76,10 @@ class FakeHip:
         return (Err.hipSuccess,)
 
     def hipModuleLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        if fn == TileExpand.name:
+            self.expansions.append(stream)
+            run_expand(gx * bx, *(a.value or 0 for a in extra))
+            return (Err.hipSuccess,)
         gemms_p, tiles_p, bptr_p, base = (a.value or 0 for a in extra)
         v = self.variants[fn]
         self.launches.append((fn, (gx, gy, gz), bx, base))
@@ -114,6 +120,16 @@ class FakeHip:
         if d["beta"] != 0:
             out = out + d["beta"] * C[rs, cs]
         C[rs, cs] = out
+
+
+def run_expand(threads, table_p, spans, n_tiles, tiles_p, bptr_p):
+    """The expansion kernel (PG_TILE_EXPAND), emulated on what a launch passed: reads
+    the layout table at its address, writes the tile list and block pointers at theirs."""
+    assert threads > n_tiles   # one thread per tile and one for the last pointer
+    table = _read(table_p, np.int32, len(ROWS) * (spans + 1))
+    tiles, bptr = emulate_expand(table, spans, n_tiles)
+    ctypes.memmove(tiles_p, tiles.ctypes.data, tiles.nbytes)
+    ctypes.memmove(bptr_p, bptr.ctypes.data, bptr.nbytes)
 
 
 def _view(ptr, dt, n):

@@ -5,7 +5,9 @@ CuPy's), over device arrays (CuPy, PyTorch, anything exposing __cuda_array_inter
 or DLPack), with no host round trip.
 
 After the first call with a given set of arrays, Plan.run neither allocates nor
-synchronises: the plan's tile arrays are uploaded once per plan, and the per-GEMM
+synchronises: the plan's tile arrays are made once per plan (a one-tile-per-block plan's
+written on the device by the expansion kernel from its O(batch) layout, on the first
+call's stream; others uploaded), and the per-GEMM
 descriptors (pointers, strides, alpha, beta) are cached by their bytes; a new set is
 uploaded asynchronously from a pinned staging ring. A bound call (Plan.bind) is only
 the raw launches, so it can be captured in a CUDA graph.
@@ -22,7 +24,9 @@ from ..arrays import ArrayInfo, _new, info as generic_info
 from ..errors import (DeviceError, DeviceUnavailable, DtypeError, LayoutError, UnknownArch,
                       ValidationError)
 from ..kernels import compile_cache, nvrtc, resources as kres
-from ..kernels.render import render
+from ..kernels.render import DEVICE_TILE_DTYPE, render
+from ..kernels.variants import TileExpand
+from .expand import expand_args
 from ..occupancy.resources import KernelResources
 from .launch import (DESCRIPTOR_CACHE, cached_descriptors, descriptors, plan_state,
                      torch_device, torch_stream)
@@ -179,7 +183,28 @@ class CudaBackend:
             raise ValidationError(f"the arrays are on {batch.device}, the current device is "
                                   f"cuda:{dev}")
         return plan_state(plan, ("cuda", dev), bool(batch.trans_a), bool(batch.trans_b),
-                          self._upload if upload else None)
+                          self._upload if upload else None, self._expand)
+
+    def _expand(self, exp):
+        """A one-tile-per-block plan's tile list and block pointers, written on the device
+        by the expansion kernel from the uploaded layout table, on the current stream
+        (the uploads' and launches' stream), with no synchronisation. Returns the device
+        (tiles, block_ptr, table); the table lives with the plan state."""
+        cp = self.cp
+        table = self._upload(exp.table)
+        tiles = cp.empty(max(exp.n_tiles, 1) * DEVICE_TILE_DTYPE.itemsize, dtype=cp.uint8)
+        bptr = cp.empty((exp.n_tiles + 1) * 4, dtype=cp.uint8)
+        variant = TileExpand()
+        ctype = {"p": ctypes.c_uint64, "i": ctypes.c_int32}
+        values = [ctype[k](v) for k, v in expand_args(exp, table.data.ptr, tiles.data.ptr,
+                                                         bptr.data.ptr)]
+        params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
+        fn = self.function(variant)
+        stream = cp.cuda.get_current_stream()
+        if rc := self._cu_launch(fn.ptr, exp.blocks, 1, 1, variant.threads, 1, 1, 0,
+                                 stream.ptr, params, None):
+            raise DeviceError(f"launch of {variant.name} failed: CUresult {rc}")
+        return tiles, bptr, table
 
     def _stream(self, tdev):
         """The caller's current stream: torch's when the arrays are torch tensors (tdev is

@@ -7,7 +7,8 @@ __cuda_array_interface__ (CuPy-ROCm, PyTorch-ROCm) or DLPack (kDLROCM).
 The launch contract mirrors backends/cuda.py (except that per-kind launches run one
 after another on that stream instead of side by side): per-GEMM descriptors (struct
 PgGemm, render.GEMM_DTYPE) cached per plan by their bytes, the plan's tile list and block
-pointers uploaded once per plan, and the kernel arguments
+pointers made once per plan (written on the device from the plan's per-GEMM layout where
+it has one, backends/expand.py; else uploaded), and the kernel arguments
 (const PgGemm*, const PgTile*, const int* block_ptr, int base).
 
 Every HIP call goes through ``_check``. Untested on hardware so far: there was no AMD GPU
@@ -24,7 +25,9 @@ import numpy as np
 from ..arrays import ArrayInfo, info as generic_info
 from ..errors import DeviceError, DeviceUnavailable, DtypeError, LayoutError, ValidationError
 from ..kernels import compile_cache, hiprtc_compile, resources as kres
-from ..kernels.render import render
+from ..kernels.render import DEVICE_TILE_DTYPE, render
+from ..kernels.variants import TileExpand
+from .expand import expand_args
 from .launch import cached_descriptors, descriptors, plan_state, torch_device, torch_stream
 from .ragged import Scratch, prologue_args
 
@@ -229,7 +232,23 @@ class HipBackend:
 
     def _state(self, plan, batch):
         return plan_state(plan, ("hip", self._dev()), bool(batch.trans_a),
-                          bool(batch.trans_b), self._upload)
+                          bool(batch.trans_b), self._upload,
+                          lambda exp: self._expand(exp, self._caller_stream(batch)))
+
+    def _expand(self, exp, stream):
+        """A one-tile-per-block plan's tile list and block pointers, written on the device
+        by the expansion kernel from the uploaded layout table (an upload that has
+        completed: _upload copies synchronously), on the caller's stream. Returns the
+        device (tiles, block_ptr, table); the table lives with the plan state."""
+        table = self._upload(exp.table)
+        tiles = DeviceBuffer(exp.n_tiles * DEVICE_TILE_DTYPE.itemsize)
+        bptr = DeviceBuffer((exp.n_tiles + 1) * 4)
+        variant = TileExpand()
+        kinds = {"p": ctypes.c_void_p, "i": ctypes.c_int32}
+        args = tuple(kinds[k](v) for k, v in expand_args(exp, table.ptr, tiles.ptr, bptr.ptr))
+        _check(hip.hipModuleLaunchKernel(self.function(variant), exp.blocks, 1, 1,
+                                         variant.threads, 1, 1, 0, stream, None, args))
+        return tiles, bptr, table
 
     def _encode(self, st, gemms):
         """[(function, grid, threads, kernel arguments)] for the plan's launches."""

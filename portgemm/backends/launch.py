@@ -9,23 +9,27 @@ import numpy as np
 
 from ..kernels.render import DEVICE_TILE_DTYPE, GEMM_DTYPE
 from ..kernels.variants import GRID_YZ_MAX, variants_for
+from .expand import expansion, per_kind_launches
 
 DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in rotation)
 
 
-def plan_state(plan, device_key, trans_a: bool, trans_b: bool, upload) -> dict:
+def plan_state(plan, device_key, trans_a: bool, trans_b: bool, upload, expand=None) -> dict:
     """A plan's launch state, made once per (device, transposes) and kept on the plan:
     its variants, the launches [(variant index, base, grid)], the tile list and block
-    pointers uploaded with ``upload(host array) -> device buffer``, and a descriptor cache.
+    pointers on the device, and a descriptor cache. A one-tile-per-block plan's list is
+    written on the device by ``expand(Expansion) -> (tiles, block_ptr, table)`` (device
+    buffers; the backend launches the expansion kernel), so the host never builds it;
+    other plans' lists are uploaded with ``upload(host array) -> device buffer``.
     With ``upload=None`` it is only looked up (None when not made yet)."""
     key = (device_key, trans_a, trans_b)
     st = plan._device.get(key)
     if st is None and upload is not None:   # upload=None: only look it up
-        st = plan._device[key] = _new_state(plan, trans_a, trans_b, upload)
+        st = plan._device[key] = _new_state(plan, trans_a, trans_b, upload, expand)
     return st
 
 
-def _new_state(plan, trans_a, trans_b, upload) -> dict:
+def _new_state(plan, trans_a, trans_b, upload, expand=None) -> dict:
     dtype = np.dtype(plan.dtype).name
     st = {"variants": variants_for(plan.kinds, plan.mode, dtype, trans_a, trans_b),
           "fns": {}, "desc": OrderedDict(), "tiles": None, "block_ptr": None,
@@ -33,18 +37,43 @@ def _new_state(plan, trans_a, trans_b, upload) -> dict:
     if plan.mode == "grid-z":
         st["launches"] = grid_z_launches(plan, GRID_YZ_MAX)
         return st
+    if expand is not None and _expand_on_device(plan, st, expand):
+        return st
+    tiles, block_ptr, st["launches"] = host_device_tiles(plan)
+    st["tiles"], st["block_ptr"] = upload(tiles), upload(block_ptr)
+    return st
+
+
+def host_device_tiles(plan):
+    """The device tile list (DEVICE_TILE_DTYPE), block pointers (int32) and launches of a
+    tile-list plan, built on the host from ``plan.tiles``: what a plan without a layout
+    uploads, and what the expansion kernel must write for one with a layout."""
     if plan.mode == "per-kind":
-        tiles, block_ptr, st["launches"] = per_kind_layout(plan)
+        tiles, block_ptr, launches = per_kind_layout(plan)
     else:
-        tiles, block_ptr, st["launches"] = plan.tiles, plan.block_ptr, [(0, 0, plan.n_blocks)]
+        tiles, block_ptr, launches = plan.tiles, plan.block_ptr, [(0, 0, plan.n_blocks)]
     dt = np.empty(len(tiles), DEVICE_TILE_DTYPE)
     for f in ("gemm", "m0", "n0", "kind"):
         dt[f] = tiles[f]
     if plan.mode == "per-kind":
         dt["kind"] = 0  # each per-kind entry point holds one kind, id 0
-    st["tiles"] = upload(dt)
-    st["block_ptr"] = upload(np.ascontiguousarray(block_ptr, np.int32))
-    return st
+    return dt, np.ascontiguousarray(block_ptr, np.int32), launches
+
+
+def _expand_on_device(plan, st, expand) -> bool:
+    """Fill ``st`` from the plan's layout, the list written on the device; False when
+    the plan has no layout the kernel can expand (li2019's packed blocks), or per-kind
+    launches would need its kinds reordered."""
+    per_kind = plan.mode == "per-kind"
+    exp = expansion(plan.layout, kind_zero=per_kind) if plan.layout is not None else None
+    launches = [(0, 0, plan.n_blocks)]
+    if exp is not None and per_kind:
+        launches = per_kind_launches(plan.layout)
+    if exp is None or launches is None:
+        return False
+    st["tiles"], st["block_ptr"], st["expand_table"] = expand(exp)
+    st["launches"] = launches
+    return True
 
 
 _desc_lock = threading.Lock()
@@ -122,5 +151,5 @@ def per_kind_layout(plan):
 def grid_z_launches(plan, zmax: int):
     """MAGMA layout: one (tiles_m, tiles_n, gemms) grid per chunk of at most zmax GEMMs."""
     gx, gy, batch = plan.grid
-    kind = int(plan.tiles["kind"][0])
+    kind = 0 if len(plan.kinds) == 1 else int(plan.tiles["kind"][0])   # magma: one kind
     return [(kind, z0, (gx, gy, min(zmax, batch - z0))) for z0 in range(0, batch, zmax)]

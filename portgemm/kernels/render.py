@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .variants import DTYPES, RaggedPrologue, Variant
+from .variants import DTYPES, RaggedPrologue, TileExpand, Variant
 
 HERE = Path(__file__).parent
 
@@ -65,9 +65,11 @@ def _texts() -> tuple[str, str]:
     return COMPAT_FILE.read_text(), SOURCE_FILE.read_text()
 
 
-def defines(variant: Variant | RaggedPrologue) -> dict[str, str]:
+def defines(variant: Variant | RaggedPrologue | TileExpand) -> dict[str, str]:
     if isinstance(variant, RaggedPrologue):  # the prologue needs only the element type
         return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_RAGGED_PROLOGUE": "1"}
+    if isinstance(variant, TileExpand):      # PG_T only for the shared struct declarations
+        return {"PG_T": "float", "PG_NAME": variant.name, "PG_TILE_EXPAND": "1"}
     kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn})"
                      for i, k in enumerate(variant.kinds))
     return {
@@ -85,7 +87,7 @@ def defines(variant: Variant | RaggedPrologue) -> dict[str, str]:
 
 
 @lru_cache(maxsize=None)
-def render(variant: Variant | RaggedPrologue) -> Rendered:
+def render(variant: Variant | RaggedPrologue | TileExpand) -> Rendered:
     compat, body = _texts()
     prefix = "".join(f"#define {k} {v}\n" for k, v in defines(variant).items())
     source = f"// portgemm variant {variant.name}\n{compat}\n{prefix}\n{body}"

@@ -75,6 +75,15 @@ class RaggedPrologue:
         return f"pg_{'f32' if self.dtype == 'float32' else 'f64'}_ragged_prologue"
 
 
+@dataclass(frozen=True)
+class TileExpand:
+    """The tile-list expansion entry point (PG_TILE_EXPAND): writes a one-tile-per-block
+    plan's tile list and block pointers on the device from its per-GEMM layout
+    (backends/expand.py). Independent of the element type."""
+    threads = 256  # its __launch_bounds__
+    name = "pg_tile_expand"
+
+
 def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
                  trans_a: bool = False, trans_b: bool = False) -> tuple[Variant, ...]:
     """The variants a plan's kinds need in one execution mode."""

@@ -11,6 +11,7 @@
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN) for every tile kind this entry point runs
 //   PG_RAGGED_PROLOGUE  1: render only the ragged-M prologue (needs PG_T, PG_NAME); the
 //                   GEMM defines above are then absent
+//   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //
 // C_i = alpha_i * op(A_i) @ op(B_i) + beta_i * C_i, all matrices row-major with
 // leading dimensions (row strides, in elements). beta == 0 never reads C; alpha == 0
@@ -87,6 +88,40 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tm, int tn, int 
         tile.kind = 0;
         tiles[t] = tile;
     }
+}
+#elif PG_TILE_EXPAND
+// A one-tile-per-block plan's tile list and block pointers, written on the device from
+// its per-GEMM layout, so the host sends O(batch) numbers instead of 16 bytes a tile.
+// `layout` holds six int rows of `spans + 1` entries each, one column per GEMM that has
+// tiles, in launch order (backends/expand.py builds it and emulates this kernel; keep
+// the two in step): first (the GEMM's first tile; entry `spans` is n_tiles), gemm,
+// gn (tile columns), tm, tn, kind. One thread per tile: a binary search over first
+// finds its GEMM, the index inside the GEMM gives its place in the row-major tile grid
+// (the order of tile_layout.TileLayout.tiles). Thread n_tiles writes the last pointer.
+extern "C" __global__ void __launch_bounds__(256)
+PG_NAME(const int* __restrict__ layout, int spans, int n_tiles, PgTile* __restrict__ tiles,
+        int* __restrict__ block_ptr)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t > n_tiles) return;
+    block_ptr[t] = t;               // one tile per block
+    if (t == n_tiles) return;
+    const int stride = spans + 1;
+    const int* first = layout;
+    int lo = 0, hi = spans - 1;     // the last span with first[s] <= t (first[0] = 0)
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (first[mid] <= t) lo = mid; else hi = mid - 1;
+    }
+    const int i = t - first[lo];
+    const int gn = layout[2 * stride + lo];
+    const int r = i / gn;
+    PgTile tile;
+    tile.gemm = layout[stride + lo];
+    tile.m0 = r * layout[3 * stride + lo];
+    tile.n0 = (i - r * gn) * layout[4 * stride + lo];
+    tile.kind = layout[5 * stride + lo];
+    tiles[t] = tile;
 }
 #else
 

@@ -253,12 +253,15 @@ def notes_for_shapes(shapes: np.ndarray) -> list[str]:
 
 def make_plan(req: Request, strategy: str, kinds, tiles, block_ptr, tlp, threshold,
               tlp_model, occupancy, notes, grid=None, predicted_ms=None) -> Plan:
-    """The Plan. ``tiles`` is the flat list (with ``block_ptr``) or, for one tile per
-    block, a TileLayout (``block_ptr`` None): the list is then expanded only when read."""
+    """The Plan. ``tiles`` is the flat list with its ``block_ptr`` (None: one tile per
+    block) or, for one tile per block, a TileLayout (``block_ptr`` None): the list is
+    then expanded only when read."""
     layout = None
     if isinstance(tiles, TileLayout):
         layout, tiles = tiles, None
     else:
+        if block_ptr is None:
+            block_ptr = single_tile_blocks(tiles.shape[0])
         tiles.flags.writeable = False
         block_ptr.flags.writeable = False
     return Plan(strategy=strategy, arch=req.arch, dtype=np.dtype(req.dtype),
