@@ -106,12 +106,13 @@ def tile_layout(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     kk = np.take(kidx, g).astype(i64, copy=False)
     edges = kind_edges(tuple(kinds))
     tm, tn = np.take(edges[0], kk), np.take(edges[1], kk)
-    mn = shapes[g, :2]
+    mn = shapes.take(g, axis=0)   # a row gather: several times faster than shapes[g, :2]
     gm, gn = cdiv_array(mn[:, 0], tm), cdiv_array(mn[:, 1], tn)     # 0 when M or N is 0
     n_t = gm * gn
-    check_tile_count(n_t, g)
     first = np.zeros(g.shape[0] + 1, dtype=i64)
     np.cumsum(n_t, out=first[1:])
+    if first[-1] > MAX_TILES:
+        check_tile_count(n_t, g)   # raises, naming the GEMM
     for a in (g, kk, tm, tn, gm, gn, first):
         a.flags.writeable = False
     return TileLayout(g, kk, tm, tn, gm, gn, first, bool(m_fastest))
