@@ -8,7 +8,10 @@ are ``tiles[block_ptr[b]:block_ptr[b + 1]]``. All tiles of one block need the sa
 thread count (so a fused kernel's extra threads may leave at once); in "per-kind" mode
 they are also of one kind. Only li2019's batching puts several tiles in a block. Every
 element of every C lies in exactly one tile (edge tiles may extend past M/N; the kernel
-guards them). No strategy splits K.
+guards them). No strategy splits K. A one-tile-per-block plan (every strategy but
+li2019's) keeps only ``plan.layout``, its tiles GEMM by GEMM (tile_layout.py, O(batch)):
+``tiles`` and ``block_ptr`` are expanded from it on first read, and the GPU backends
+expand it on the device, so planning and first calls never write a record per tile.
 
 ``Plan.run`` and ``Plan.bind`` are ``portgemm.run`` and ``portgemm.bind`` as methods,
 attached by api.py (the layer above), so this module imports nothing from it.
