@@ -126,7 +126,8 @@ class Plan:
             return self.layout.n_tiles   # one tile per block
         return int(self.block_ptr.shape[0]) - 1
 
-    def _tile_counts(self) -> np.ndarray:
+    def tile_counts(self) -> np.ndarray:
+        """Tiles per kind, in ``kinds`` order (int64; from the layout when there is one)."""
         if self.layout is not None:
             return self.layout.tiles_per_kind(len(self.kinds))
         return np.bincount(self.tiles["kind"], minlength=len(self.kinds))
@@ -143,7 +144,7 @@ class Plan:
         return int(2 * (s[:, 0] * s[:, 1] * s[:, 2]).sum())
 
     def tiles_per_kind(self) -> dict[str, int]:
-        counts = self._tile_counts()
+        counts = self.tile_counts()
         return {k.kind: int(c) for k, c in zip(self.kinds, counts) if c}
 
     def predicted_occupancy(self) -> float:

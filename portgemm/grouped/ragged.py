@@ -275,7 +275,7 @@ def _kind(be, G, rows, N, K, dtype, strategy):
         m = max(1, -(-rows // G))
         p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,
                  mode="per-kind")
-        kind = p.kinds[int(np.argmax(np.bincount(p.tiles["kind"], minlength=len(p.kinds))))]
+        kind = p.kinds[int(np.argmax(p.tile_counts()))]   # from the layout: no tile list
         if len(_kinds) >= _KINDS_KEPT:
             _kinds.pop(next(iter(_kinds)))
         _kinds[key] = kind
