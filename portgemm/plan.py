@@ -18,7 +18,7 @@ attached by api.py (the layer above), so this module imports nothing from it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,7 +54,7 @@ class _FromLayout:
         obj.__dict__[self.slot] = value
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Plan:
     """The tiles of one batch of GEMM shapes on one architecture, ready to run.
 
@@ -93,14 +93,14 @@ class Plan:
     notes: tuple[str, ...] = ()
     # the planner's cost model (planner/cost_model.py) for one call; None: not predicted
     predicted_ms: float | None = None
-    _device: dict = field(default_factory=dict, repr=False)  # backends' per-plan state
     # one tile per block, per GEMM (tile_layout.py): what tiles and block_ptr expand
     # from; None when the planner gave the list itself (li2019's batching)
     layout: TileLayout | None = None
 
     def __post_init__(self):
         if self.__dict__.get("_tiles") is not None:
-            self.layout = None   # a list given outright is the plan (a test's tampering too)
+            # a list given outright is the plan (a test's tampering too)
+            object.__setattr__(self, "layout", None)
         elif self.layout is None:
             raise ValueError("a Plan needs tiles or a layout")
 

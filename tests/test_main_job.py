@@ -42,7 +42,7 @@ def test_wrong_result_exits_1(monkeypatch, capsys):
 
     def skip_last_tile(self, plan, batch, gemms=None):
         import dataclasses
-        return real(self, dataclasses.replace(plan, tiles=plan.tiles[:-1], _device={}), batch)
+        return real(self, dataclasses.replace(plan, tiles=plan.tiles[:-1]), batch)
 
     monkeypatch.setattr(NumpyBackend, "execute", skip_last_tile)
     rc = main(["run", "--batch", "8", "--max-mn", "40", "--max-k", "20", "--backend", "numpy",

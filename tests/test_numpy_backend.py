@@ -228,7 +228,7 @@ def test_arch_follows_environment(be, monkeypatch):
 # ---- the reference must expose wrong plans ------------------------------------------------
 
 def _broken(p, tiles):
-    return dataclasses.replace(p, tiles=tiles, _device={})
+    return dataclasses.replace(p, tiles=tiles)
 
 
 def _setup(seed, strategy):

@@ -89,7 +89,7 @@ def test_summaries_do_not_expand(monkeypatch):
 def test_a_list_given_outright_wins_over_the_layout():
     import dataclasses
     p = planner.plan([[100, 70, 9], [3, 300, 4]], use_cache=False)
-    q = dataclasses.replace(p, tiles=p.tiles[:-1], _device={})
+    q = dataclasses.replace(p, tiles=p.tiles[:-1])
     assert q.layout is None and q.n_tiles == p.n_tiles - 1
     with pytest.raises(ValueError, match="tiles or a layout"):
         dataclasses.replace(p, tiles=None, layout=None)
@@ -301,7 +301,7 @@ def test_device_expansion_on_the_gpu(backend_name, dtype, mode):
         p.run(A, B, C, alpha=alpha, beta=beta, backend=be)
         err = max_rel_error([be.to_host(c) for c in C], want)
         assert err < TOL[dtype], f"max relative error {err:.3e}"
-        st = next(iter(p._device.values()))
+        st = next(iter(launch.plan_states(p).values()))
         assert "expand_table" in st   # the list was written on the device
         tiles, bptr, launches = launch.host_device_tiles(p)
         assert _device_bytes(be, st["tiles"], tiles.nbytes) == tiles.tobytes()

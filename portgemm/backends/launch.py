@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -14,19 +15,33 @@ from .expand import expansion, per_kind_launches
 DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in rotation)
 
 
+# Launch state per plan, owned here (the Plan itself is immutable): weakly keyed, so it
+# goes with its plan.
+_STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_states_lock = threading.Lock()
+
+
 def plan_state(plan, device_key, trans_a: bool, trans_b: bool, upload, expand=None) -> dict:
-    """A plan's launch state, made once per (device, transposes) and kept on the plan:
-    its variants, the launches [(variant index, base, grid)], the tile list and block
-    pointers on the device, and a descriptor cache. A one-tile-per-block plan's list is
-    written on the device by ``expand(Expansion) -> (tiles, block_ptr, table)`` (device
-    buffers; the backend launches the expansion kernel), so the host never builds it;
-    other plans' lists are uploaded with ``upload(host array) -> device buffer``.
-    With ``upload=None`` it is only looked up (None when not made yet)."""
+    """A plan's launch state, made once per (device, transposes) and kept while the plan
+    lives: its variants, the launches [(variant index, base, grid)], the tile list and
+    block pointers on the device, and a descriptor cache. A one-tile-per-block plan's
+    list is written on the device by ``expand(Expansion) -> (tiles, block_ptr, table)``
+    (device buffers; the backend launches the expansion kernel), so the host never
+    builds it; other plans' lists are uploaded with ``upload(host array) -> device
+    buffer``. With ``upload=None`` it is only looked up (None when not made yet)."""
     key = (device_key, trans_a, trans_b)
-    st = plan._device.get(key)
+    states = _STATES.get(plan)
+    st = None if states is None else states.get(key)
     if st is None and upload is not None:   # upload=None: only look it up
-        st = plan._device[key] = _new_state(plan, trans_a, trans_b, upload, expand)
+        st = _new_state(plan, trans_a, trans_b, upload, expand)
+        with _states_lock:
+            _STATES.setdefault(plan, {})[key] = st
     return st
+
+
+def plan_states(plan) -> dict:
+    """Every launch state made for ``plan`` so far: (device, trans_a, trans_b) -> state."""
+    return dict(_STATES.get(plan, {}))
 
 
 def _new_state(plan, trans_a, trans_b, upload, expand=None) -> dict:

@@ -6,7 +6,8 @@
 Strategies: "wavefront-tlp" (default; zhang2025 Algorithm 1 with Eq. 4), "workgroup-tlp"
 (the same with Eq. 3), "coordinated" (li2019 tiling + batching), "magma" (one config,
 grid.z, early exit). Identical requests return the same Plan object from a small LRU
-cache, so backends can keep per-plan device state in ``plan._device``.
+cache, so backends can keep per-plan device state (backends/launch.py, keyed weakly by
+the Plan, which is immutable).
 
 Kernel resource figures (registers, shared memory) come from a *resources provider*
 passed in (``resources=``, see launches.ResourcesProvider); the planner imports
