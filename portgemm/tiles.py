@@ -102,7 +102,8 @@ MAGMA = _family("magma", [
 #   and with the staged loads the 8x8 kinds reach 234-255 registers on sm_80/sm_90 and
 #   spill in the fused kernel (NVRTC 13.0), so fp64 keeps 32 accumulators per thread;
 #   128x128 would then need 512 threads, whose 128-register cap spills, so it stops at
-#   128x64 / 64x128.
+#   128x64 / 64x128; its 32x32 kind takes tk 8 (with tk 16 its nt variant spilled 16
+#   bytes on sm_80 at 168 registers).
 #            kind           tm   tn  tk  threads rm  rn
 PORTGEMM = _family("portgemm", [
     ("32x32/4x4",    32,  32, 16,  64,  4, 4),
@@ -112,7 +113,7 @@ PORTGEMM = _family("portgemm", [
     ("128x128/8x8", 128, 128,  8, 256,  8, 8),
 ])
 PORTGEMM_F64 = _family("portgemm-f64", [
-    ("32x32/4x4",    32,  32, 16,  64,  4, 4),
+    ("32x32/4x4",    32,  32,  8,  64,  4, 4),
     ("64x64/4x4",    64,  64, 16, 256,  4, 4),
     ("128x64/8x4",  128,  64,  8, 256,  8, 4),
     ("64x128/4x8",   64, 128,  8, 256,  4, 8),

@@ -231,6 +231,12 @@ struct PgStage {
 // epilogue's stores are 16 bytes wide. Global -> register -> shared staging is
 // double-buffered: the next K-step's loads are in flight while the current one is
 // multiplied, with one barrier per step.
+//
+// Not done yet: a cp.async multi-stage pipeline (sm_80+, behind compat.h, this double
+// buffer staying on AMD). Staging goes through registers because the "transposed"
+// operand (A, and B^T) is rearranged on its way into shared memory, while cp.async
+// copies 16 bytes unchanged; that operand would first need a k-contiguous shared
+// layout and matching reads in the compute loop.
 template <int BM, int BN, int BK, int NT, int RM, int RN>
 __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
 {
