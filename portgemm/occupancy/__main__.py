@@ -181,7 +181,7 @@ def variant_table(arch: Arch, as_json: bool) -> str:
         body.append(line)
     waves = _waves(arch)
     head = (f"{_describe(arch)}\ntile: BMxBN, k step, micro-tile (a fused variant: how many kinds "
-            f"it carries); threads per workgroup (thr); per {arch.unit}: workgroups (wg), "
+            f"it carries)\nthreads per workgroup (thr); per {arch.unit}: workgroups (wg), "
             f"{waves}, occupancy (occ) and the binding limit; exact rules, then zhang2025 "
             f"Eqs. 5-9 (P)")
     notes = [textwrap.fill(n, 150, subsequent_indent="  ") for n in legend(arch, rows)]
