@@ -10,6 +10,11 @@ Families:
 - ``li2019-128`` / ``li2019-256``: li2019 Table 2, the 128- and 256-thread versions (BK 8).
 - ``magma``: MAGMA's sgemm vbatched configs V504/V510/V512/V518 (DIM_X 16, DIM_Y 8,
   128 threads, BLK_K 16; micro-tile BLK_M/16 x BLK_N/8).
+- ``portgemm`` (fp32) and ``portgemm-f64``: our own kinds, named ``<tm>x<tn>/<rm>x<rn>``
+  (see PORTGEMM below).
+
+How the kernel lays a micro-tile out (kernels/vbatched_gemm.cu): ``rm`` contiguous rows,
+and ``rn`` columns in groups of 16 bytes spread across the tile.
 """
 from __future__ import annotations
 
@@ -44,7 +49,7 @@ class TileConfig:
     @property
     def ident(self) -> str:
         """A C identifier fragment naming this config."""
-        return f"{self.family}_{self.kind}".replace("-", "_").replace(".", "_")
+        return f"{self.family}_{self.kind}".replace("-", "_").replace(".", "_").replace("/", "_")
 
 
 def _family(family: str, rows) -> tuple[TileConfig, ...]:
@@ -85,11 +90,44 @@ MAGMA = _family("magma", [
     ("V518",  64, 56, 16, 128, 4, 7),
 ])
 
+# Our own kinds, small -> large. Why these:
+# - 16-byte global loads need every thread to move whole 16-byte units each k step
+#   (tm * tk and tk * tn multiples of 4 * threads for fp32), and so do the swizzled
+#   shared stores (tm, tn powers of two >= 32);
+# - the 128-wide tiles take tk 8 (one float4 of A and of B per thread and step for
+#   128x128), the smaller ones tk 16, so a k step always stages 1-2 units per thread;
+# - micro-tiles of 8 rows x 8 columns give 64 FMAs per 4 LDS.128 (fp32), 4x4 keeps the
+#   32x32 kind at 64 threads so small GEMMs still fill the device;
+# - fp64 has its own kinds (PORTGEMM_F64): 8x8 doubles are 128 accumulator registers,
+#   and with the staged loads the 8x8 kinds reach 234-255 registers on sm_80/sm_90 and
+#   spill in the fused kernel (NVRTC 13.0), so fp64 keeps 32 accumulators per thread;
+#   128x128 would then need 512 threads, whose 128-register cap spills, so it stops at
+#   128x64 / 64x128; its 32x32 kind takes tk 8 (with tk 16 its nt variant spilled 16
+#   bytes on sm_80 at 168 registers).
+#            kind           tm   tn  tk  threads rm  rn
+PORTGEMM = _family("portgemm", [
+    ("32x32/4x4",    32,  32, 16,  64,  4, 4),
+    ("64x64/8x4",    64,  64, 16, 128,  8, 4),
+    ("128x64/8x8",  128,  64,  8, 128,  8, 8),
+    ("64x128/8x8",   64, 128,  8, 128,  8, 8),
+    ("128x128/8x8", 128, 128,  8, 256,  8, 8),
+])
+PORTGEMM_F64 = _family("portgemm-f64", [
+    ("32x32/4x4",    32,  32,  8,  64,  4, 4),
+    ("64x64/4x4",    64,  64, 16, 256,  4, 4),
+    ("128x64/8x4",  128,  64,  8, 256,  8, 4),
+    ("64x128/4x8",   64, 128,  8, 256,  4, 8),
+])
+# The dtype each of our families is made for (the paper's families serve both).
+FAMILY_DTYPES = {"portgemm": ("float32",), "portgemm-f64": ("float64",)}
+
 FAMILIES: dict[str, tuple[TileConfig, ...]] = {
     "zhang2025": ZHANG2025,
     "li2019-128": LI2019_128,
     "li2019-256": LI2019_256,
     "magma": MAGMA,
+    "portgemm": PORTGEMM,
+    "portgemm-f64": PORTGEMM_F64,
 }
 
 CATALOGUE: dict[str, TileConfig] = {t.name: t for fam in FAMILIES.values() for t in fam}

@@ -65,7 +65,17 @@ def test_clang_metadata_matches_its_remark(clang_fused):
 def test_model_agrees_with_llvm_occupancy(clang_fused):
     arch = get_arch("gfx90a")
     occ = occupancy(arch, FUSED.threads, clang_fused.resources)
-    assert occ.active_waves / arch.rules.simds == clang_fused.remark["Occupancy [waves/SIMD]"]
+    llvm = clang_fused.remark["Occupancy [waves/SIMD]"]
+    simds = arch.rules.simds
+    if occ.limited_by != "lds":
+        assert occ.active_waves / simds == llvm
+        return
+    # LLVM's LDS term is an approximation (tools/vendor_matrix.py, llvm_lds_waves): where
+    # LDS binds, our exact rule (whole workgroups per CU) may give fewer waves than its
+    # remark, while the register terms must still allow at least LLVM's figure.
+    regs = min(v for k, v in occ.wave_limits.items()
+               if k in ("waves", "vgpr", "agpr", "sgpr") and v is not None)
+    assert occ.active_waves / simds <= llvm <= regs / simds
 
 
 def test_unknown_arch_is_a_compile_error_not_a_crash():

@@ -91,7 +91,8 @@ def test_estimate_rows_have_a_legend_naming_the_missing_compiler():
     r = cli("--arch", "cdna3")   # gfx942: no compiler for it on the CI toolchain
     assert r.returncode == 0, r.stderr
     legend = r.stdout[r.stdout.index("\nestimate: "):] if "\nestimate: " in r.stdout else ""
-    if "estimate" in {line.split()[7] for line in r.stdout.splitlines() if line.startswith("pg_")}:
+    if "estimate" in {_source(line.split()) for line in r.stdout.splitlines()
+                      if line.startswith("pg_")}:
         assert "gfx942" in legend and "clang 19" in legend
 
 
@@ -105,18 +106,28 @@ def test_variant_table_lists_every_variant(arch, cols):
     lines = r.stdout.splitlines()
     header = next(line for line in lines if line.startswith("variant "))
     names_of_columns = re.split(r"\s{2,}", header.strip())
-    for col in (*cols, "thr", "spill", "source", "wg", "occ", "limit",
+    for col in (*cols, "tile", "thr", "spill", "source", "wg", "occ", "limit",
                 "P wg", "P occ", "P limit"):
         assert col in names_of_columns
     names = {line.split()[0] for line in lines if line.startswith("pg_")}
     expected = {v.name for v in catalogue_variants(dtypes=("float32", "float64"))}
     assert expected == names and len(expected) > 0
     assert any(n.startswith("pg_f64") for n in expected)
-    assert max(map(len, lines)) <= 160
-    sources = {line.split()[len(cols) + 3] for line in lines if line.startswith("pg_")}
+    assert max(map(len, lines)) <= 180
+    # the tile column: "BMxBN kBK RMxRN" (3 words) or "fused N" (2 words)
+    by_name = {line.split()[0]: line.split() for line in lines if line.startswith("pg_")}
+    large = by_name["pg_f32_nn_portgemm_128x128_8x8"]
+    assert large[1:4] == ["128x128", "k8", "8x8"]
+    assert by_name["pg_f32_nn_fused_zhang2025"][1:3] == ["fused", "5"]
+    sources = {_source(w) for w in by_name.values()}
     assert sources <= {"compiled", "recorded", "estimate"}
     for s in sources:  # the legend explains every source shown
         assert any(line.startswith(f"{s}: ") for line in lines)
+
+
+def _source(words):
+    """The source column of a variant row (the one word among the known sources)."""
+    return next(x for x in words if x in ("compiled", "recorded", "estimate"))
 
 
 def test_variant_table_json_has_both_models():

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from portgemm.errors import PortgemmError  # noqa: E402
-from portgemm.kernels import offline  # noqa: E402
+from portgemm.kernels import nvrtc, offline  # noqa: E402
 from portgemm.kernels.resources import RECORDED_PATH, source_fingerprint  # noqa: E402
 from portgemm.kernels.variants import catalogue_variants  # noqa: E402
 from portgemm.occupancy import ARCHS  # noqa: E402
@@ -49,6 +49,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=RECORDED_PATH)
     args = p.parse_args(argv)
     os.environ["PORTGEMM_CACHE_DIR"] = tempfile.mkdtemp(prefix="portgemm-record-")
+    os.environ[nvrtc.WERROR_ENV] = "1"   # a warning is a defect here, as in the vendor matrix
 
     archs = args.arch or list(ARCHS)
     usable = []

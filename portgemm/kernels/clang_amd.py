@@ -24,8 +24,11 @@ from pathlib import Path
 from ..errors import CompileError, DeviceUnavailable
 from ..occupancy.resources import KernelResources
 from . import amd_codeobject
+from .nvrtc import werror
 
 OPTIONS = ("-O3", "-std=c++17")
+# Added when $PORTGEMM_WERROR asks for warnings as errors (see nvrtc.WERROR_ENV).
+WERROR_OPTIONS = ("-Wall", "-Werror")
 TIMEOUT_S = 600
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,4}(:[a-z0-9_]+[+-])*$")
 
@@ -110,7 +113,8 @@ def compile(source: str, name: str, arch: str = "gfx940",
         cmd = [tc.clang, "-x", "hip", f"--offload-arch={arch}", "--cuda-device-only",
                "--no-gpu-bundle-output", "-c", f"--rocm-path={tc.rocm_path}",
                f"--rocm-device-lib-path={tc.device_libs}",
-               "-Rpass-analysis=kernel-resource-usage", *options, "-o", str(out), str(src)]
+               "-Rpass-analysis=kernel-resource-usage", *options,
+               *(WERROR_OPTIONS if werror() else ()), "-o", str(out), str(src)]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired as e:

@@ -25,11 +25,6 @@
 // matrix), so older targets get none.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #define PG_LAUNCH_BOUNDS_MIN(t, b) __launch_bounds__(t)
-// AMDGPU's scheduler hoists the shared-memory reads of every unrolled k step, so a full
-// unroll of the BK loop costs 2-3x the VGPRs (gfx90a, clang 15: large tile 201 -> 108
-// at 4, fused kernel 256 + AGPRs -> 156). Chosen from compiled counts and the occupancy
-// model; not timed on AMD hardware.
-#define PG_UNROLL_K _Pragma("unroll 4")
 #else
 #define PG_LAUNCH_BOUNDS_MIN(t, b) __launch_bounds__(t, b)
 #endif

@@ -29,8 +29,11 @@ from pathlib import Path
 from ..errors import CompileError, DeviceUnavailable
 from ..occupancy.resources import KernelResources
 from . import amd_codeobject, compile_cache
+from .nvrtc import werror
 
 OPTIONS = ("-O3", "-std=c++17")
+# Added when $PORTGEMM_WERROR asks for warnings as errors (see nvrtc.WERROR_ENV).
+WERROR_OPTIONS = ("-Wall", "-Werror")
 TIMEOUT_S = 600
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,4}(:[a-z0-9_]+[+-])*$")
 EXIT_COMPILE, EXIT_UNAVAILABLE = 3, 4
@@ -181,7 +184,7 @@ def compile(source: str, name: str, arch: str = "gfx90a", options: tuple[str, ..
     lookup and overwrites the entry (a cached code object that failed to load)."""
     if not _ARCH.match(arch):
         raise CompileError(f"{arch!r} is not an AMD target name (like gfx90a or gfx90a:xnack-)")
-    options = tuple(options) + (f"--offload-arch={arch}",)
+    options = tuple(options) + (WERROR_OPTIONS if werror() else ()) + (f"--offload-arch={arch}",)
     ver = version()
     k = compile_cache.key(source, options, arch, ver)
     if cache and not refresh:

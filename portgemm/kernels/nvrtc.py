@@ -7,6 +7,7 @@ cubin with an empty log. The report, when present, adds the exact spill stores."
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 
 from ..errors import CompileError, DeviceUnavailable
@@ -14,6 +15,18 @@ from ..occupancy.resources import KernelResources
 from . import compile_cache, cubin as cubin_reader
 
 OPTIONS = ("-std=c++17", "--ptxas-options=-v")
+# Warnings as errors, asked for through the environment so the tools reach every compile
+# (tools/vendor_matrix.py and tools/record_resources.py set it; runtime compiles do not,
+# so a newer compiler's new warning never stops a user's run). NVRTC has no -Werror: the
+# front end's warnings are read from the log; ptxas has its own flag.
+WERROR_ENV = "PORTGEMM_WERROR"
+WERROR_OPTIONS = ("--ptxas-options=--warning-as-error",)
+_WARNING = re.compile(r"^.*\bwarning\b.*$", re.MULTILINE | re.IGNORECASE)
+
+
+def werror() -> bool:
+    """Whether compiles treat warnings as errors ($PORTGEMM_WERROR set and not "0")."""
+    return os.environ.get(WERROR_ENV, "0") not in ("", "0")
 
 
 def _nvrtc():
@@ -72,7 +85,8 @@ def compile(source: str, name: str, arch: str = "sm_90", refresh: bool = False
     ``refresh`` skips the cache lookup (the fresh result overwrites the entry)."""
     nvrtc = _nvrtc()
     ver = version()
-    options = OPTIONS + (f"-arch={arch}",)
+    strict = werror()
+    options = OPTIONS + (WERROR_OPTIONS if strict else ()) + (f"-arch={arch}",)
     k = compile_cache.key(source, options, arch, ver)
     hit = None if refresh else compile_cache.get(k)
     if hit is not None:
@@ -83,6 +97,10 @@ def compile(source: str, name: str, arch: str = "sm_90", refresh: bool = False
         _check(nvrtc, nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options]),
                prog, what=f"compile of {name} for {arch}")
         log = _log(nvrtc, prog)
+        warned = _WARNING.findall(log) if strict else []
+        if warned:
+            raise CompileError(f"NVRTC compile of {name} for {arch} warned ({WERROR_ENV} "
+                               f"makes warnings errors): {warned[0].strip()}\n{log}")
         size = _check(nvrtc, nvrtc.nvrtcGetCUBINSize(prog))
         cubin = b" " * size
         _check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin))

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tiles import FAMILIES, TileConfig
+from ..tiles import FAMILIES, FAMILY_DTYPES, TileConfig
 
 DTYPES = {"float32": "float", "float64": "double"}
 
@@ -99,11 +99,14 @@ def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
 
 def catalogue_variants(dtypes=("float32", "float64"), trans=((False, False),)) -> list[Variant]:
     """Every variant the catalogue defines: per-kind for each tile, a fused kernel for
-    each tile-list family, grid-z for MAGMA's configs."""
+    each tile-list family, grid-z for MAGMA's configs; a family made for one dtype
+    (tiles.FAMILY_DTYPES) only in that dtype."""
     out = []
     for dtype in dtypes:
         for ta, tb in trans:
             for fam, kinds in FAMILIES.items():
+                if dtype not in FAMILY_DTYPES.get(fam, (dtype,)):
+                    continue
                 if fam == "magma":
                     out += variants_for(kinds, "grid-z", dtype, ta, tb)
                     continue

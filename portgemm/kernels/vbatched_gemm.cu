@@ -125,25 +125,169 @@ PG_NAME(const int* __restrict__ layout, int spans, int n_tiles, PgTile* __restri
 }
 #else
 
+// 16-byte accesses: PG_V elements of PG_T move as one float4 / double2.
+constexpr int PG_V = 16 / (int)sizeof(PG_T);
+
+__device__ __forceinline__ bool pg_aligned16(const void* p)
+{
+    return ((unsigned long long)p & 15ull) == 0;
+}
+__device__ __forceinline__ void pg_ld16(const float* p, float* r)
+{
+    const float4 v = PG_LDG(reinterpret_cast<const float4*>(p));
+    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+}
+__device__ __forceinline__ void pg_ld16(const double* p, double* r)
+{
+    const double2 v = PG_LDG(reinterpret_cast<const double2*>(p));
+    r[0] = v.x; r[1] = v.y;
+}
+// Plain (coherent) 16-byte loads and stores: shared memory and C.
+__device__ __forceinline__ void pg_get16(const float* p, float* r)
+{
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+}
+__device__ __forceinline__ void pg_get16(const double* p, double* r)
+{
+    const double2 v = *reinterpret_cast<const double2*>(p);
+    r[0] = v.x; r[1] = v.y;
+}
+__device__ __forceinline__ void pg_put16(float* p, const float* r)
+{
+    *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1], r[2], r[3]);
+}
+__device__ __forceinline__ void pg_put16(double* p, const double* r)
+{
+    *reinterpret_cast<double2*>(p) = make_double2(r[0], r[1]);
+}
+
+__host__ __device__ constexpr bool pg_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+// How one operand's BK x BX slice (X = M for A, N for B) is staged through registers
+// into shared memory, stored k-major as Xs[k][x]. In global memory the operand is
+// row-major with rows of CONT contiguous elements: CONT = BX when x runs along the
+// stored rows (A^T, B), CONT = BK when k does (A, B^T: "transposed" staging, the
+// shared store turns k-contiguous vectors into one element in each of W rows).
+// Each thread moves L units of W contiguous elements: W = PG_V (one 16-byte load)
+// where the slice divides into whole units per thread, else W = 1 (the scalar path).
+//
+// Transposed staging writes W rows at one x; a warp covers KU = BK / W k-groups of
+// 32 / KU consecutive x, which collide on the same banks unless the rows are skewed.
+// Instead of padding (which would break the 16-byte alignment the reads need), column
+// x of row k lives at x ^ SWZ(k), SWZ(k) = (k / W % KU) * (32 / KU): an XOR of whole
+// 16-byte groups, so the compute loop's vector reads stay contiguous. It needs a power
+// of two BX >= 32 and 32 / KU >= W; other shapes keep the PG_PAD padded rows.
+template <int BK, int BX, int NT, bool TRANSPOSED>
+struct PgStage {
+    static constexpr int CONT = TRANSPOSED ? BK : BX;
+    static constexpr int W = (CONT % PG_V == 0 && (BK * BX) % (NT * PG_V) == 0) ? PG_V : 1;
+    static constexpr int UNITS = BK * BX / W;
+    static constexpr int L = (UNITS + NT - 1) / NT;
+    static constexpr int KU = BK / W;
+    static constexpr bool SWIZZLE = TRANSPOSED && W > 1 && pg_pow2(BX) && BX >= 32 &&
+                                    KU <= 32 && 32 / KU >= W;
+    static constexpr int S = SWIZZLE ? BX : BX + PG_PAD;   // row stride of Xs
+    static constexpr int SPAN = SWIZZLE ? 32 / KU : 0;
+
+    static __device__ __forceinline__ int swz(int k) { return SWIZZLE ? (k / W % KU) * SPAN : 0; }
+
+    // Unit u covers stored row `o` (of this slice), columns c .. c + W - 1.
+    static __device__ __forceinline__ void unit(int u, int& o, int& c)
+    {
+        o = u / (CONT / W);
+        c = (u % (CONT / W)) * W;
+    }
+
+    // Global -> registers. (rbase, cbase): the slice's first stored row and column;
+    // rlim, clim: the stored matrix's rows and columns. `vec` (uniform per GEMM): the
+    // base address and leading dimension keep every unit 16-byte aligned.
+    static __device__ __forceinline__ void load(PG_T (&r)[L][W], const PG_T* __restrict__ X,
+                                                int ld, int rbase, int cbase, int rlim,
+                                                int clim, bool vec, int tid)
+    {
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            const int u = tid + l * NT;
+            int o, c;
+            unit(u, o, c);
+            const int row = rbase + o, col = cbase + c;
+            const bool live = (UNITS % NT == 0 || u < UNITS) && row < rlim;
+            if (W > 1 && vec && live && col + W <= clim) {
+                pg_ld16(X + row * ld + col, r[l]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < W; ++j)
+                    r[l][j] = (live && col + j < clim) ? PG_LDG(X + row * ld + col + j) : PG_T(0);
+            }
+        }
+    }
+
+    // Registers -> Xs[k][x] (one stage).
+    static __device__ __forceinline__ void store(const PG_T (&r)[L][W], PG_T* xs, int tid)
+    {
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            const int u = tid + l * NT;
+            if (UNITS % NT != 0 && u >= UNITS) continue;
+            int o, c;
+            unit(u, o, c);
+            if (TRANSPOSED) {           // o = x, c = k: one element in each of W rows
+#pragma unroll
+                for (int j = 0; j < W; ++j) xs[(c + j) * S + (o ^ swz(c + j))] = r[l][j];
+            } else if (W > 1) {         // o = k, c = x: one 16-byte store
+                pg_put16(xs + o * S + c, r[l]);
+            } else {
+                xs[o * S + c] = r[l][0];
+            }
+        }
+    }
+
+    // The compute loop's read of N contiguous x (a multiple of 16 bytes when N % W == 0
+    // and x is W-aligned) from row k.
+    template <int N>
+    static __device__ __forceinline__ void read(PG_T* v, const PG_T* xs, int k, int x)
+    {
+        const PG_T* row = xs + k * S;
+        if (N % PG_V == 0 && S % PG_V == 0) {
+#pragma unroll
+            for (int i = 0; i < N; i += PG_V) pg_get16(row + ((x + i) ^ swz(k)), v + i);
+        } else {
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = row[(x + i) ^ swz(k)];
+        }
+    }
+};
+
 // One workgroup computes one BM x BN tile of C. Thread (ty, tx) holds an RM x RN
-// micro-tile of contiguous rows/columns (so shared-memory reads can be vectorised).
-// Global -> register -> shared staging is double-buffered: the next K-step's loads are
-// in flight while the current one is multiplied, with one barrier per step.
+// micro-tile: RM contiguous rows, and RN columns in NG groups of CV contiguous ones,
+// group g at column g * BN / NG + tx * CV. With CV = 16 bytes a quarter warp's
+// shared-memory reads of B are one contiguous 128-byte line (no bank conflicts) and the
+// epilogue's stores are 16 bytes wide. Global -> register -> shared staging is
+// double-buffered: the next K-step's loads are in flight while the current one is
+// multiplied, with one barrier per step.
+//
+// Not done yet: a cp.async multi-stage pipeline (sm_80+, behind compat.h, this double
+// buffer staying on AMD). Staging goes through registers because the "transposed"
+// operand (A, and B^T) is rearranged on its way into shared memory, while cp.async
+// copies 16 bytes unchanged; that operand would first need a k-contiguous shared
+// layout and matching reads in the compute loop.
 template <int BM, int BN, int BK, int NT, int RM, int RN>
 __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
 {
     constexpr int TX = BN / RN;
     constexpr int TY = BM / RM;
     static_assert(TX * TY == NT, "micro-tile layout must use every thread");
-    constexpr int LA = (BM * BK + NT - 1) / NT;  // A elements each thread stages per step
-    constexpr int LB = (BK * BN + NT - 1) / NT;
-    constexpr int SA = BM + PG_PAD;             // row stride of As[k][m]
-    constexpr int SB = BN + PG_PAD;             // row stride of Bs[k][n]
+    constexpr int CV = (RN % PG_V == 0) ? PG_V : RN;   // contiguous columns per group
+    constexpr int NG = RN / CV;
+    constexpr int GS = BN / NG;                        // column stride of the groups
+    using SA = PgStage<BK, BM, NT, !PG_TRANS_A>;       // As[k][m]
+    using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
 
     const int tid = threadIdx.x;
     const int tx = tid % TX, ty = tid / TX;
-    PG_T* As = smem;                 // [2][BK][SA]
-    PG_T* Bs = smem + 2 * BK * SA;   // [2][BK][SB]
+    PG_T* As = smem;                   // [2][BK][SA::S]
+    PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
 
     // What the main loop needs is read here; C, ldc, alpha and beta only in the epilogue,
     // so they hold no registers across the loop.
@@ -152,6 +296,10 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     const PG_T* __restrict__ A = gp->A;
     const PG_T* __restrict__ B = gp->B;
     const int lda = gp->lda, ldb = gp->ldb;
+    // Stored A is M x K (K x M when transposed), B K x N (N x K); a 16-byte unit starts
+    // at a multiple of PG_V columns from the slice start, so these keep it aligned.
+    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
 
     PG_T acc[RM][RN];
 #pragma unroll
@@ -159,61 +307,23 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
         for (int j = 0; j < RN; ++j) acc[i][j] = PG_T(0);
 
-    PG_T ra[LA], rb[LB];
+    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
 
-    // Element e of the staged A tile is op(A)[m0 + m][k0 + k]; the index split follows
-    // the stored layout so consecutive threads read consecutive addresses.
     auto load = [&](int k0) {
-#pragma unroll
-        for (int l = 0; l < LA; ++l) {
-            const int e = tid + l * NT;
 #if PG_TRANS_A
-            const int m = e % BM, k = e / BM;
-            const bool ok = e < BM * BK && m0 + m < M && k0 + k < K;
-            ra[l] = ok ? PG_LDG(A + (k0 + k) * lda + (m0 + m)) : PG_T(0);
+        SA::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
 #else
-            const int k = e % BK, m = e / BK;
-            const bool ok = e < BM * BK && m0 + m < M && k0 + k < K;
-            ra[l] = ok ? PG_LDG(A + (m0 + m) * lda + (k0 + k)) : PG_T(0);
+        SA::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
 #endif
-        }
-#pragma unroll
-        for (int l = 0; l < LB; ++l) {
-            const int e = tid + l * NT;
 #if PG_TRANS_B
-            const int k = e % BK, n = e / BK;
-            const bool ok = e < BK * BN && n0 + n < N && k0 + k < K;
-            rb[l] = ok ? PG_LDG(B + (n0 + n) * ldb + (k0 + k)) : PG_T(0);
+        SB::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
 #else
-            const int n = e % BN, k = e / BN;
-            const bool ok = e < BK * BN && n0 + n < N && k0 + k < K;
-            rb[l] = ok ? PG_LDG(B + (k0 + k) * ldb + (n0 + n)) : PG_T(0);
+        SB::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
 #endif
-        }
     };
     auto store = [&](int buf) {
-        PG_T* as = As + buf * BK * SA;
-        PG_T* bs = Bs + buf * BK * SB;
-#pragma unroll
-        for (int l = 0; l < LA; ++l) {
-            const int e = tid + l * NT;
-#if PG_TRANS_A
-            const int m = e % BM, k = e / BM;
-#else
-            const int k = e % BK, m = e / BK;
-#endif
-            if (e < BM * BK) as[k * SA + m] = ra[l];
-        }
-#pragma unroll
-        for (int l = 0; l < LB; ++l) {
-            const int e = tid + l * NT;
-#if PG_TRANS_B
-            const int k = e % BK, n = e / BK;
-#else
-            const int n = e % BN, k = e / BN;
-#endif
-            if (e < BK * BN) bs[k * SB + n] = rb[l];
-        }
+        SA::store(ra, As + buf * BK * SA::S, tid);
+        SB::store(rb, Bs + buf * BK * SB::S, tid);
     };
 
     if (K > 0) {
@@ -224,15 +334,14 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
         for (int k0 = 0; k0 < K; k0 += BK) {
             const bool more = k0 + BK < K;
             if (more) load(k0 + BK);
-            const PG_T* as = As + buf * BK * SA + ty * RM;
-            const PG_T* bs = Bs + buf * BK * SB + tx * RN;
+            const PG_T* as = As + buf * BK * SA::S;
+            const PG_T* bs = Bs + buf * BK * SB::S;
             PG_UNROLL_K
             for (int kk = 0; kk < BK; ++kk) {
                 PG_T a[RM], b[RN];
+                SA::template read<RM>(a, as, kk, ty * RM);
 #pragma unroll
-                for (int i = 0; i < RM; ++i) a[i] = as[kk * SA + i];
-#pragma unroll
-                for (int j = 0; j < RN; ++j) b[j] = bs[kk * SB + j];
+                for (int g = 0; g < NG; ++g) SB::template read<CV>(b + g * CV, bs, kk, g * GS + tx * CV);
 #pragma unroll
                 for (int i = 0; i < RM; ++i)
 #pragma unroll
@@ -248,18 +357,37 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 
     const PG_T alpha = PG_T(gp->alpha), beta = PG_T(gp->beta);
     PG_T* __restrict__ C = gp->C;
+    const int ldc = gp->ldc;
+    const bool vec_c = CV == PG_V && pg_aligned16(C) && ldc % PG_V == 0 && n0 % PG_V == 0;
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
         const int r = m0 + ty * RM + i;
         if (r >= M) continue;
-        PG_T* crow = C + r * gp->ldc;
+        PG_T* crow = C + r * ldc;
 #pragma unroll
-        for (int j = 0; j < RN; ++j) {
-            const int c = n0 + tx * RN + j;
-            if (c >= N) continue;
-            PG_T v = alpha * acc[i][j];
-            if (beta != PG_T(0)) v += beta * crow[c];
-            crow[c] = v;
+        for (int g = 0; g < NG; ++g) {
+            const int c0 = n0 + g * GS + tx * CV;
+            const PG_T* ac = acc[i] + g * CV;
+            if (vec_c && c0 + CV <= N) {
+                PG_T v[CV > PG_V ? CV : PG_V];
+                if (beta != PG_T(0)) pg_get16(crow + c0, v);   // beta == 0 never reads C
+#pragma unroll
+                for (int j = 0; j < CV; ++j) {
+                    PG_T x = alpha * ac[j];
+                    if (beta != PG_T(0)) x += beta * v[j];
+                    v[j] = x;
+                }
+                pg_put16(crow + c0, v);
+            } else {
+#pragma unroll
+                for (int j = 0; j < CV; ++j) {
+                    const int c = c0 + j;
+                    if (c >= N) continue;
+                    PG_T x = alpha * ac[j];
+                    if (beta != PG_T(0)) x += beta * crow[c];
+                    crow[c] = x;
+                }
+            }
         }
     }
 }

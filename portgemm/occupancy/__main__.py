@@ -117,6 +117,15 @@ def _model_cells(arch: Arch, threads: int, res: KernelResources, model: str) -> 
             "limit": o.limited_by}
 
 
+def tile_shape(variant) -> str:
+    """BMxBN, BK and micro-tile of a one-kind variant ("128x128 k8 8x8"); a fused
+    variant names how many kinds it carries (each has its own per-kind row)."""
+    if len(variant.kinds) > 1:
+        return f"fused {len(variant.kinds)}"
+    k = variant.kinds[0]
+    return f"{k.tm}x{k.tn} k{k.tk} {k.rm}x{k.rn}"
+
+
 def variant_rows(arch: Arch) -> list[dict]:
     """One dict per catalogue variant: its resources, where they come from ("origin":
     compiled, recorded or estimate) and both models' occupancy."""
@@ -137,14 +146,15 @@ def variant_rows(arch: Arch) -> list[dict]:
         res = lookup(arch, v)
         origin = ("compiled" if isinstance(compiled.get(v.name), KernelResources) else
                   "recorded" if recorded(arch.name, v.name) is not None else "estimate")
-        row = {"variant": v.name, "threads": v.threads, **res.as_dict(), "origin": origin}
+        row = {"variant": v.name, "tile": tile_shape(v), "threads": v.threads, **res.as_dict(),
+               "origin": origin}
         for model in MODELS:
             row[model] = _model_cells(arch, v.threads, res, model)
         rows.append(row)
     return rows
 
 
-# Short column names keep an AMD table within 160 columns; the heading explains them.
+# Short column names keep an AMD table within 180 columns; the heading explains them.
 MODEL_COLUMNS = {"exact": ("wg", "waves", "occ", "limit"),
                  "paper": ("P wg", "P waves", "P occ", "P limit")}
 
@@ -158,19 +168,20 @@ def variant_table(arch: Arch, as_json: bool) -> str:
                     ("LDS", "shared_bytes")]
     else:
         res_cols = [("regs", "registers"), ("smem", "shared_bytes")]
-    headers = ["variant", "thr", *(h for h, _ in res_cols), "spill", "source"]
+    headers = ["variant", "tile", "thr", *(h for h, _ in res_cols), "spill", "source"]
     for model in MODELS:
         headers += [h.replace("waves", _waves(arch)) for h in MODEL_COLUMNS[model]]
     body = []
     for r in rows:
-        line = [r["variant"], r["threads"], *(r[k] for _, k in res_cols),
+        line = [r["variant"], r["tile"], r["threads"], *(r[k] for _, k in res_cols),
                 r["spill_bytes"], r["origin"]]
         for model in MODELS:
             c = r[model]
             line += [c["wg"], c["waves"], f"{c['occ']:.0%}", c["limit"]]
         body.append(line)
     waves = _waves(arch)
-    head = (f"{_describe(arch)}\nthreads per workgroup (thr); per {arch.unit}: workgroups (wg), "
+    head = (f"{_describe(arch)}\ntile: BMxBN, k step, micro-tile (a fused variant: how many kinds "
+            f"it carries)\nthreads per workgroup (thr); per {arch.unit}: workgroups (wg), "
             f"{waves}, occupancy (occ) and the binding limit; exact rules, then zhang2025 "
             f"Eqs. 5-9 (P)")
     notes = [textwrap.fill(n, 150, subsequent_indent="  ") for n in legend(arch, rows)]

@@ -1,0 +1,216 @@
+"""Our own tile kinds on a real device (marker ``gpu``): tiles.PORTGEMM (float32) and
+tiles.PORTGEMM_F64 (float64), every kind alone (per-kind) and all together (fused), every
+transpose pair, edge sizes, and the kernel's three memory paths:
+
+- "aligned": 16-byte aligned base and a leading dimension of whole 16-byte units, so A
+  and B are staged with 16-byte loads and C written with 16-byte stores;
+- "odd": an odd leading dimension (the scalar fallback for every operand);
+- "offset": an aligned leading dimension but the base one element past an aligned
+  address (a view starting at column 1): the scalar fallback again, never a misaligned
+  16-byte access;
+- "tight": leading dimension = columns (aligned for some sizes, not for others).
+
+No planner chooses these kinds yet, so the plans are built here from the planner's own
+tiling helpers. Every check poisons C with NaN where beta == 0, fills the C buffer's
+padding (outside the view) with a sentinel that must survive, and compares against a
+float64 host reference. Seeds come from the case's name (gpu_batches.stable_seed) and
+every failure message prints it.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import backend_or_skip
+from gpu_batches import TOL, max_rel_error, reference, stable_seed
+from portgemm.planner.tiling import Request, build_tiles, make_plan, pack_blocks
+from portgemm.planner.wavefront_tlp import initial_kinds
+from portgemm.tiles import FAMILIES
+
+pytestmark = pytest.mark.gpu
+
+FAMILY = {"float32": "portgemm", "float64": "portgemm-f64"}
+TRANS = [(False, False), (False, True), (True, False), (True, True)]
+LAYOUTS = ("aligned", "odd", "offset", "tight")
+EDGE = (1, 7, 127, 129, 255)
+SENTINEL = 7.0   # what the C buffer holds outside the view; no result equals it exactly
+
+
+@pytest.fixture(scope="module", params=["cuda", "hip"])
+def be(request):
+    return backend_or_skip(request.param)
+
+
+def family_plan(shapes, dtype, arch, mode, kind=None, seed=0):
+    """A plan over our family for ``dtype``: every GEMM on ``kind`` (its name), or, when
+    None, Eq. 10's choice for half the GEMMs and a random kind for the rest (so a fused
+    launch mixes every kind)."""
+    kinds = FAMILIES[FAMILY[dtype]]
+    shapes = np.ascontiguousarray(shapes, dtype=np.int64)
+    shapes.flags.writeable = False
+    batch = shapes.shape[0]
+    if kind is not None:
+        kidx = np.full(batch, [k.kind for k in kinds].index(kind), dtype=np.int64)
+    else:
+        rng = np.random.default_rng(seed)
+        kidx = initial_kinds(shapes, kinds)
+        mix = rng.random(batch) < 0.5
+        kidx = np.where(mix, rng.integers(0, len(kinds), batch), kidx)
+    tiles = build_tiles(shapes, kinds, kidx)
+    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]), shapes[:, 2],
+                                   by_kind=(mode == "per-kind"))
+    req = Request(shapes, dtype, arch, mode)
+    return make_plan(req, "test-" + FAMILY[dtype], kinds, tiles, block_ptr, 0.0, 0.0,
+                     "none", {}, [])
+
+
+def _ld(cols, layout, dtype):
+    v = 16 // np.dtype(dtype).itemsize
+    whole = -(-cols // v) * v
+    if layout == "tight":
+        return cols
+    if layout == "odd":
+        return cols + 1 if (cols + 1) % 2 else cols + 2
+    return whole + v       # aligned / offset: whole 16-byte units, one spare
+
+
+def make_operand(rng, rows, cols, dtype, layout, fill=None):
+    """(host buffer, (row slice, column slice)): a (rows, ld) buffer whose view is the
+    operand; "offset" starts the view at column 1."""
+    ld = max(_ld(cols, layout, dtype), 1)
+    off = 1 if layout == "offset" else 0
+    assert off + cols <= ld
+    buf = np.full((max(rows, 1), ld), SENTINEL, dtype=dtype)
+    view = (slice(0, rows), slice(off, off + cols))
+    buf[view] = (rng.random((rows, cols)) - 0.5) if fill is None else fill
+    return buf, view
+
+
+def run_family_case(be, shapes, dtype, trans_a, trans_b, layouts, mode, kind=None, name=""):
+    """One batch through a family plan; ``layouts`` gives each GEMM's layout (one name
+    for all, or a list). Asserts the result, the untouched padding of C, and the seed."""
+    seed = stable_seed(name, dtype, trans_a, trans_b, mode, kind, str(layouts),
+                       np.asarray(shapes).tobytes())
+    rng = np.random.default_rng(seed)
+    batch = len(shapes)
+    if isinstance(layouts, str):
+        layouts = [layouts] * batch
+    alpha = rng.uniform(-2, 2, batch)
+    alpha[rng.random(batch) < 0.1] = 0.0                 # alpha == 0: C = beta * C
+    beta = np.where(rng.random(batch) < 0.5, 0.0, rng.uniform(-2, 2, batch))
+    hA, hB, hC, bufs_c, views_c, dA, dB, dC, dbufs_c = ([] for _ in range(9))
+    for (m, n, k), lay in zip(shapes, layouts):
+        a, av = make_operand(rng, *((k, m) if trans_a else (m, k)), dtype, lay)
+        b, bv = make_operand(rng, *((n, k) if trans_b else (k, n)), dtype, lay)
+        c, cv = make_operand(rng, m, n, dtype, lay)
+        hA.append(a[av])
+        hB.append(b[bv])
+        hC.append(c[cv].copy())
+        bufs_c.append(c)
+        views_c.append(cv)
+        for host, view, dst in ((a, av, dA), (b, bv, dB)):
+            dev = be.to_device(host)
+            if not hasattr(dev, "__getitem__"):
+                pytest.skip(f"{be.name}: device arrays without slicing (install CuPy)")
+            dst.append(dev[view])
+    for i in range(batch):
+        if beta[i] == 0:
+            bufs_c[i][views_c[i]] = np.nan   # must be overwritten, never read
+    ref = reference(hA, hB, hC, alpha, beta, trans_a, trans_b)
+    for c, cv in zip(bufs_c, views_c):
+        dev = be.to_device(c)
+        dbufs_c.append(dev)
+        dC.append(dev[cv])
+    plan = family_plan(shapes, dtype, be.arch(), mode, kind, seed)
+    plan.run(dA, dB, dC, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, backend=be)
+    what = (f"seed {seed}, {dtype} {'t' if trans_a else 'n'}{'t' if trans_b else 'n'} "
+            f"{mode} kind={kind}")
+    whole = [be.to_host(d) for d in dbufs_c]
+    got = [w[cv] for w, cv in zip(whole, views_c)]
+    for i, (w, cv) in enumerate(zip(whole, views_c)):
+        outside = np.ones(w.shape, bool)
+        outside[cv] = False
+        if not np.all(w[outside] == SENTINEL):
+            pytest.fail(f"GEMM {i} {tuple(shapes[i])} ({layouts[i]}): written outside C's "
+                        f"view ({what})")
+    bad = [i for i, (g, r) in enumerate(zip(got, ref)) if max_rel_error([g], [r]) >= TOL[dtype]]
+    if bad:
+        i = bad[0]
+        pytest.fail(f"{len(bad)} of {batch} GEMMs wrong, first GEMM {i} {tuple(shapes[i])} "
+                    f"({layouts[i]}, alpha {alpha[i]:g}, beta {beta[i]:g}): relative error "
+                    f"{max_rel_error([got[i]], [ref[i]]):.3e} ({what})")
+
+
+def edge_shapes():
+    return np.array(list(itertools.product(EDGE, EDGE, EDGE)), dtype=np.int64)
+
+
+def kind_names(dtype):
+    return [k.kind for k in FAMILIES[FAMILY[dtype]]]
+
+
+KIND_CASES = [(d, k) for d in ("float32", "float64") for k in kind_names(d)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype, kind", KIND_CASES, ids=[f"{d}-{k}" for d, k in KIND_CASES])
+def test_every_kind_per_kind(be, dtype, kind, trans, layout):
+    """Each kind alone on every edge-size combination (125 GEMMs: partial tiles in M, N
+    and K, K below one k step, K of one step plus one)."""
+    run_family_case(be, edge_shapes(), dtype, *trans, layout, "per-kind", kind,
+                    name="per-kind")
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+def test_mixed_kinds_and_layouts(be, mode, dtype, trans):
+    """Every kind in one plan, each GEMM with its own layout, alpha and beta; shapes from
+    the edge sizes and a few whole-tile multiples, K = 0 included."""
+    rng = np.random.default_rng(stable_seed("mixed", mode, dtype, trans))
+    sizes = (*EDGE, 32, 64, 128, 256)
+    shapes = rng.choice(sizes, size=(150, 3))
+    shapes[:3, 2] = 0   # K == 0: C = beta * C only
+    layouts = list(rng.choice(LAYOUTS, size=150))
+    run_family_case(be, shapes, dtype, *trans, layouts, mode, name="mixed")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_large_gemms(be, dtype):
+    """Few GEMMs of many tiles (the largest kinds' main loop over hundreds of k steps)."""
+    shapes = np.array([[1024, 1024, 1024], [1000, 1030, 777], [513, 2048, 96],
+                       [2048, 64, 2000]], dtype=np.int64)
+    for layout in ("aligned", "odd"):
+        run_family_case(be, shapes, dtype, False, False, layout, "fused", name="large")
+        run_family_case(be, shapes, dtype, True, True, layout, "per-kind",
+                        kind_names(dtype)[-1], name="large")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_offset_views_of_one_buffer(be, dtype):
+    """A and B views starting 1, 2 and 3 elements into one aligned buffer (every
+    misalignment of float32 within 16 bytes); C aligned, so only A and B fall back."""
+    cp = getattr(be, "cp", None)
+    if cp is None:
+        pytest.skip(f"{be.name}: needs CuPy arrays")
+    seed = stable_seed("offset-views", dtype)
+    rng = np.random.default_rng(seed)
+    m = n = k = 129
+    kinds = kind_names(dtype)
+    for off in (1, 2, 3):
+        host = (rng.random(2 * (m * k + 8)) - 0.5).astype(dtype)
+        dev = cp.asarray(host)
+        a = dev[off:off + m * k].reshape(m, k)
+        b = dev[m * k + 8 + off:m * k + 8 + off + k * n].reshape(k, n)
+        c = cp.full((m, n), cp.nan, dtype=dtype)
+        ha, hb = cp.asnumpy(a), cp.asnumpy(b)
+        ref = reference([ha], [hb], [np.zeros((m, n))], [1.0], [0.0], False, False)
+        for kind in (kinds[0], kinds[-1]):
+            c.fill(cp.nan)
+            plan = family_plan(np.array([[m, n, k]]), dtype, be.arch(), "per-kind", kind)
+            plan.run([a], [b], [c], backend=be)
+            err = max_rel_error([cp.asnumpy(c)], ref)
+            assert err < TOL[dtype], f"offset {off} kind {kind}: error {err:.3e} (seed {seed})"
