@@ -589,6 +589,23 @@ def test_family_is_a_parameter(monkeypatch):
     check_plan(p, np.tile([1024, 1024, 512], (64, 1)))
 
 
+@pytest.mark.parametrize("fam,dtype", [("portgemm", "float32"), ("portgemm-f64", "float64"),
+                                       ("zhang2025", "float64")])
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+def test_family_option_plans_with_that_family(fam, dtype, mode):
+    shapes = np.array([[1024, 1024, 512]] * 8 + [[40, 33, 100]] * 8 + [[1, 1, 1]])
+    p = planner.plan(shapes, dtype=dtype, arch="sm_90", family=fam, mode=mode)
+    assert {k.family for k in p.kinds} == {fam}
+    check_plan(p, shapes)
+
+
+def test_family_option_refuses_a_family_without_kernels_in_the_dtype():
+    with pytest.raises(ValidationError, match="portgemm-f64"):
+        planner.plan([[64, 64, 64]], dtype="float64", family="portgemm")
+    with pytest.raises(ValidationError):
+        planner.plan([[64, 64, 64]], family="magma")   # magma is its own strategy
+
+
 def test_tlp_model_option():
     with pytest.raises(ValidationError):
         planner.plan([[64, 64, 64]], tlp_model="guess")

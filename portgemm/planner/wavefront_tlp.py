@@ -48,7 +48,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import ValidationError
-from ..tiles import ZHANG2025
+from ..tiles import FAMILIES, FAMILY_DTYPES, ZHANG2025
 from . import register
 from .cost_model import (SATURATING_WARPS, kind_costs, predict_assignment, predict_rows,
                          sharing_rows, stage_times)
@@ -60,7 +60,7 @@ from .tiling import (cdiv_array, gemm_lpt_order, kind_counts, kind_edges, make_p
 FAMILY = ZHANG2025
 assert all(a.area <= b.area for a, b in zip(FAMILY, FAMILY[1:])), "family must run small -> large"
 
-OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "tlp_model")
+OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "tlp_model", "family")
 TLP_MODELS = ("device", "paper")
 DEFAULT_TLP_MODEL = "device"
 MAX_CAPS = 8          # tau = longest tile / 2**j, j = 1..MAX_CAPS
@@ -509,11 +509,26 @@ MODEL_NAMES = {
 }
 
 
+def family_option(name, dtype: str):
+    """The kinds of the ``family`` option (None: FAMILY, the paper's Table 3): a tile-list
+    family of tiles.FAMILIES whose kernels exist in ``dtype``."""
+    if name is None:
+        return FAMILY
+    usable = [f for f in FAMILIES if f != "magma" and dtype in FAMILY_DTYPES.get(f, (dtype,))]
+    if name not in usable:
+        raise ValidationError(f"family must be one of {', '.join(usable)} for {dtype}, "
+                              f"got {name!r}")
+    kinds = FAMILIES[name]
+    return tuple(sorted(kinds, key=lambda k: k.area))   # the rule runs small -> large
+
+
 def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     """Plan with ``tlp_formula`` "wavefront" or "workgroup" under the request's
     ``tlp_model`` rule; ``kinds`` (default FAMILY) is any tuple of TileConfig, small ->
     large."""
-    kinds = FAMILY if kinds is None else tuple(kinds)
+    if kinds is None:
+        kinds = family_option(req.options.get("family"), req.dtype)
+    kinds = tuple(kinds)
     rule = req.option("tlp_model", DEFAULT_TLP_MODEL)
     if rule not in RULES:
         raise ValidationError(f"tlp_model must be one of {', '.join(TLP_MODELS)}, got {rule!r}")
