@@ -243,11 +243,13 @@ class CudaBackend:
             st = self._state(plan, batch)
             if gemms is None:
                 gemms = self._upload(descriptors(batch))
-        # Later calls may come on other streams (or be captured there): wait here, once,
-        # until the uploads have landed, so no call can read them early.
-        uploaded = self.cp.cuda.Event(block=False, disable_timing=True)
-        uploaded.record(here)
-        uploaded.synchronize()
+        # Later calls may come on other streams: wait here, once, until the uploads have
+        # landed, so no call can read them early. Not while ``here`` is being captured
+        # (a graph may not synchronise; the captured uploads precede the launches in it).
+        if not _capturing(here):
+            uploaded = self.cp.cuda.Event(block=False, disable_timing=True)
+            uploaded.record(here)
+            uploaded.synchronize()
         enc = self._encode(st, gemms)
         launch, stream = self._launch, self._stream
 
@@ -406,6 +408,15 @@ def _cu_launch_kernel():
                    ctypes.c_void_p]
     fn.restype = ctypes.c_int
     return fn
+
+
+def _capturing(stream) -> bool:
+    """Whether ``stream`` is being captured into a graph (unknown: assume it is, so that
+    nothing synchronises)."""
+    try:
+        return bool(stream.is_capturing())   # CuPy's Stream and ExternalStream
+    except Exception:  # noqa: BLE001 - a stream object without the query
+        return True
 
 
 def _ptr(buf) -> int:
