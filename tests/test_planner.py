@@ -151,7 +151,7 @@ def test_one_small_gemm_shrinks_to_small():
 
 
 def test_many_gemms_stay_large():
-    p = planner.plan(np.tile([64, 64, 64], (2000, 1)), arch="sm_90")
+    p = planner.plan(np.tile([64, 64, 64], (2000, 1)), arch="sm_90", mode="fused")
     assert set(kinds_of(p)) == {"large"}
     assert p.n_tiles == 2000
 
@@ -521,9 +521,9 @@ def test_launch_capacity_and_resident_tlp_hand_computed():
 def test_device_rule_starts_from_the_largest_fitting_tile():
     # 1008 = 15.75 x 64: "divides" (Eq. 10) sent these to 16x16; the device rule starts
     # from 64x64 (fits) and the cost model keeps it: 16x16 reads 4x the bytes per FMA
-    p = planner.plan(np.tile([1008, 1008, 512], (64, 1)), arch="sm_90")
+    p = planner.plan(np.tile([1008, 1008, 512], (64, 1)), arch="sm_90", mode="fused")
     assert set(kinds_of(p)) == {"large"} and p.n_tiles == 64 * 16 * 16
-    ref = planner.plan(np.tile([1000, 1000, 512], (64, 1)), arch="sm_90")
+    ref = planner.plan(np.tile([1000, 1000, 512], (64, 1)), arch="sm_90", mode="fused")
     assert set(kinds_of(ref)) == {"large"}
     per_flop = (p.predicted_ms / p.flops) / (ref.predicted_ms / ref.flops)
     assert 0.9 < per_flop < 1.1
@@ -544,7 +544,7 @@ def test_device_rule_shrinks_a_small_batch():
 
 
 def test_device_rule_keeps_large_tiles_on_a_large_batch():
-    p = planner.plan(np.tile([256, 256, 256], (4096, 1)), arch="sm_90")
+    p = planner.plan(np.tile([256, 256, 256], (4096, 1)), arch="sm_90", mode="fused")
     assert set(kinds_of(p)) == {"large"} and p.n_tiles == 4096 * 16
 
 
@@ -556,8 +556,8 @@ def test_wavefront_and_workgroup_tlp_differ_on_a_partial_wave():
     # threads per wave < 101,376: smaller tiles are weighed, and 32x32 (9 exact tiles a
     # GEMM, no padding) is predicted faster.
     shapes = np.tile([96, 96, 1024], (100, 1))
-    wg = planner.plan(shapes, arch="sm_90", strategy="workgroup-tlp")
-    wf = planner.plan(shapes, arch="sm_90", strategy="wavefront-tlp")
+    wg = planner.plan(shapes, arch="sm_90", strategy="workgroup-tlp", mode="fused")
+    wf = planner.plan(shapes, arch="sm_90", strategy="wavefront-tlp", mode="fused")
     assert set(kinds_of(wg)) == {"large"} and wg.tlp == 102400
     assert wg.tlp_threshold == pytest.approx(101376)
     assert set(kinds_of(wf)) == {"medium"} and wf.n_tiles == 900
@@ -584,7 +584,7 @@ def test_coverage_property_any_family(shapes, fam, mode):
 
 def test_family_is_a_parameter(monkeypatch):
     monkeypatch.setattr(wavefront_tlp, "FAMILY", BIG)
-    p = planner.plan(np.tile([1024, 1024, 512], (64, 1)), arch="sm_90", use_cache=False)
+    p = planner.plan(np.tile([1024, 1024, 512], (64, 1)), arch="sm_90", use_cache=False, mode="fused")
     assert p.kinds == BIG and p.tiles_per_kind()    # plans with the larger catalogue
     check_plan(p, np.tile([1024, 1024, 512], (64, 1)))
 
@@ -597,6 +597,29 @@ def test_family_option_plans_with_that_family(fam, dtype, mode):
     p = planner.plan(shapes, dtype=dtype, arch="sm_90", family=fam, mode=mode)
     assert {k.family for k in p.kinds} == {fam}
     check_plan(p, shapes)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,batch", [((1024, 1024, 512), 64), ((40, 33, 100), 8),
+                                         ((96, 96, 1024), 100), ((300, 20, 64), 500)])
+def test_default_plan_is_the_faster_predicted_launch_structure(dtype, shape, batch):
+    shapes = np.tile(shape, (batch, 1))
+    p = planner.plan(shapes, dtype=dtype, arch="sm_90", use_cache=False)
+    paper = planner.plan(shapes, dtype=dtype, arch="sm_90", mode="fused", use_cache=False)
+    ours = planner.plan(shapes, dtype=dtype, arch="sm_90", mode="per-kind", use_cache=False,
+                        family=wavefront_tlp.OUR_FAMILY[dtype])
+    want = ours if ours.predicted_ms < paper.predicted_ms else paper
+    assert (p.mode, p.kinds, p.predicted_ms) == (want.mode, want.kinds, want.predicted_ms)
+    assert p.notes[-1].startswith("launch structure:")
+    check_plan(p, shapes)
+
+
+def test_naming_a_mode_family_or_the_paper_rule_keeps_that_plan():
+    shapes = np.tile([1024, 1024, 512], (64, 1))    # our family wins here by the model
+    assert planner.plan(shapes, arch="sm_90").kinds[0].family == "portgemm"
+    for kw in (dict(mode="fused"), dict(mode="per-kind"), dict(family="zhang2025"),
+               dict(tlp_model="paper")):
+        assert planner.plan(shapes, arch="sm_90", **kw).kinds[0].family == "zhang2025", kw
 
 
 def test_family_option_refuses_a_family_without_kernels_in_the_dtype():

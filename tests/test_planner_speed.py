@@ -264,8 +264,8 @@ def test_a_heavy_provider_changes_the_plan():
     # device holds them all at once; with 1 block per SM (132) it does not, so the
     # wavefront TLP the plan reports (and, depending on the rule, its tiles) differ
     shapes = [[1024, 1024, 64]]
-    light = planner.plan(shapes, use_cache=False)
-    heavy = planner.plan(shapes, use_cache=False, resources=Heavy())
+    light = planner.plan(shapes, mode="fused", use_cache=False)
+    heavy = planner.plan(shapes, mode="fused", use_cache=False, resources=Heavy())
     assert heavy.tlp != light.tlp
     assert heavy.occupancy["zhang2025.large"].active_workgroups == 1
     assert light.occupancy["zhang2025.large"].active_workgroups > 1
@@ -330,26 +330,26 @@ def _fused_variant(dtype="float32"):
 
 def test_registering_figures_keeps_unrelated_plans(fresh_registry):
     shapes = [[200, 300, 64]] * 16
-    p90 = planner.plan(shapes, arch="sm_90")
-    p80 = planner.plan(shapes, arch="sm_80")
+    p90 = planner.plan(shapes, mode="fused", arch="sm_90")
+    p80 = planner.plan(shapes, mode="fused", arch="sm_80")
     v = _fused_variant()
     # a compile that confirms the figures the plan used (occupancy inputs equal; the
     # source and spill bytes do not matter): every plan stays cached
     same = kres.lookup("sm_90", v)
     kres.register("sm_90", v.name, replace(same, source="kernel attributes"))
-    assert planner.plan(shapes, arch="sm_90") is p90
+    assert planner.plan(shapes, mode="fused", arch="sm_90") is p90
     # new figures for another arch: the sm_90 plan stays cached, sm_80 is replanned
     kres.register("sm_80", v.name, KernelResources(registers=250, source="test"))
-    assert planner.plan(shapes, arch="sm_90") is p90
-    q80 = planner.plan(shapes, arch="sm_80")
+    assert planner.plan(shapes, mode="fused", arch="sm_90") is p90
+    q80 = planner.plan(shapes, mode="fused", arch="sm_80")
     assert q80 is not p80 and q80.occupancy["zhang2025.large"].active_workgroups == 1
     # plans made with another provider do not care about the kernels' registry
     heavy = Heavy()
-    ph = planner.plan(shapes, arch="sm_90", resources=heavy)
+    ph = planner.plan(shapes, mode="fused", arch="sm_90", resources=heavy)
     kres.register("sm_90", v.name, KernelResources(registers=250, source="test"))
-    assert planner.plan(shapes, arch="sm_90", resources=heavy) is ph
+    assert planner.plan(shapes, mode="fused", arch="sm_90", resources=heavy) is ph
     # ...while the default provider's sm_90 plans now see the new figures
-    q90 = planner.plan(shapes, arch="sm_90")
+    q90 = planner.plan(shapes, mode="fused", arch="sm_90")
     assert q90 is not p90 and q90.occupancy["zhang2025.large"].active_workgroups == 1
 
 
@@ -369,10 +369,10 @@ class Versioned:
 def test_a_versioned_provider_replans_when_its_figures_change():
     prov = Versioned()
     shapes = [[512, 512, 64]] * 4
-    p = planner.plan(shapes, resources=prov)
-    assert planner.plan(shapes, resources=prov) is p
+    p = planner.plan(shapes, mode="fused", resources=prov)
+    assert planner.plan(shapes, mode="fused", resources=prov) is p
     prov.registers, prov.v = 250, 1
-    q = planner.plan(shapes, resources=prov)
+    q = planner.plan(shapes, mode="fused", resources=prov)
     assert q is not p and q.occupancy["zhang2025.large"].active_workgroups == 1
 
 

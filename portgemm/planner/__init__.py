@@ -267,7 +267,9 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                               f"it takes {', '.join(info.options) or 'none'}")
     _check_options(options)
     provider = resolve_provider(resources)
-    key = _key(s, dt, a, info.name, m, options, provider) if use_cache else None
+    # a mode named and the same mode by default may plan differently (Request.mode_given)
+    key = _key(s, dt, a, info.name, (m, mode is not None), options, provider) \
+        if use_cache else None
     if key is not None:
         with _cache_lock:
             hit = _cache.get(key)
@@ -276,7 +278,7 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                 _stats["hits"] += 1
                 return hit
     # None (the default provider) stays None in the request: strategies pass it on
-    p = info.fn(Request(s, dt, a, m, dict(options), resources))
+    p = info.fn(Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None))
     if key is not None:
         with _cache_lock:
             _stats["misses"] += 1

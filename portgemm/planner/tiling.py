@@ -25,6 +25,7 @@ class Request:
     mode: str
     options: dict = field(default_factory=dict)
     resources: object = None    # the resources provider (None: the default one)
+    mode_given: bool = True     # False: the caller named no mode (the strategy may choose)
 
     @property
     def batch(self) -> int:

@@ -43,6 +43,8 @@ a reduction, and whose count is tiles x splits; the candidate search needs no ch
 """
 from __future__ import annotations
 
+import dataclasses
+
 from functools import lru_cache
 
 import numpy as np
@@ -522,10 +524,45 @@ def family_option(name, dtype: str):
     return tuple(sorted(kinds, key=lambda k: k.area))   # the rule runs small -> large
 
 
+# What the default plan weighs when the caller names neither family nor mode (device
+# rule only): the paper's kinds in the requested default mode, and our larger kinds
+# (tiles.py) one launch per kind; the cost model's faster prediction wins.
+OUR_FAMILY = {"float32": "portgemm", "float64": "portgemm-f64"}
+
+
 def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     """Plan with ``tlp_formula`` "wavefront" or "workgroup" under the request's
-    ``tlp_model`` rule; ``kinds`` (default FAMILY) is any tuple of TileConfig, small ->
-    large."""
+    ``tlp_model`` rule. Under the device rule with neither ``family`` nor a mode named,
+    two launch structures are planned and the one the cost model predicts faster is
+    returned: the paper's family (FAMILY) in the strategy's default mode, and our
+    family (OUR_FAMILY, 32x32 to 128x128 tiles) one launch per kind."""
+    auto = (kinds is None and req.options.get("family") is None and not req.mode_given
+            and req.option("tlp_model", DEFAULT_TLP_MODEL) == "device"
+            and req.dtype in OUR_FAMILY)
+    p = _algorithm1(req, strategy, tlp_formula, kinds)
+    if not auto:
+        return p
+    ours = _algorithm1(dataclasses.replace(req, mode="per-kind", options={
+        **req.options, "family": OUR_FAMILY[req.dtype]}), strategy, tlp_formula, None)
+    if ours.predicted_ms < p.predicted_ms:
+        return _noted(ours, f"launch structure: {OUR_FAMILY[req.dtype]} per-kind predicted "
+                            f"{ours.predicted_ms:.4g} ms, faster than {FAMILY[0].family} "
+                            f"{req.mode} ({p.predicted_ms:.4g} ms)")
+    return _noted(p, f"launch structure: {FAMILY[0].family} {req.mode} predicted "
+                     f"{p.predicted_ms:.4g} ms, no slower than {OUR_FAMILY[req.dtype]} "
+                     f"per-kind ({ours.predicted_ms:.4g} ms)")
+
+
+def _noted(p, note: str):
+    """``p`` with one more note. Set in place on the plan just made (no one holds it yet):
+    dataclasses.replace would read ``tiles`` and so expand the layout on the host."""
+    object.__setattr__(p, "notes", p.notes + (note,))
+    return p
+
+
+def _algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
+    """One plan: ``kinds`` (default: the ``family`` option, else FAMILY) is any tuple of
+    TileConfig, small -> large."""
     if kinds is None:
         kinds = family_option(req.options.get("family"), req.dtype)
     kinds = tuple(kinds)
