@@ -4,7 +4,6 @@ candidate predictions, one at a time) lives here, in the test, and both run over
 random batches, archs, dtypes, modes, TLP formulas, options and tile families."""
 from __future__ import annotations
 
-import math
 import zlib
 
 import numpy as np
@@ -14,147 +13,18 @@ import portgemm  # noqa: F401  (sets the default resources provider)
 from portgemm import planner
 from portgemm.occupancy import ceilings, get_arch
 from portgemm.planner import wavefront_tlp
-from portgemm.planner.cost_model import SATURATING_WARPS, KindCosts, kind_costs
-from portgemm.planner.parallelism import kind_table
+from portgemm.planner.cost_model import BatchModel, kind_costs
+from portgemm.planner.parallelism import (device_threads, kind_table, launch_capacity,
+                                          resident_tlp, workgroup_tlp)
 from portgemm.planner.tiling import Request, kind_counts, tile_grid
 from portgemm.tiles import LI2019_128, LI2019_256, ZHANG2025, TileConfig
 
 MAX_CAPS = 8
-PROLOGUE_LATENCIES = 3
 DEVICE_FACTOR = 1.0
 
 
-# --- the frozen reference: the device rule and its model as they were --------------
-
-def device_threads(arch):
-    return int(arch.compute_units) * int(arch.max_waves_per_cu) * int(arch.wave_size)
-
-
-def cu_demand(n_wg, active_wg):
-    return float(np.dot(n_wg, 1.0 / active_wg))
-
-
-def launch_capacity(n_wg, tile_threads, active, compute_units):
-    demand = cu_demand(n_wg, active)
-    if demand <= 0:
-        return 0.0
-    return float(np.dot(n_wg, tile_threads)) * compute_units / demand
-
-
-def launch_waves(n_wg, active, compute_units):
-    d = cu_demand(n_wg, active) / compute_units
-    return max(1, math.ceil(d - 1e-9))
-
-
-def resident_tlp(n_wg, tile_threads, active, compute_units):
-    return float(np.dot(n_wg, tile_threads)) / launch_waves(n_wg, active, compute_units)
-
-
-def workgroup_tlp(n_wg, threads):
-    return float(np.dot(n_wg, threads))
-
-
-def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
-    """(r, u) per kind: tiles sharing a CU at once and the issue share they can use.
-    Fused: one launch, every tile counts; per-kind: each kind's launch on its own."""
-    n = np.asarray(n_per_kind, dtype=np.float64)
-    if per_kind:
-        r = np.clip(n / kc.cus, 1.0, kc.active)
-        u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
-        return r, u
-    total = float(n.sum())
-    r_all = min(max(total / kc.cus, 1.0), float(kc.active.max()))
-    warps = float(np.dot(n, kc.tile_warps) / total) if total else float(kc.tile_warps.max())
-    r = np.full(kc.n_kinds, r_all)
-    u = np.full(kc.n_kinds, min(1.0, r_all * warps / SATURATING_WARPS))
-    return r, u
-
-
-def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
-    """(prologue, step, epilogue) seconds per kind at sharing (r, u)."""
-    c = kc.ceil
-    bw = c.copy_bytes_per_s / kc.cus / r
-    glob = kc.g_bytes / bw
-    shared = kc.s_bytes / (c.smem_bytes_per_s_per_cu * u / r)
-    compute = kc.fmas / (kc.flops_per_s / 2.0 / kc.cus * u / r)
-    step = np.maximum(np.maximum(c.latency_s, glob), np.maximum(shared, compute))
-    prologue = PROLOGUE_LATENCIES * c.latency_s + glob
-    epilogue = kc.c_bytes / bw
-    return prologue, step, epilogue
-
-
-def steps_of(K: np.ndarray, tk: np.ndarray) -> np.ndarray:
-    """ceil(K / tk) K steps (0 for K == 0), broadcasting."""
-    return np.ceil(np.asarray(K, dtype=np.float64) / tk)
-
-
-def makespan(counts: np.ndarray, times: np.ndarray, slots: float) -> float:
-    """exec = max(longest tile, ceil(n / slots) x mean tile) for one launch."""
-    live = counts > 0
-    n = float(counts.sum())
-    if n == 0:
-        return 0.0
-    mean = float(np.dot(counts, times)) / n
-    return max(float(times[live].max()), math.ceil(n / slots - 1e-9) * mean)
-
-
-def floors(shapes: np.ndarray, kc: KindCosts) -> float:
-    """Whole-batch floors: unique bytes at copy bandwidth, flops at the FMA rate."""
-    s = shapes.astype(np.float64)
-    M, N, K = s[:, 0], s[:, 1], s[:, 2]
-    nbytes = kc.elem * float((M * K + K * N + M * N).sum())
-    return max(nbytes / kc.ceil.copy_bytes_per_s, 2.0 * float((M * N * K).sum()) / kc.flops_per_s)
-
-
-class BatchModel:
-    """One batch under one family and mode: what every candidate assignment shares
-    (tile counts and K steps per GEMM and kind, the floors), so weighing a candidate
-    is a few gathers over GEMMs."""
-
-    def __init__(self, shapes: np.ndarray, counts: np.ndarray, kc: KindCosts, per_kind: bool,
-                 floor: float | None = None):
-        self.kc, self.per_kind, self.n_k = kc, per_kind, kc.n_kinds
-        self.base = np.arange(shapes.shape[0]) * kc.n_kinds
-        self.counts = counts.astype(np.float64).ravel()
-        self.steps = steps_of(shapes[:, 2:3], kc.tk)
-        self.floor = floors(shapes, kc) if floor is None else floor
-
-    def predict(self, kidx: np.ndarray):
-        """(seconds, tiles per kind) when GEMM i runs its tiles of kind kidx[i], one tile
-        per block; per-kind mode: the kinds' launches one after another."""
-        kc = self.kc
-        flat = self.base + kidx
-        c = self.counts[flat]
-        n_k = np.bincount(kidx, weights=c, minlength=self.n_k)
-        r, u = sharing(kc, n_k, self.per_kind)
-        pro, step, epi = stage_times(kc, r, u)
-        t = (pro + epi)[kidx] + self.steps.ravel()[flat] * step[kidx]
-        if self.per_kind:
-            exec_s, launches = 0.0, 0
-            for k in np.flatnonzero(n_k):
-                sel = kidx == k
-                exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k])
-                launches += 1
-        else:
-            exec_s = makespan(c, t, kc.cus * float(kc.active.max()))
-            launches = 1 if n_k.sum() else 0
-        if not launches:
-            return 0.0, n_k
-        return launches * kc.ceil.launch_s + max(exec_s, self.floor), n_k
-
-    def tile_times(self, kidx: np.ndarray) -> np.ndarray:
-        """(batch, kinds) seconds of one tile of kind k on GEMM i, at the sharing the
-        assignment ``kidx`` gives (the context in which alternatives are weighed)."""
-        kc = self.kc
-        n_k = np.bincount(kidx, weights=self.counts[self.base + kidx], minlength=self.n_k)
-        r, u = sharing(kc, n_k, self.per_kind)
-        if self.per_kind:   # an alternative kind's launch: as shared as the busiest one
-            r = np.full_like(r, r.max())
-            u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
-        pro, step, epi = stage_times(kc, r, u)
-        return (pro + epi) + self.steps * step
-
-
+# --- the frozen reference: the device rule's search as it was (the model it prices
+# with is the package's, unchanged: imported) --------------------------------------------
 
 
 def _area_keys(kinds):
