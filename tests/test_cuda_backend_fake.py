@@ -250,26 +250,44 @@ def test_run_uploads_descriptors_only_when_they_change(backend):
     check(C, reference(hA, hB, hC, [3.0] * 4, [0] * 4, False, False), "float32")
 
 
-def test_torch_tensors_launch_on_torchs_stream(backend, monkeypatch):
-    class Tensor:
-        def __init__(self, a):
-            self.a, self.dtype, self.device = a, "f32", "cuda:0"
-            self.shape = a.shape
+class FakeTensor:
+    """The reads portgemm makes of a torch CUDA tensor, over a NumPy array; set_ re-points
+    it in place, as torch's does."""
 
-        def data_ptr(self):
-            return self.a.ctypes.data
+    def __init__(self, a):
+        self.a = a
 
-        def stride(self):
-            return tuple(s // self.a.itemsize for s in self.a.strides)
+    shape = property(lambda self: self.a.shape)
+    dtype = property(lambda self: "f32" if self.a.dtype == np.float32 else "f64")
+    device = "cuda:0"
 
-        def get_device(self):
-            return 0
+    def data_ptr(self):
+        return self.a.ctypes.data
 
-    stream = types.SimpleNamespace(cuda_stream=555)
-    torch = types.SimpleNamespace(Tensor=Tensor, float32="f32", float64="f64", float16="f16",
+    def stride(self):
+        return tuple(s // self.a.itemsize for s in self.a.strides)
+
+    def get_device(self):
+        return 0
+
+    def set_(self, other):
+        self.a = other
+
+
+def install_fake_torch(monkeypatch, stream_handle=0):
+    """A fake ``torch`` module in sys.modules: FakeTensor as its Tensor, and a current
+    stream whose handle is ``stream_handle``."""
+    stream = types.SimpleNamespace(cuda_stream=stream_handle)
+    torch = types.SimpleNamespace(Tensor=FakeTensor, float32="f32", float64="f64",
+                                  float16="f16",
                                   cuda=types.SimpleNamespace(current_stream=lambda d: stream))
     monkeypatch.setitem(sys.modules, "torch", torch)
     monkeypatch.setattr(portgemm.arrays, "_TORCH_DTYPES", {})
+    return torch
+
+
+def test_torch_tensors_launch_on_torchs_stream(backend, monkeypatch):
+    Tensor = install_fake_torch(monkeypatch, stream_handle=555).Tensor
     shapes = [(8, 9, 10), (3, 4, 5)]
     hA, hB, hC = host_batch(np.random.default_rng(3), shapes, "float32", False, False)
     C = [Tensor(c) for c in hC]

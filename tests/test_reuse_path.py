@@ -6,8 +6,6 @@ each call took."""
 from __future__ import annotations
 
 import gc
-import sys
-import types
 import weakref
 
 import numpy as np
@@ -15,7 +13,7 @@ import pytest
 
 import portgemm
 from portgemm import reuse
-from test_cuda_backend_fake import FakeArray, host_batch, reference
+from test_cuda_backend_fake import FakeArray, host_batch, install_fake_torch, reference
 from test_cuda_backend_fake import backend  # noqa: F401  (a fixture)
 
 SHAPES = [(8, 9, 10), (3, 4, 5), (17, 6, 12), (1, 7, 3)]
@@ -258,35 +256,7 @@ def test_aliased_outputs_after_an_in_place_repoint_are_refused(backend, torch_fa
 
 @pytest.fixture
 def torch_fake(monkeypatch):
-    class Tensor:
-        """The reads portgemm makes of a torch tensor, over a NumPy array; set_ re-points
-        it in place, as torch's does."""
-
-        def __init__(self, a):
-            self.a = a
-
-        shape = property(lambda self: self.a.shape)
-        dtype = property(lambda self: "f32" if self.a.dtype == np.float32 else "f64")
-        device = "cuda:0"
-
-        def data_ptr(self):
-            return self.a.ctypes.data
-
-        def stride(self):
-            return tuple(s // self.a.itemsize for s in self.a.strides)
-
-        def get_device(self):
-            return 0
-
-        def set_(self, other):
-            self.a = other
-
-    stream = types.SimpleNamespace(cuda_stream=0)
-    torch = types.SimpleNamespace(Tensor=Tensor, float32="f32", float64="f64", float16="f16",
-                                  cuda=types.SimpleNamespace(current_stream=lambda d: stream))
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(portgemm.arrays, "_TORCH_DTYPES", {})
-    return torch
+    return install_fake_torch(monkeypatch)
 
 
 def test_torch_tensors_hit_and_in_place_changes_are_seen(backend, torch_fake):
