@@ -195,15 +195,10 @@ class CudaBackend:
         tiles = cp.empty(max(exp.n_tiles, 1) * DEVICE_TILE_DTYPE.itemsize, dtype=cp.uint8)
         bptr = cp.empty((exp.n_tiles + 1) * 4, dtype=cp.uint8)
         variant = TileExpand()
-        ctype = {"p": ctypes.c_uint64, "i": ctypes.c_int32}
-        values = [ctype[k](v) for k, v in expand_args(exp, table.data.ptr, tiles.data.ptr,
-                                                         bptr.data.ptr)]
-        params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
-        fn = self.function(variant)
-        stream = cp.cuda.get_current_stream()
-        if rc := self._cu_launch(fn.ptr, exp.blocks, 1, 1, variant.threads, 1, 1, 0,
-                                 stream.ptr, params, None):
-            raise DeviceError(f"launch of {variant.name} failed: CUresult {rc}")
+        launch = _encoded(self.function(variant).ptr, exp.blocks, variant.threads,
+                          expand_args(exp, table.data.ptr, tiles.data.ptr, bptr.data.ptr),
+                          variant.name)
+        _run(self._cu_launch, launch, cp.cuda.get_current_stream().ptr)
         return tiles, bptr, table
 
     def _stream(self, tdev):
@@ -270,28 +265,24 @@ class CudaBackend:
         return enc
 
     def _encode(self, st, gemms):
-        """[(CUfunction, grid, threads, kernelParams, values)] for the plan's launches: the
-        argument buffer cuLaunchKernel reads, built once (tinygrad's CUDAProgram way)."""
+        """The plan's launches, encoded once (_encoded; tinygrad's CUDAProgram way)."""
         tiles = st["tiles"].data.ptr if st["tiles"] is not None else 0
         bptr = st["block_ptr"].data.ptr if st["block_ptr"] is not None else 0
         out = []
         for which, base, grid in st["launches"]:
             variant = st["variants"][which]
             fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
-            grid = grid if isinstance(grid, tuple) else (grid, 1, 1)
-            values = (ctypes.c_uint64(gemms.data.ptr), ctypes.c_uint64(tiles),
-                      ctypes.c_uint64(bptr), ctypes.c_int32(base))
-            params = (ctypes.c_void_p * 4)(*(ctypes.addressof(v) for v in values))
-            out.append((fn.ptr, grid, variant.threads, params, values, variant.name))
+            out.append(_encoded(fn.ptr, grid, variant.threads,
+                                (("p", gemms.data.ptr), ("p", tiles), ("p", bptr), ("i", base)),
+                                variant.name))
         return out
 
     def _launch(self, st, enc, stream):
         launch = self._cu_launch
         if len(enc) == 1 or st.get("mode") != "per-kind":
             sp = stream.ptr
-            for fn, (gx, gy, gz), threads, params, _, name in enc:
-                if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, sp, params, None):
-                    raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+            for item in enc:
+                _run(launch, item, sp)
             return
         # Per-kind launches run side by side (fork/join on side streams), so each kind
         # keeps its own registers and block size and no launch waits for another's tail.
@@ -304,11 +295,10 @@ class CudaBackend:
                 for _ in range(len(enc) + 1)]
         events[0].record(stream)
         side = self._side_streams(len(enc))
-        for i, (fn, (gx, gy, gz), threads, params, _, name) in enumerate(enc):
+        for i, item in enumerate(enc):
             s = side[i]
             s.wait_event(events[0])
-            if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, s.ptr, params, None):
-                raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+            _run(launch, item, s.ptr)
             events[i + 1].record(s)
             stream.wait_event(events[i + 1])
 
@@ -334,31 +324,23 @@ class CudaBackend:
             with stream:  # the scalars' upload goes to the stream of the launches
                 enc = job.launches[key] = self._encode_ragged(job, stream)
         launch, sp = self._cu_launch, stream.ptr
-        for fn, blocks, threads, params, _, name in enc[0]:
-            if rc := launch(fn, blocks, 1, 1, threads, 1, 1, 0, sp, params, None):
-                raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+        for item in enc[0]:
+            _run(launch, item, sp)
         return None
 
     def _encode_ragged(self, job, stream):
-        """([(CUfunction, blocks, threads, kernelParams, values, name)] for the prologue
-        and the GEMM, the device buffers they use): cuLaunchKernel's argument buffers."""
+        """(the prologue's and the GEMM's encoded launches (_encoded), the device buffers
+        they use)."""
         gemms, tiles, bptr = self._ragged.get(
             (self._dev(), stream.ptr), job.groups, job.n_tiles,
             lambda n: self.cp.empty(n, dtype=self.cp.uint8), self._upload)
         alphas, betas = (self._ragged.scalars(self._dev(), x, self._upload)
                          for x in (job.alphas, job.betas))
-        ctype = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "q": ctypes.c_int64,
-                 "d": ctypes.c_double}
-        pro = [ctype[k](v) for k, v in prologue_args(
-            job, gemms.data.ptr, tiles.data.ptr, _ptr(alphas), _ptr(betas))]
-        gemm = [ctypes.c_uint64(gemms.data.ptr), ctypes.c_uint64(tiles.data.ptr),
-                ctypes.c_uint64(bptr.data.ptr), ctypes.c_int32(0)]
-        out = []
-        for variant, blocks, values in ((job.prologue, job.prologue_blocks(), pro),
-                                        (job.variant, job.n_tiles, gemm)):
-            params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
-            out.append((self.function(variant).ptr, blocks, variant.threads, params, values,
-                        variant.name))
+        pro = prologue_args(job, gemms.data.ptr, tiles.data.ptr, _ptr(alphas), _ptr(betas))
+        gemm = (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr), ("i", 0))
+        out = [_encoded(self.function(variant).ptr, blocks, variant.threads, args, variant.name)
+               for variant, blocks, args in ((job.prologue, job.prologue_blocks(), pro),
+                                             (job.variant, job.n_tiles, gemm))]
         return out, (gemms, tiles, bptr, alphas, betas)  # the buffers live with the launches
 
 
@@ -408,6 +390,26 @@ def _cu_launch_kernel():
                    ctypes.c_void_p]
     fn.restype = ctypes.c_int
     return fn
+
+
+_CTYPES = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "q": ctypes.c_int64, "d": ctypes.c_double}
+
+
+def _encoded(fn_ptr, grid, threads, args, name):
+    """One launch as cuLaunchKernel takes it, built once: (CUfunction, (gx, gy, gz),
+    threads, kernelParams, the values it points at, name). ``args``: (kind, value) pairs,
+    kind "p" pointer, "i" int32, "q" int64, "d" double."""
+    values = [_CTYPES[k](v) for k, v in args]
+    params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
+    return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, params,
+            values, name)
+
+
+def _run(launch, item, stream_ptr) -> None:
+    """Launch one _encoded item on ``stream_ptr`` with cuLaunchKernel ``launch``."""
+    fn, (gx, gy, gz), threads, params, _, name = item
+    if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, params, None):
+        raise DeviceError(f"launch of {name} failed: CUresult {rc}")
 
 
 def _capturing(stream) -> bool:
