@@ -174,7 +174,7 @@ def test_spill_warning_reads_registered_figures():
             resources._registered.pop(("sm_86", v.name), None)
         else:
             resources._registered[("sm_86", v.name)] = before
-        resources.generation += 1
+        resources._versions["sm_86"] = resources._versions.get("sm_86", 0) + 1   # replan
 
 
 # --- the main job ---------------------------------------------------------------------

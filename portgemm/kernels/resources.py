@@ -25,7 +25,6 @@ RECORDED_PATH = Path(__file__).with_name("recorded_resources.json")
 
 _registered: dict[tuple[str, str], KernelResources] = {}
 _lock = threading.Lock()
-generation = 0  # bumped by every register() (informational; plans key on _versions)
 # arch name -> bumped when a register() changes a figure the occupancy model reads for
 # that arch: DEFAULT_PROVIDER.version, part of the planner's cache keys
 _versions: dict[str, int] = {}
@@ -40,11 +39,9 @@ def register(arch: str, variant_name: str, res: KernelResources) -> None:
     """Record figures measured in this process (called by backends after a compile).
     Figures that confirm what was known (the recorded ones, typically) keep every cached
     plan; changed ones replan only this arch's plans."""
-    global generation
     with _lock:
         before = _registered.get((arch, variant_name)) or recorded(arch, variant_name)
         _registered[(arch, variant_name)] = res
-        generation += 1
         if before is None or _occupancy_inputs(before) != _occupancy_inputs(res):
             _versions[arch] = _versions.get(arch, 0) + 1
 
