@@ -185,7 +185,7 @@ def test_shrinks_every_gemm_one_step_per_round():
 
 
 def fake_occupancy(active):
-    def occ(arch, variant, model="exact"):
+    def occ(arch, variant, model="exact", resources=None):
         return SimpleNamespace(active_workgroups=active, occupancy=0.1, limited_by="fake",
                                waves_per_workgroup=-(-variant.threads // arch.wave_size))
     return occ

@@ -191,16 +191,13 @@ class KindTable:
     def __init__(self, arch, kinds, mode: str, dtype: str, model: str = "exact",
                  resources=None):
         self.kinds = tuple(kinds)
-        # None (the default provider) is resolved by variant_occupancy; passing nothing
-        # then keeps its three-argument form for callers that know no providers
-        given = () if resources is None else (resources,)
         if mode == "fused":   # one entry point: every kind gets the fused kernel's figures
             v = launches_for(self.kinds, "fused", dtype)[0]
             self.variants = (v,) * len(self.kinds)
-            occ = [variant_occupancy(arch, v, model, *given)] * len(self.kinds)
+            occ = [variant_occupancy(arch, v, model, resources)] * len(self.kinds)
         else:
             self.variants = launches_for(self.kinds, mode, dtype)
-            occ = [variant_occupancy(arch, v, model, *given) for v in self.variants]
+            occ = [variant_occupancy(arch, v, model, resources) for v in self.variants]
         self.occupancy = {k.name: o for k, o in zip(self.kinds, occ)}
         self.threads = np.array([v.threads for v in self.variants], dtype=np.float64)
         self.waves = np.array([math.ceil(v.threads / arch.wave_size) for v in self.variants],
