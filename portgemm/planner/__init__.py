@@ -235,9 +235,12 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     dtype: float32 | float64. arch: an occupancy Arch or a name (None: $PORTGEMM_ARCH,
     else sm_90). strategy: one of strategies() (None: "wavefront-tlp"). mode: "fused" |
     "per-kind" for the tile-list strategies, "grid-z" for magma (None: the strategy's
-    default). options (None means default): tlp_factor, tlp_threshold, occupancy_model
-    ("exact" | "paper"); coordinated also theta and batching; magma also config.
-    Numeric options have ranges (NUMERIC_OPTIONS).
+    default; for wavefront-tlp and workgroup-tlp under the device rule with no family
+    named, the cost model then chooses between the paper's kinds fused and ours per
+    kind). options (None means default): tlp_factor, tlp_threshold, occupancy_model
+    ("exact" | "paper"); wavefront-tlp and workgroup-tlp also tlp_model ("device" |
+    "paper") and family (a tile family of tiles.FAMILIES); coordinated also theta and
+    batching; magma also config. Numeric options have ranges (NUMERIC_OPTIONS).
 
     resources: the resources provider the occupancy model reads kernel figures from, a
     callable ``(arch, launch) -> KernelResources`` with an optional
