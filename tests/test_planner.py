@@ -18,7 +18,7 @@ from portgemm.planner import parallelism
 from portgemm.planner.coordinated import binary_batching, threshold_batching
 from portgemm.planner.tiling import build_tiles
 from portgemm.planner.wavefront_tlp import initial_kinds
-from portgemm.tiles import LI2019_256, MAGMA, ZHANG2025
+from portgemm.tiles import LI2019_256, ZHANG2025
 
 ZK = [k.kind for k in ZHANG2025]
 STRATEGY_MODES = [("wavefront-tlp", "fused"), ("wavefront-tlp", "per-kind"),
