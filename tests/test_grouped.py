@@ -466,10 +466,10 @@ def host_prologue(tmp_path_factory):
 def test_prologue_source_agrees_with_its_emulation(host_prologue):
     import ctypes
 
+    from portgemm.backends.launch import typed_args
     from portgemm.backends.ragged import prologue_args
     from portgemm.kernels.render import GEMM_DTYPE
     lib, kernel = host_prologue
-    ctype = {"p": ctypes.c_void_p, "i": ctypes.c_int32, "q": ctypes.c_int64, "d": ctypes.c_double}
     rng = np.random.default_rng(23)
     for trial in range(40):
         kind = ZHANG2025[int(rng.integers(len(ZHANG2025)))]
@@ -484,7 +484,7 @@ def test_prologue_source_agrees_with_its_emulation(host_prologue):
         args = prologue_args(job, gemms.ctypes.data, tiles.ctypes.data, 0, 0)
         args[0] = ("p", offs.ctypes.data)
         args[7:10] = [("p", 1 << 20), ("p", 1 << 30), ("p", 1 << 40)]   # A, B, C: never read
-        cargs = [ctype[k](v) for k, v in args]
+        cargs = typed_args(args)
         n = job.prologue_blocks() * 256
         for t in range(n):
             lib.pg_set_thread(t // 256, t % 256, 256)

@@ -161,7 +161,6 @@ def host_kernel(tmp_path_factory):
 
 def test_kernel_source_agrees_with_its_emulation(host_kernel):
     lib, kernel = host_kernel
-    ctype = {"p": ctypes.c_void_p, "i": ctypes.c_int32}
     n_threads = TileExpand.threads
     for i, s in enumerate(random_batches(41, n=8)[:-1]):
         mode = ("fused", "per-kind")[i % 2]
@@ -170,8 +169,8 @@ def test_kernel_source_agrees_with_its_emulation(host_kernel):
         table = np.ascontiguousarray(exp.table)
         tiles = np.full(exp.n_tiles, -7, DEVICE_TILE_DTYPE)   # poisoned: all must be written
         bptr = np.full(exp.n_tiles + 1, -7, np.int32)
-        args = [ctype[k](v) for k, v in expand_args(exp, table.ctypes.data, tiles.ctypes.data,
-                                                     bptr.ctypes.data)]
+        args = launch.typed_args(expand_args(exp, table.ctypes.data, tiles.ctypes.data,
+                                             bptr.ctypes.data))
         for t in range(exp.blocks * n_threads):
             lib.pg_set_thread(t // n_threads, t % n_threads, n_threads)
             kernel(*args)

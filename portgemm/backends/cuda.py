@@ -29,7 +29,7 @@ from ..kernels.variants import TileExpand
 from .expand import expand_args
 from ..occupancy.resources import KernelResources
 from .launch import (DESCRIPTOR_CACHE, cached_descriptors, descriptors, plan_state,
-                     torch_device, torch_stream)
+                     torch_device, torch_stream, typed_args)
 from .ragged import Scratch, prologue_args
 
 
@@ -392,14 +392,11 @@ def _cu_launch_kernel():
     return fn
 
 
-_CTYPES = {"p": ctypes.c_uint64, "i": ctypes.c_int32, "q": ctypes.c_int64, "d": ctypes.c_double}
-
-
 def _encoded(fn_ptr, grid, threads, args, name):
     """One launch as cuLaunchKernel takes it, built once: (CUfunction, (gx, gy, gz),
-    threads, kernelParams, the values it points at, name). ``args``: (kind, value) pairs,
-    kind "p" pointer, "i" int32, "q" int64, "d" double."""
-    values = [_CTYPES[k](v) for k, v in args]
+    threads, kernelParams, the values it points at, name). ``args``: (kind, value) pairs
+    (launch.ARG_CTYPES)."""
+    values = typed_args(args)
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
     return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, params,
             values, name)

@@ -28,7 +28,8 @@ from ..kernels import compile_cache, hiprtc_compile, resources as kres
 from ..kernels.render import DEVICE_TILE_DTYPE, render
 from ..kernels.variants import TileExpand
 from .expand import expand_args
-from .launch import cached_descriptors, descriptors, plan_state, torch_device, torch_stream
+from .launch import (cached_descriptors, descriptors, plan_state, torch_device, torch_stream,
+                     typed_args)
 from .ragged import Scratch, prologue_args
 
 KDL_ROCM = 10          # DLPack device type of ROCm memory
@@ -244,8 +245,7 @@ class HipBackend:
         tiles = DeviceBuffer(exp.n_tiles * DEVICE_TILE_DTYPE.itemsize)
         bptr = DeviceBuffer((exp.n_tiles + 1) * 4)
         variant = TileExpand()
-        kinds = {"p": ctypes.c_void_p, "i": ctypes.c_int32}
-        args = tuple(kinds[k](v) for k, v in expand_args(exp, table.ptr, tiles.ptr, bptr.ptr))
+        args = tuple(typed_args(expand_args(exp, table.ptr, tiles.ptr, bptr.ptr)))
         _check(hip.hipModuleLaunchKernel(self.function(variant), exp.blocks, 1, 1,
                                          variant.threads, 1, 1, 0, stream, None, args))
         return tiles, bptr, table
@@ -261,8 +261,7 @@ class HipBackend:
             grid = grid if isinstance(grid, tuple) else (grid, 1, 1)
             if min(grid) <= 0:
                 continue
-            args = (ctypes.c_void_p(gemms.ptr), ctypes.c_void_p(tiles), ctypes.c_void_p(bptr),
-                    ctypes.c_int32(base))
+            args = tuple(typed_args((("p", gemms.ptr), ("p", tiles), ("p", bptr), ("i", base))))
             out.append((fn, grid, variant.threads, args))
         return out
 
@@ -294,12 +293,10 @@ class HipBackend:
             self._upload)
         alphas, betas = (self._ragged.scalars(self._dev(), x, self._upload)
                          for x in (job.alphas, job.betas))
-        kinds = {"p": ctypes.c_void_p, "i": ctypes.c_int32, "q": ctypes.c_int64,
-                 "d": ctypes.c_double}
-        args = tuple(kinds[k](v) for k, v in prologue_args(job, gemms.ptr, tiles.ptr,
-                                                              _ptr(alphas), _ptr(betas)))
-        gemm = (ctypes.c_void_p(gemms.ptr), ctypes.c_void_p(tiles.ptr),
-                ctypes.c_void_p(bptr.ptr), ctypes.c_int32(0))
+        args = tuple(typed_args(prologue_args(job, gemms.ptr, tiles.ptr, _ptr(alphas),
+                                              _ptr(betas))))
+        gemm = tuple(typed_args((("p", gemms.ptr), ("p", tiles.ptr), ("p", bptr.ptr),
+                                 ("i", 0))))
         out = [(self.function(v), blocks, v.threads, a) for v, blocks, a in
                ((job.prologue, job.prologue_blocks(), args), (job.variant, job.n_tiles, gemm))]
         return out, (gemms, tiles, bptr, alphas, betas)

@@ -1,6 +1,7 @@
 """Launch geometry and per-call descriptors shared by the GPU backends (no GPU library)."""
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
 import weakref
@@ -13,6 +14,17 @@ from ..kernels.variants import GRID_YZ_MAX, variants_for
 from .expand import expansion, per_kind_launches
 
 DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in rotation)
+
+# Kernel arguments as (kind, value) pairs (ragged.prologue_args, expand.expand_args) and the
+# ctypes that carry each kind to cuLaunchKernel / hipModuleLaunchKernel: "p" a pointer,
+# "i" int32, "q" int64, "d" double.
+ARG_CTYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int32, "q": ctypes.c_int64,
+              "d": ctypes.c_double}
+
+
+def typed_args(args) -> list:
+    """ctypes values of (kind, value) kernel arguments, in order."""
+    return [ARG_CTYPES[k](v) for k, v in args]
 
 
 # Launch state per plan, owned here (the Plan itself is immutable): weakly keyed, so it
