@@ -5,6 +5,8 @@ with a breakdown of where it goes.
                               [--max-mn 128,256,1024] [--strategies wavefront-tlp]
                               [--all-modes] [--no-breakdown] [--clock wall|cpu]
 
+Rows: "default" (plan() with neither strategy nor mode: what a call that names none
+pays, two launch structures weighed), then each strategy in its default mode (named).
 Shapes follow docs/design.md §6: M, N uniform in [16, MaxMN], K in [16, 512]. Each cell
 is the median (and the least) of ``reps`` calls of ``plan(..., use_cache=False)`` after
 one warm-up call (which fills the per-kind occupancy tables, as the first plan of a
@@ -28,7 +30,7 @@ from tabulate import tabulate
 
 import portgemm  # noqa: F401  (sets the default resources provider)
 import portgemm.planner as planner
-from portgemm.planner import strategies, strategy_info
+from portgemm.planner import DEFAULT_STRATEGY, strategies, strategy_info
 
 # Steps wrapped for the breakdown: (module attribute owner, name). Strategy modules
 # import their helpers by name, so each is wrapped where the strategy looks it up.
@@ -124,31 +126,36 @@ def main(argv=None):
     args = ap.parse_args(argv)
     global _clock
     _clock = time.thread_time_ns if args.clock == "cpu" else time.perf_counter_ns
-    names = args.strategies.split(",") if args.strategies else strategies()
+    names = args.strategies.split(",") if args.strategies else ["default", *strategies()]
     rows, parts_rows = [], []
     for strategy in names:
-        info = strategy_info(strategy)
-        for mode in (info.modes if args.all_modes else (info.default_mode,)):
+        # "default": plan() with neither strategy nor mode, as a call names none (the
+        # device rule weighs two launch structures); a named strategy is timed in the
+        # mode(s) it is named with
+        info = strategy_info(DEFAULT_STRATEGY if strategy == "default" else strategy)
+        modes = ((None,) if strategy == "default" else
+                 info.modes if args.all_modes else (info.default_mode,))
+        for mode in modes:
             for max_mn in map(int, args.max_mn.split(",")):
                 for batch in map(int, args.batches.split(",")):
                     s = shapes(batch, max_mn)
 
                     def call():
-                        return planner.plan(s, arch=args.arch, strategy=strategy, mode=mode,
-                                            use_cache=False)
+                        return planner.plan(s, arch=args.arch, mode=mode, use_cache=False,
+                                            strategy=None if strategy == "default" else strategy)
                     p = call()
                     med, least = timed(call, args.reps)
-                    rows.append([strategy, mode, max_mn, batch, p.n_tiles, p.n_blocks,
+                    rows.append([strategy, mode or p.mode, max_mn, batch, p.n_tiles, p.n_blocks,
                                  f"{med:,.0f}", f"{least:,.0f}",
                                  f"{1e3 * med / max(1, p.n_tiles):.1f}"])
                     if args.no_breakdown:
                         continue
-                    b = Breakdown(strategy)
+                    b = Breakdown(info.name)
                     try:
                         total, parts = b.run(call, args.reps)
                     finally:
                         b.restore()
-                    parts_rows.append([strategy, mode, max_mn, batch, f"{total:,.0f}",
+                    parts_rows.append([strategy, mode or p.mode, max_mn, batch, f"{total:,.0f}",
                                        ", ".join(f"{k} {v:,.0f}" for k, v in
                                                  sorted(parts.items(), key=lambda kv: -kv[1])
                                                  if v >= 0.5)])

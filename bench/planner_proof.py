@@ -23,6 +23,9 @@ to --out (default $OUT, else the current directory). About 2-3 minutes on an H10
     python bench/planner_proof.py [--quick] [--out DIR]
     python bench/planner_proof.py --replay bench/results/2026-11-23-h100/paper.json
                                   (no device: the model against a recorded bench run)
+    python bench/planner_proof.py --replay <a planner_proof.json>
+                                  (no device: today's planner and model on that run's
+                                  cases; see replay_proof)
 """
 from __future__ import annotations
 
@@ -129,6 +132,96 @@ def pearson_log(pred, meas):
     return float(np.corrcoef(p, m)[0, 1]) if len(p) > 2 else float("nan")
 
 
+# --- replay: today's planner and model on a recorded run (no device) -------------------
+
+def rebuilt_cases(seed: int, quick: bool = False):
+    """(name, part, mode, shapes) of the cases a run with ``seed`` timed: the same draws
+    as cases(), with the operands' values skipped (the generator advanced past them: one
+    64-bit draw per float64)."""
+    rng = np.random.default_rng(seed)
+    skip = lambda n: rng.bit_generator.advance(int(n))  # noqa: E731
+    grid = [(m, k) for m in MAX_MN for k in MAX_K]
+    for mmn, mk in (grid[::4] if quick else grid):
+        for b in ((8, 256) if quick else BATCHES):
+            s = np.stack([rng.integers(16, mmn + 1, b), rng.integers(16, mmn + 1, b),
+                          rng.integers(16, mk + 1, b)], 1)
+            skip((s[:, 0] * s[:, 2]).sum() + (s[:, 2] * s[:, 1]).sum())
+            yield f"{mmn}/{mk} b{b}", "grid", "fused", s
+    fixed = [(f"64x{n}^2x512", "1000-vs-1008", "fused", (n, n, 512), 64) for n in (1000, 1008)]
+    fixed += [(name, "separating", "per-kind" if name.endswith("per-kind") else "fused", shape, n)
+              for name, shape, n in SEPARATING]
+    for name, part, mode, (m, nn, k), n in fixed:
+        skip(n * (m * k + k * nn))
+        yield name, part, mode, np.tile(np.array((m, nn, k), dtype=np.int64), (n, 1))
+
+
+def replay_proof(run: dict, seed: int = 11) -> str:
+    """Today's planner and cost model on the cases of a recorded planner_proof run: every
+    method replanned and predicted, against the times measured then. Reports the log
+    correlation (all plans whose tiles are those timed; per method), predicted / measured
+    per batch size, and the default plan's launch-structure choice (the paper's kinds
+    fused or ours per kind), judged by the times measured for both."""
+    recorded = {c["case"]: c for c in run["cases"]}
+    quick = len(recorded) < 54
+    pred, meas, meth, batch = [], [], [], []
+    choice_rows, untimed = [], 0
+    for name, part, mode, shapes in rebuilt_cases(seed, quick):
+        rec = recorded.get(name)
+        if rec is None:
+            continue
+        by_plan = {m["plan"]: m for m in rec["methods"].values()}
+        plans = {}
+        for k, kw in METHODS.items():
+            kw = dict(kw)
+            if kw["strategy"] != "magma" and "mode" not in kw:
+                kw["mode"] = mode
+            p = portgemm.plan(shapes, "float32", arch=run.get("arch", "sm_90"),
+                              use_cache=False, **kw)
+            plans[k] = p
+            timed = by_plan.get(plan_digest(p))
+            if timed is None:        # tiles not timed in that run
+                untimed += k == "new"
+                continue
+            pred.append(predict(p))
+            meas.append(timed["ms"])
+            meth.append(k)
+            batch.append(len(shapes))
+        m = rec["methods"]
+        fused, ours = m["device fused"]["ms"], m["ours per-kind"]["ms"]
+        # the picked plan's time as its structure's method measured it
+        digest = plan_digest(plans["new"])
+        pick = {m["device fused"]["plan"]: fused, m["ours per-kind"]["plan"]: ours}.get(
+            digest, by_plan[digest]["ms"] if digest in by_plan else None)
+        choice_rows.append([name, f"{plans['new'].kinds[0].family} {plans['new'].mode}",
+                            fused, ours, None if pick is None else pick / min(fused, ours)])
+    pred, meas, meth, batch = map(np.array, (pred, meas, meth, batch))
+    lines = [f"replay of {len(recorded)} cases, {len(pred)} timed plans rebuilt; "
+             f"default plans not timed then: {untimed}"]
+    lines.append("Pearson r of log(predicted) vs log(measured): all "
+                 f"{pearson_log(pred, meas):.4f}; " + ", ".join(
+                     f"{k} {pearson_log(pred[meth == k], meas[meth == k]):.4f}"
+                     for k in METHODS if (meth == k).sum() > 2))
+    ratio = pred / meas
+    lines.append("predicted / measured, geomean [min, max] per batch: " + "; ".join(
+        f"b{b} {np.exp(np.log(ratio[batch == b]).mean()):.3f} "
+        f"[{ratio[batch == b].min():.2f}, {ratio[batch == b].max():.2f}]"
+        for b in sorted(set(batch.tolist()))))
+    for k in ("device fused", "ours per-kind"):
+        sel = meth == k
+        small = sel & (batch <= 8)
+        lines.append(f"  {k}: predicted / measured geomean {np.exp(np.log(ratio[sel]).mean()):.3f}, "
+                     f"batch 8 {np.exp(np.log(ratio[small]).mean()):.3f}")
+    lines.append("default plan's launch structure against both timed structures "
+                 "(picked ms / better ms):")
+    lines.append(tabulate(choice_rows, headers=["case", "picked", "fused ms", "ours ms",
+                                                "picked / better"], floatfmt=".4f"))
+    got = np.array([r[4] for r in choice_rows if r[4] is not None])
+    miss = [r[0] for r in choice_rows if r[4] is not None and r[4] > 1.03]
+    lines.append(f"picked / better: geomean {np.exp(np.log(got).mean()):.4f}, worst "
+                 f"{got.max():.3f}; beyond 3 % in {len(miss)}: {', '.join(miss) or '-'}")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="a quarter of the grid, 2 batches")
@@ -139,6 +232,10 @@ def main(argv=None):
                     "`python -m portgemm bench --grid/--paper` run instead (no device)")
     args = ap.parse_args(argv)
     if args.replay:
+        data = json.loads(Path(args.replay).read_text())
+        if "cases" in data:      # one of ours
+            print(replay_proof(data, args.seed))
+            return
         from portgemm.benchmark.model_check import replay
         print(json.dumps(replay(args.replay), indent=1))
         return

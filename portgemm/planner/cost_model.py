@@ -18,11 +18,18 @@ between 1 and the resident workgroups per CU the occupancy model allows), each t
 of the CU's issue rate that so few warps can use (a lone 4-warp tile cannot keep a
 CU's shared-memory and FMA pipes busy).
 
-A launch of n tiles on S = CUs x resident workgroups per CU slots, tiles in LPT order:
+A launch of n tiles on S = CUs x resident workgroups per CU slots, tiles in LPT order,
+in w = ceil(n / S) waves:
 
-    exec   = max(longest tile, ceil(n / S) x mean tile)     exact for equal tiles
+    exec   = max(longest tile, (w - 1) x mean tile + mean tile at the last wave's sharing)
     launch = launch latency + max(exec, unique bytes / copy bandwidth,
                                   flops / FMA rate)
+
+The last wave holds n - (w - 1) S tiles, so its tiles share their CUs with fewer others
+(r_last = its tiles per CU, at least 1) and, where they have the warps to use the freed
+issue slots and bandwidth, run faster: a launch that fills the device 1.3 times is not
+two full waves long. A launch of one wave is its own last wave (r_last = r). Tiles with
+few warps gain nothing (u falls with r: r / u stays 16 / warps), large ones do.
 
 Per-kind launches are modelled one after another (HIP runs them so; CUDA overlaps them
 on side streams, so there the figure is an upper bound). Rates come from the device
@@ -127,6 +134,21 @@ def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
     return r, u
 
 
+def last_sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
+    """(r, u) per kind in the launch's last wave (:func:`sharing`'s counterpart): per
+    kind, each kind's launch's own last wave; fused, the one launch's, with its mean
+    warps per tile."""
+    n = np.asarray(n_per_kind, dtype=np.float64)
+    if per_kind:
+        _, last = waves_of(n, kc.slots)
+        return last_wave_sharing(kc, last, kc.active, kc.tile_warps)
+    total = float(n.sum())
+    _, last = waves_of(total, kc.slots_max)
+    warps = float(np.dot(n, kc.tile_warps) / total) if total else float(kc.tile_warps.max())
+    r, u = last_wave_sharing(kc, last, kc.active_max, warps)
+    return np.full(kc.n_kinds, float(r)), np.full(kc.n_kinds, float(u))
+
+
 def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     """(prologue, step, epilogue) seconds per kind at sharing (r, u)."""
     c = kc.ceil
@@ -145,14 +167,33 @@ def steps_of(K: np.ndarray, tk: np.ndarray) -> np.ndarray:
     return np.ceil(np.asarray(K, dtype=np.float64) / tk)
 
 
-def makespan(counts: np.ndarray, times: np.ndarray, slots: float) -> float:
-    """exec = max(longest tile, ceil(n / slots) x mean tile) for one launch."""
+def waves_of(n, slots):
+    """(waves, tiles in the last wave) of n tiles on ``slots`` resident slots (arrays
+    broadcast; n == 0 gives 0 waves)."""
+    waves = np.ceil(np.asarray(n, dtype=np.float64) / slots - 1e-9)
+    return waves, n - np.maximum(waves - 1.0, 0.0) * slots
+
+
+def last_wave_sharing(kc: KindCosts, last, active, tile_warps):
+    """(r, u) of a launch's last wave of ``last`` tiles: its tiles per CU (at least 1, at
+    most ``active``) and the issue share their warps can use (module docstring)."""
+    r = np.clip(np.asarray(last, dtype=np.float64) / kc.cus, 1.0, active)
+    return r, np.minimum(1.0, r * tile_warps / SATURATING_WARPS)
+
+
+def makespan(counts: np.ndarray, times: np.ndarray, slots: float,
+             last_times: np.ndarray | None = None) -> float:
+    """exec = max(longest tile, (waves - 1) x mean tile + mean tile of the last wave) for
+    one launch; ``last_times``: the tiles' times at the last wave's sharing (None: the
+    same as ``times``)."""
     live = counts > 0
     n = float(counts.sum())
     if n == 0:
         return 0.0
     mean = float(np.dot(counts, times)) / n
-    return max(float(times[live].max()), math.ceil(n / slots - 1e-9) * mean)
+    mean_last = mean if last_times is None else float(np.dot(counts, last_times)) / n
+    waves = math.ceil(n / slots - 1e-9)
+    return max(float(times[live].max()), (waves - 1) * mean + mean_last)
 
 
 def floors(shapes: np.ndarray, kc: KindCosts) -> float:
@@ -185,15 +226,19 @@ class BatchModel:
         n_k = np.bincount(kidx, weights=c, minlength=self.n_k)
         r, u = sharing(kc, n_k, self.per_kind)
         pro, step, epi = stage_times(kc, r, u)
-        t = (pro + epi)[kidx] + self.steps.ravel()[flat] * step[kidx]
+        steps = self.steps.ravel()[flat]
+        t = (pro + epi)[kidx] + steps * step[kidx]
+        rl, ul = last_sharing(kc, n_k, self.per_kind)
+        pro, step, epi = stage_times(kc, rl, ul)
+        t_last = (pro + epi)[kidx] + steps * step[kidx]
         if self.per_kind:
             exec_s, launches = 0.0, 0
             for k in np.flatnonzero(n_k):
                 sel = kidx == k
-                exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k])
+                exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k], t_last[sel])
                 launches += 1
         else:
-            exec_s = makespan(c, t, kc.cus * float(kc.active.max()))
+            exec_s = makespan(c, t, kc.cus * float(kc.active.max()), t_last)
             launches = 1 if n_k.sum() else 0
         if not launches:
             return 0.0, n_k
@@ -234,14 +279,17 @@ def predict(plan, ceil: Ceilings | None = None) -> float:
     bkind = kind[starts]
     n_blocks = np.bincount(bkind, minlength=kc.n_kinds).astype(np.float64)
     per_kind = plan.mode != "fused"
-    r, u = sharing(kc, n_blocks, per_kind)
-    pro, step, epi = stage_times(kc, r, u)
     K = plan.shapes[tiles["gemm"], 2]
-    t = pro[kind] + steps_of(K, kc.tk[kind]) * step[kind] + epi[kind]
-    bt = np.add.reduceat(t, starts)
+    steps = steps_of(K, kc.tk[kind])
+
+    def block_times(r, u):
+        pro, step, epi = stage_times(kc, r, u)
+        return np.add.reduceat(pro[kind] + steps * step[kind] + epi[kind], starts)
+    bt = block_times(*sharing(kc, n_blocks, per_kind))
+    bt_last = block_times(*last_sharing(kc, n_blocks, per_kind))
     ones = np.ones_like(bt)
     if plan.mode == "fused":
-        exec_s = makespan(ones, bt, kc.cus * float(kc.active.max()))
+        exec_s = makespan(ones, bt, kc.cus * float(kc.active.max()), bt_last)
         launches = 1
     else:
         exec_s, launches = 0.0, 0
@@ -251,7 +299,7 @@ def predict(plan, ceil: Ceilings | None = None) -> float:
             if plan.grid is not None:   # early-exit blocks: a latency each, in the waves
                 launched = float(np.prod(plan.grid))
                 extra = (launched - sel.sum()) * kc.ceil.latency_s / (kc.cus * kc.active[k])
-            exec_s += makespan(ones[sel], bt[sel], kc.cus * kc.active[k]) + extra
+            exec_s += makespan(ones[sel], bt[sel], kc.cus * kc.active[k], bt_last[sel]) + extra
             launches += 1
     return 1e3 * (launches * kc.ceil.launch_s + max(exec_s, floors(plan.shapes, kc)))
 
@@ -287,16 +335,25 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
     longest = np.where(busy, pe + Mx * step, 0.0)
     tile_sum = pe * n + step * S
     if per_kind:
-        mean = tile_sum / np.where(busy, n, 1.0)
-        span = np.maximum(longest, np.ceil(n / kc.slots - 1e-9) * mean)
+        waves, last = waves_of(n, kc.slots)
+        pro, step, epi = stage_times(kc, *last_wave_sharing(kc, last, kc.active, kc.tile_warps))
+        safe = np.where(busy, n, 1.0)
+        mean = tile_sum / safe
+        mean_last = ((pro + epi) * n + step * S) / safe
+        span = np.maximum(longest, np.maximum(waves - 1.0, 0.0) * mean + mean_last)
         exec_s = span[:, 0].copy()
         for k in range(1, span.shape[1]):      # kinds one after another, in order
             exec_s += span[:, k]
         launches = busy.sum(axis=1)
     else:
         total = n.sum(axis=1)
-        mean = tile_sum.sum(axis=1) / np.where(total > 0, total, 1.0)
-        waves = np.ceil(total / kc.slots_max - 1e-9)
-        exec_s = np.maximum(longest.max(axis=1), waves * mean)
+        safe = np.where(total > 0, total, 1.0)
+        mean = tile_sum.sum(axis=1) / safe
+        waves, last = waves_of(total, kc.slots_max)
+        warps = np.where(total > 0, (n @ kc.tile_warps) / safe, kc.tile_warps_max)
+        rl, ul = last_wave_sharing(kc, last, kc.active_max, warps)
+        pro, step, epi = stage_times(kc, rl[:, None], ul[:, None])
+        mean_last = ((pro + epi) * n + step * S).sum(axis=1) / safe
+        exec_s = np.maximum(longest.max(axis=1), np.maximum(waves - 1.0, 0.0) * mean + mean_last)
         launches = total > 0
     return np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)

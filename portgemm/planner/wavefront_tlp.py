@@ -278,13 +278,11 @@ def _one_down_chains(bases, counts, cs, steps_live, one_tk: bool):
     return out
 
 
-def _chain(fk, kidx, counts, cs, steps_live, allowed, cols):
-    """Algorithm 1's rounds from ``kidx`` in any family, every GEMM one step smaller (the next smaller
-    allowed tile) while any can shrink: [trials, tiles, tiles x steps, most steps] per
-    round, or [] when none can."""
-    n_k = fk["n"]
+def _chain(n_k: int, kidx, nxt, cols):
+    """Algorithm 1's rounds from ``kidx`` in any family, every GEMM one step smaller (the
+    next smaller allowed tile, ``nxt``: _shrink_table's, flat) while any can shrink: the
+    rounds' kinds per GEMM, [] when none can shrink."""
     B = kidx.shape[0]
-    nxt = _shrink_table(fk, allowed).reshape(-1)
     trials = []
     k = kidx
     for _ in range(n_k - 1):
@@ -293,9 +291,7 @@ def _chain(fk, kidx, counts, cs, steps_live, allowed, cols):
             break
         k = nk
         trials.append(k)
-    if not trials:
-        return []
-    return [trials, *_aggregates(np.stack(trials), counts, cs, steps_live, fk["one_tk"])]
+    return trials
 
 
 def _aggregates(cands, counts, cs, steps_live, one_tk: bool):
@@ -442,13 +438,17 @@ def device_rule(req, tlp_formula: str, kinds, table):
     # Algorithm 1's rounds start from the best after the least-work candidate: the
     # start or that candidate; both chains are priced with the rest, in one call
     bases = [start] if np.array_equal(least, start) else [start, least]
+    first = np.stack([start, least] + caps)
     if fk["simple"]:
         chains = _one_down_chains(bases, counts, cs, steps_live, fk["one_tk"])
-    else:
-        chains = [_chain(fk, b, counts, cs, steps_live, allowed, cols) for b in bases]
-    first = np.stack([start, least] + caps)
-    agg = [aggregates(first)] + [c[1:] for c in chains if c]
-    n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
+        agg = [aggregates(first)] + [c[1:] for c in chains if c]
+        n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
+    else:   # one shrink table for both starts
+        nxt = _shrink_table(fk, allowed).reshape(-1)
+        rounds = [_chain(n_k, b, nxt, cols) for b in bases]
+        chains = [[r, *aggregates(np.stack(r))] if r else [] for r in rounds]
+        agg = [aggregates(first)] + [c[1:] for c in chains if c]
+        n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
     s_all = predict_rows(kc, n_all, S_all, M_all, per_kind, floor)
     best_s, best_n = float(s_all[0]), n_all[0]
     start_s = best_s
@@ -533,51 +533,64 @@ OUR_FAMILY = {"float32": "portgemm", "float64": "portgemm-f64"}
 def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     """Plan with ``tlp_formula`` "wavefront" or "workgroup" under the request's
     ``tlp_model`` rule. Under the device rule with neither ``family`` nor a mode named,
-    two launch structures are planned and the one the cost model predicts faster is
+    two launch structures are weighed and the one the cost model predicts faster is
     returned: the paper's family (FAMILY) in the strategy's default mode, and our
-    family (OUR_FAMILY, 32x32 to 128x128 tiles) one launch per kind."""
+    family (OUR_FAMILY, 32x32 to 128x128 tiles) one launch per kind. Only the winner's
+    plan is built (its GEMM order and tile layout): the loser costs its rule alone."""
     auto = (kinds is None and req.options.get("family") is None and not req.mode_given
             and req.option("tlp_model", DEFAULT_TLP_MODEL) == "device"
             and req.dtype in OUR_FAMILY)
-    p = _algorithm1(req, strategy, tlp_formula, kinds)
+    chosen = _choose(req, tlp_formula, kinds)
     if not auto:
-        return p
-    ours = _algorithm1(dataclasses.replace(req, mode="per-kind", options={
-        **req.options, "family": OUR_FAMILY[req.dtype]}), strategy, tlp_formula, None)
-    if ours.predicted_ms < p.predicted_ms:
-        return _noted(ours, f"launch structure: {OUR_FAMILY[req.dtype]} per-kind predicted "
-                            f"{ours.predicted_ms:.4g} ms, faster than {FAMILY[0].family} "
-                            f"{req.mode} ({p.predicted_ms:.4g} ms)")
-    return _noted(p, f"launch structure: {FAMILY[0].family} {req.mode} predicted "
-                     f"{p.predicted_ms:.4g} ms, no slower than {OUR_FAMILY[req.dtype]} "
-                     f"per-kind ({ours.predicted_ms:.4g} ms)")
+        return _build(req, strategy, tlp_formula, chosen)
+    ours_req = dataclasses.replace(req, mode="per-kind", options={
+        **req.options, "family": OUR_FAMILY[req.dtype]})
+    ours = _choose(ours_req, tlp_formula, None)
+    p_ms, o_ms = chosen.predicted * 1e3, ours.predicted * 1e3
+    if o_ms < p_ms:
+        return _build(ours_req, strategy, tlp_formula, ours, (
+            f"launch structure: {OUR_FAMILY[req.dtype]} per-kind predicted {o_ms:.4g} ms, "
+            f"faster than {FAMILY[0].family} {req.mode} ({p_ms:.4g} ms)"))
+    return _build(req, strategy, tlp_formula, chosen, (
+        f"launch structure: {FAMILY[0].family} {req.mode} predicted {p_ms:.4g} ms, no "
+        f"slower than {OUR_FAMILY[req.dtype]} per-kind ({o_ms:.4g} ms)"))
 
 
-def _noted(p, note: str):
-    """``p`` with one more note. Set in place on the plan just made (no one holds it yet):
-    dataclasses.replace would read ``tiles`` and so expand the layout on the host."""
-    object.__setattr__(p, "notes", p.notes + (note,))
-    return p
+@dataclasses.dataclass(frozen=True)
+class _Choice:
+    """What a rule chose for one family and mode, before any plan is built."""
+    kinds: tuple
+    table: object
+    rule: str
+    kidx: np.ndarray
+    tlp: float
+    threshold: float
+    notes: list
+    predicted: float    # seconds
 
 
-def _algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
-    """One plan: ``kinds`` (default: the ``family`` option, else FAMILY) is any tuple of
-    TileConfig, small -> large."""
+def _choose(req, tlp_formula: str, kinds=None) -> _Choice:
+    """The rule's choice for ``kinds`` (default: the ``family`` option, else FAMILY;
+    any tuple of TileConfig, small -> large)."""
     if kinds is None:
         kinds = family_option(req.options.get("family"), req.dtype)
     kinds = tuple(kinds)
     rule = req.option("tlp_model", DEFAULT_TLP_MODEL)
     if rule not in RULES:
         raise ValidationError(f"tlp_model must be one of {', '.join(TLP_MODELS)}, got {rule!r}")
-    arch, shapes = req.arch, req.shapes
-    table = kind_table(arch, kinds, req.mode, req.dtype, req.option("occupancy_model", "exact"),
-                       resources=req.resources)
+    table = kind_table(req.arch, kinds, req.mode, req.dtype,
+                       req.option("occupancy_model", "exact"), resources=req.resources)
     # looked up by name at call time, so bench/plan_time.py can time the rule on its own
     rule_fn = device_rule if rule == "device" else paper_rule
     kidx, t, threshold, rule_notes, predicted = rule_fn(req, tlp_formula, kinds, table)
-    notes = notes_for_shapes(shapes) + rule_notes
+    return _Choice(kinds, table, rule, kidx, t, threshold, rule_notes, predicted)
 
-    # One tile per block, longest tiles first (all tiles of a GEMM cost the same).
+
+def _build(req, strategy: str, tlp_formula: str, c: _Choice, note: str | None = None):
+    """The plan of a choice: one tile per block, longest tiles first (all tiles of a
+    GEMM cost the same)."""
+    shapes, kinds, kidx = req.shapes, c.kinds, c.kidx
+    notes = notes_for_shapes(shapes) + list(c.notes) + ([note] if note else [])
     tm, tn = kind_edges(kinds)
     cost = ((tm * tn).take(kidx) * shapes[:, 2]).astype(np.float64)
     if req.mode == "per-kind":  # one launch per kind: kinds contiguous, heaviest first
@@ -587,9 +600,9 @@ def _algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     else:
         order = gemm_lpt_order(cost)
     layout = tile_layout(shapes, kinds, kidx, gemm_order=order)   # the list: on first read
-    return make_plan(req, strategy, kinds, layout, None, t, threshold,
-                     MODEL_NAMES[(rule, tlp_formula)], table.occupancy, notes,
-                     predicted_ms=predicted * 1e3)
+    return make_plan(req, strategy, kinds, layout, None, c.tlp, c.threshold,
+                     MODEL_NAMES[(c.rule, tlp_formula)], c.table.occupancy, notes,
+                     predicted_ms=c.predicted * 1e3)
 
 
 @register("wavefront-tlp", modes=("fused", "per-kind"), options=OPTIONS)

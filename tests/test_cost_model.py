@@ -1,0 +1,132 @@
+"""The cost model's last partial wave (planner/cost_model.py): a launch's last wave holds
+fewer tiles per CU, so tiles that have the warps to use the freed share run faster; the
+three ways the model is evaluated (the rule's per-kind aggregates, one assignment, a
+built plan) agree."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import portgemm  # noqa: F401  (sets the default resources provider)
+from portgemm import planner
+from portgemm.occupancy import get_arch
+from portgemm.planner.cost_model import (BatchModel, kind_costs, predict, predict_rows,
+                                         stage_times, sharing)
+from portgemm.planner.parallelism import kind_table
+from portgemm.planner.tiling import tile_grid
+from portgemm.tiles import PORTGEMM, ZHANG2025
+
+ARCH = get_arch("sm_90")
+
+
+def model(kinds, mode, shapes):
+    table = kind_table(ARCH, kinds, mode, "float32")
+    kc = kind_costs(ARCH, kinds, table, "float32")
+    gm, gn = tile_grid(shapes, kinds)
+    return kc, BatchModel(shapes, gm * gn, kc, mode == "per-kind", floor=0.0)
+
+
+def test_a_partial_last_wave_of_large_tiles_is_shorter_than_a_full_one():
+    """64x64 tiles (8 warps) in the fused launch: one wave of S tiles, then S + 1 tiles.
+    The lone tile of the second wave has a CU to itself: the launch takes more than one
+    wave and less than two."""
+    kc, _ = model(ZHANG2025, "fused", np.array([[64, 64, 512]]))
+    slots = int(kc.slots_max)
+    large = len(ZHANG2025) - 1
+    one = BatchModel(np.tile([64, 64, 512], (slots, 1)),
+                     np.ones((slots, len(ZHANG2025))), kc, False, floor=0.0)
+    two = BatchModel(np.tile([64, 64, 512], (slots + 1, 1)),
+                     np.ones((slots + 1, len(ZHANG2025))), kc, False, floor=0.0)
+    t1 = one.predict(np.full(slots, large))[0] - kc.ceil.launch_s
+    t2 = two.predict(np.full(slots + 1, large))[0] - kc.ceil.launch_s
+    r, u = sharing(kc, np.eye(len(ZHANG2025))[large] * slots, False)
+    pro, step, epi = stage_times(kc, r, u)
+    full_tile = pro[large] + 32 * step[large] + epi[large]
+    assert t1 == pytest.approx(full_tile, rel=1e-12)       # one wave: the tile itself
+    assert t1 < t2 < 2 * t1
+
+
+def test_one_wave_is_its_own_last_wave():
+    """Fewer tiles than slots: the launch is its longest tile, as before."""
+    shapes = np.array([[256, 256, 300], [64, 512, 40], [100, 100, 1000]])
+    for kinds, mode in ((ZHANG2025, "fused"), (PORTGEMM, "per-kind")):
+        kc, bm = model(kinds, mode, shapes)
+        kidx = np.array([0, 1, 1])
+        s, n = bm.predict(kidx)
+        t = bm.tile_times(kidx)
+        r, u = sharing(kc, n, mode == "per-kind")
+        pro, step, epi = stage_times(kc, r, u)
+        steps = np.ceil(shapes[:, 2] / kc.tk[kidx])
+        tiles = pro[kidx] + steps * step[kidx] + epi[kidx]
+        launches = len(np.unique(kidx)) if mode == "per-kind" else 1
+        if mode == "fused":
+            expect = launches * kc.ceil.launch_s + tiles.max()
+        else:
+            expect = launches * kc.ceil.launch_s + sum(tiles[kidx == k].max() for k in (0, 1))
+        assert s == pytest.approx(expect, rel=1e-12)
+        assert t.shape == (3, len(kinds))
+
+
+@pytest.mark.parametrize("kinds,mode", [(ZHANG2025, "fused"), (ZHANG2025, "per-kind"),
+                                        (PORTGEMM, "per-kind"), (PORTGEMM, "fused")])
+def test_aggregates_and_one_assignment_agree_over_many_waves(kinds, mode):
+    """predict_rows (the device rule's search, per-kind aggregates only) and
+    BatchModel.predict (one assignment, per GEMM) give the same seconds, from one
+    wave to many, partial last waves included."""
+    rng = np.random.default_rng(3)
+    for batch in (1, 7, 100, 1500):
+        shapes = np.stack([rng.integers(1, 700, batch), rng.integers(1, 700, batch),
+                           rng.integers(1, 2000, batch)], axis=1).astype(np.int64)
+        kc, bm = model(kinds, mode, shapes)
+        floor = 0.0
+        gm, gn = tile_grid(shapes, kinds)
+        counts = (gm * gn).astype(np.float64)
+        n_k = len(kinds)
+        for _ in range(5):
+            kidx = rng.integers(0, n_k, batch)
+            s, n = bm.predict(kidx)
+            c = counts[np.arange(batch), kidx]
+            steps = np.ceil(shapes[:, 2] / kc.tk[kidx])
+            S = np.bincount(kidx, weights=c * steps, minlength=n_k)
+            Mx = np.zeros(n_k)
+            np.maximum.at(Mx, kidx, steps)
+            rows = predict_rows(kc, n[None], S[None], Mx[None], mode == "per-kind", floor)
+            assert rows[0] == pytest.approx(s, rel=1e-12)
+
+
+def test_a_plan_predicts_what_its_rule_predicted():
+    """cost_model.predict on a built one-tile-per-block plan (its blocks as launched)
+    gives the rule's predicted_ms, both launch structures, multi-wave batches."""
+    rng = np.random.default_rng(9)
+    for batch in (8, 64, 700):
+        shapes = np.stack([rng.integers(16, 1025, batch), rng.integers(16, 1025, batch),
+                           rng.integers(16, 513, batch)], axis=1)
+        for kw in ({"mode": "fused"}, {"family": "portgemm", "mode": "per-kind"}):
+            p = planner.plan(shapes, arch=ARCH, use_cache=False, **kw)
+            assert predict(p) == pytest.approx(p.predicted_ms, rel=1e-9)
+
+
+def test_replay_rebuilds_the_timed_shapes():
+    """bench/planner_proof.py --replay rebuilds each case's shapes from the seed alone
+    (the operands' draws skipped), the same as the run drew them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import planner_proof
+
+    class FakeCp:   # the run's operands, on the host, never used
+        @staticmethod
+        def asarray(a, dtype=None):
+            return None
+
+        @staticmethod
+        def empty(shape, dtype=None):
+            return None
+
+    rng = np.random.default_rng(11)
+    drawn = [(name, s) for name, _, _, (s, *_ops) in planner_proof.cases(FakeCp, rng, True)]
+    rebuilt = [(name, s) for name, _, _, s in planner_proof.rebuilt_cases(11, True)]
+    assert [n for n, _ in drawn] == [n for n, _ in rebuilt]
+    for (_, a), (_, b) in zip(drawn, rebuilt):
+        np.testing.assert_array_equal(a, b)
