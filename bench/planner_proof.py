@@ -230,8 +230,15 @@ def main(argv=None):
     ap.add_argument("--rep-ms", type=float, default=60.0)
     ap.add_argument("--replay", metavar="JSON", help="compare the model with a recorded "
                     "`python -m portgemm bench --grid/--paper` run instead (no device)")
+    ap.add_argument("--ceilings", metavar="JSON", help="with --replay: device ceilings "
+                    "({arch: entry}, e.g. a ceilings-<arch>.json of a result folder) to "
+                    "replay with instead of occupancy/ceilings.json's")
     args = ap.parse_args(argv)
     if args.replay:
+        if args.ceilings:        # {arch: entry}, as benchmark/ceilings.py writes it
+            from portgemm.occupancy import ceilings
+            for arch_name, entry in json.loads(Path(args.ceilings).read_text()).items():
+                ceilings.use_in_memory(arch_name, entry)
         data = json.loads(Path(args.replay).read_text())
         if "cases" in data:      # one of ours
             print(replay_proof(data, args.seed))

@@ -130,3 +130,26 @@ def test_replay_rebuilds_the_timed_shapes():
     assert [n for n, _ in drawn] == [n for n, _ in rebuilt]
     for (_, a), (_, b) in zip(drawn, rebuilt):
         np.testing.assert_array_equal(a, b)
+
+
+def test_ceilings_in_memory_replace_the_files_for_this_process_only():
+    """ceilings.use_in_memory (the replay's --ceilings): plans made after it are
+    predicted with those figures and are not the cached ones; reload() goes back to the
+    file, which was never written."""
+    from portgemm.occupancy import ceilings
+    text = ceilings.PATH.read_text()
+    shapes = np.tile([200, 300, 400], (16, 1))
+    before = planner.plan(shapes, arch=ARCH)
+    entry = {**ceilings.ceilings_for(ARCH).as_dict()}
+    entry["launch_s"] = entry["launch_s"] + 1e-3
+    try:
+        ceilings.use_in_memory(ARCH.name, {f: entry[f] for f in ceilings.FIELDS})
+        after = planner.plan(shapes, arch=ARCH)
+        assert after is not before
+        assert after.predicted_ms == pytest.approx(before.predicted_ms + 1.0, rel=1e-6)
+        with pytest.raises(ValueError):
+            ceilings.use_in_memory(ARCH.name, {"launch_s": 1.0})
+    finally:
+        ceilings.reload()
+    assert ceilings.PATH.read_text() == text
+    assert planner.plan(shapes, arch=ARCH).predicted_ms == pytest.approx(before.predicted_ms)

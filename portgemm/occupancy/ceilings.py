@@ -119,6 +119,21 @@ def _ceilings_for(arch) -> Ceilings:
     return modelled(arch, data.get("specs", {}).get(arch.name, GENERIC_SPEC))
 
 
+def use_in_memory(arch_name: str, entry: dict) -> None:
+    """Plan and predict with ``entry`` (every name of FIELDS) as ``arch_name``'s measured
+    ceilings in this process only, the file untouched: to replay the model with other
+    figures (bench/planner_proof.py --replay --ceilings). Cached plans are not reused."""
+    missing = [f for f in FIELDS if f not in entry]
+    if missing:
+        raise ValueError(f"ceilings entry lacks {', '.join(missing)}")
+    global _version
+    data = _load()
+    with _lock:
+        data.setdefault("measured", {})[arch_name] = dict(entry)
+        _by_arch.clear()
+        _version += 1
+
+
 def write_measured(arch_name: str, entry: dict, path: Path = PATH) -> None:
     """Put ``entry`` (every name of FIELDS, plus device/source) under measured[arch]."""
     missing = [f for f in FIELDS if f not in entry]
