@@ -29,7 +29,8 @@ The last wave holds n - (w - 1) S tiles, so its tiles share their CUs with fewer
 (r_last = its tiles per CU, at least 1) and, where they have the warps to use the freed
 issue slots and bandwidth, run faster: a launch that fills the device 1.3 times is not
 two full waves long. A launch of one wave is its own last wave (r_last = r). Tiles with
-few warps gain nothing (u falls with r: r / u stays 16 / warps), large ones do.
+few warps gain only their larger share of copy bandwidth (u falls with r, so r / u
+stays SATURATING_WARPS / warps); tiles with many warps gain issue rate as well.
 
 Per-kind launches are modelled one after another (HIP runs them so; CUDA overlaps them
 on side streams, so there the figure is an upper bound). Rates come from the device
