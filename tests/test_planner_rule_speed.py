@@ -292,3 +292,25 @@ def test_whole_plan_matches_the_frozen_rule_and_ordering(mode):
         else:
             order = gemm_lpt_order(cost)
         np.testing.assert_array_equal(p.tiles, build_tiles(s, ZHANG2025, kidx, gemm_order=order))
+
+
+@pytest.mark.parametrize("strategy", ["wavefront-tlp", "workgroup-tlp"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_default_plan_is_the_faster_structure_planned_alone(strategy, dtype):
+    """The default plan (no mode, no family) builds only the structure it picks: the
+    same tiles, order, notes and prediction as planning each structure on its own and
+    keeping the one predicted faster (ties: the paper's kinds fused)."""
+    ours = wavefront_tlp.OUR_FAMILY[dtype]
+    rng = np.random.default_rng(zlib.crc32(f"{strategy} {dtype}".encode()))
+    for _ in range(12):
+        shapes = random_batch(rng, int(rng.choice([1, 8, 64, 700])))
+        p = planner.plan(shapes, dtype, arch="sm_90", strategy=strategy, use_cache=False)
+        fused = planner.plan(shapes, dtype, arch="sm_90", strategy=strategy, mode="fused",
+                             use_cache=False)
+        alone = planner.plan(shapes, dtype, arch="sm_90", strategy=strategy, mode="per-kind",
+                             family=ours, use_cache=False)
+        want = alone if alone.predicted_ms < fused.predicted_ms else fused
+        assert p.mode == want.mode and p.kinds == want.kinds
+        assert p.predicted_ms == want.predicted_ms
+        np.testing.assert_array_equal(p.tiles, want.tiles)
+        assert p.notes[:-1] == want.notes and p.notes[-1].startswith("launch structure:")
