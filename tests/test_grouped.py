@@ -740,3 +740,56 @@ def test_hip_device_offsets_encode_once(fake_hip):
         allocs.append(len(fake_hip.fake._keep))
     assert len(fake_hip.launches) == 6
     assert allocs[0] == allocs[-1] > 0, "a repeated call allocated or uploaded"
+
+
+# ---- the device-offsets call's tile kind: chosen by the cost model, every one runs -----------
+
+def _every_candidate():
+    from portgemm.grouped.ragged_kind import candidate_kinds
+    return [(dt, k) for dt in (np.float32, np.float64) for k in candidate_kinds(dt)]
+
+
+@pytest.mark.parametrize("dtype, kind", _every_candidate(), ids=lambda x: getattr(x, "name", None))
+def test_cuda_device_offsets_run_every_kind_the_chooser_may_give(fake_cuda, monkeypatch,
+                                                                 dtype, kind):
+    """Every kind choose_kind can return runs the prologue and the GEMM correctly (the
+    fake backend runs both kernels' logic from the encoded arguments), with empty
+    groups, groups of fewer rows than a tile and of several tiles."""
+    from test_cuda_backend_fake import FakeArray
+    from portgemm.grouped import ragged
+    monkeypatch.setattr(ragged, "choose_kind", lambda *a: kind)
+    ragged._kinds.clear()
+    ragged._calls.clear()
+    rng = np.random.default_rng(next(SEEDS))
+    sizes = [0, 3, kind.tm + 5, 0, 2 * kind.tm, 1]
+    ta, tb = bool(rng.integers(2)), bool(rng.integers(2))
+    A, B, C, offs = ragged_operands(rng, sizes, 11, kind.tn + 7, dtype, ta, tb, spare=4)
+    alpha, beta = scalars(rng, len(sizes), False)
+    poison(C, offs, beta)
+    ref = ragged_reference(A, B, C, offs, alpha, beta, ta, tb)
+    portgemm.gemm_grouped(FakeArray(A), FakeArray(B), FakeArray(C), FakeArray(offs.copy()),
+                          alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=fake_cuda)
+    end = int(offs[-1])
+    close(C[:end], ref[:end], dtype)
+    assert np.isnan(C[end:]).all(), "rows past offs[-1] were written"
+    gemm_launches = [n for n, _ in fake_cuda.launches if not n.endswith("prologue")]
+    assert gemm_launches and all(n.endswith(kind.ident) for n in gemm_launches)
+    ragged._kinds.clear()
+    ragged._calls.clear()
+
+
+def test_device_offsets_kind_is_the_cost_models_least():
+    """The kind is the candidate with the least predicted time, our kinds among the
+    candidates: large groups get a larger tile than the paper's largest (64x64)."""
+    from portgemm.grouped.ragged_kind import choose_kind, predicted_seconds
+    from portgemm.occupancy import get_arch
+    arch = get_arch("sm_90")
+    for G, rows, N, K in ((8, 500, 128, 128), (1024, 512 * 1024, 1024, 128), (64, 0, 64, 64)):
+        pred = predicted_seconds(arch, G, rows, N, K, np.float32)
+        assert {k.family for k, _ in pred} == {"zhang2025", "portgemm"}
+        assert all(np.isfinite(s) and s > 0 for _, s in pred)
+        assert choose_kind(arch, G, rows, N, K, np.float32) == min(pred, key=lambda p: p[1])[0]
+    big = choose_kind(arch, 1024, 512 * 1024, 1024, 128, np.float32)
+    assert big.tm * big.tn > 64 * 64
+    f64 = {k.family for k, _ in predicted_seconds(arch, 64, 4096, 256, 256, np.float64)}
+    assert f64 == {"zhang2025", "portgemm-f64"}

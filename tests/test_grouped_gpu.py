@@ -165,3 +165,37 @@ def test_device_offsets_errors(cuda, cp):
     with pytest.raises(DtypeError, match="device arrays"):
         portgemm.gemm_grouped(A, dB, dC, cp.asarray(offs), backend="cuda")
     np.testing.assert_array_equal(cp.asnumpy(dC), C)
+
+
+def _every_candidate():
+    from portgemm.grouped.ragged_kind import candidate_kinds
+    return [(dt, k) for dt in (np.float32, np.float64) for k in candidate_kinds(dt)]
+
+
+@pytest.mark.parametrize("dtype, kind", _every_candidate(), ids=lambda x: getattr(x, "name", None))
+def test_device_offsets_every_kind_the_chooser_may_give(cuda, cp, monkeypatch, dtype, kind):
+    """Each kind the cost model may pick for a device-offsets call, forced, on the GPU:
+    the prologue's tile list and that kind's kernel over NaN-poisoned C, with empty
+    groups and groups shorter and longer than one tile."""
+    from portgemm.grouped import ragged
+    monkeypatch.setattr(ragged, "choose_kind", lambda *a: kind)
+    ragged._kinds.clear()
+    ragged._calls.clear()
+    try:
+        rng = np.random.default_rng(next(SEEDS))
+        sizes = [0, 3, kind.tm + 5, 0, 2 * kind.tm, 1, 3 * kind.tm - 1]
+        ta, tb = bool(rng.integers(2)), bool(rng.integers(2))
+        A, B, C, offs = ragged_operands(rng, sizes, 37, kind.tn + 9, dtype, ta, tb)
+        alpha, beta = scalars(rng, len(sizes), True)
+        poison(C, offs, beta)
+        ref = ragged_reference(A, B, C, offs, alpha, beta, ta, tb)
+        dC = cp.asarray(C)
+        portgemm.gemm_grouped(cp.asarray(A), cp.asarray(B), dC, cp.asarray(offs), alpha=alpha,
+                              beta=beta, trans_a=ta, trans_b=tb, backend="cuda")
+        got = cp.asnumpy(dC)
+        end = int(offs[-1])
+        assert rel_err(got[:end], ref[:end]) < TOL[dtype]
+        assert np.isnan(got[end:]).all(), "rows past offs[-1] were written"
+    finally:
+        ragged._kinds.clear()
+        ragged._calls.clear()

@@ -13,6 +13,7 @@ from ..backends.base import get_backend
 from ..backends.ragged import RaggedArrays, RaggedJob
 from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from ..problem import _flag, _layout
+from .ragged_kind import choose_kind
 from .operands import (CallCache, Views, call_key, check_operands, first, group_error,
                        group_scalars, host_call, make_batch, operand_key, read, value_key)
 
@@ -263,19 +264,24 @@ _KINDS_KEPT = 256
 
 
 def _kind(be, G, rows, N, K, dtype, strategy):
-    """The one tile kind of a device-offsets call: the one the planner uses most for G
-    groups of the mean size. Chosen once per sizes and kept, so repeated calls (and a
-    graph captured after a warm-up call) run the same kernels on the same buffers even
-    when compiling the first call's kernels refines the planner's resource figures."""
+    """The one tile kind of a device-offsets call: by default the cost model's choice
+    for G groups of T rows in all (ragged_kind.choose_kind); with a strategy named, the
+    kind that strategy's per-kind plan of G groups of the mean size uses most. Chosen
+    once per sizes and kept, so repeated calls (and a graph captured after a warm-up
+    call) run the same kernels on the same buffers even when compiling the first call's
+    kernels refines the planner's resource figures."""
     arch = be.arch()
     key = (G, rows, N, K, dtype, arch.name, arch.compute_units, strategy)
     kind = _kinds.get(key)
     if kind is None:
-        from ..planner import plan
-        m = max(1, -(-rows // G))
-        p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,
-                 mode="per-kind")
-        kind = p.kinds[int(np.argmax(p.tile_counts()))]   # from the layout: no tile list
+        if strategy is None:
+            kind = choose_kind(arch, G, rows, N, K, dtype)
+        else:
+            from ..planner import plan
+            m = max(1, -(-rows // G))
+            p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,
+                     mode="per-kind")
+            kind = p.kinds[int(np.argmax(p.tile_counts()))]   # from the layout: no tile list
         if len(_kinds) >= _KINDS_KEPT:
             _kinds.pop(next(iter(_kinds)))
         _kinds[key] = kind
