@@ -18,7 +18,7 @@ from .problem import validate
 _last_object = (None, None)   # (a backend object passed as backend=, get_backend's answer)
 
 
-def _backend(name):
+def backend_of(name):
     """get_backend(name); a backend *object* passed on every call is checked against the
     protocol once, not per call (names are looked up every time: the registry may change)."""
     global _last_object
@@ -67,7 +67,7 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     repeated calls. Nothing keeps the arrays alive (weak references; an entry goes when
     any of its arrays does); portgemm.reuse describes the rule in full.
     """
-    be = _backend(backend)
+    be = backend_of(backend)
     k = reuse.key(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
     if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
         return C
@@ -98,7 +98,7 @@ def run(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backen
     returns C. Arguments and errors as gemm_vbatched's; the shapes and dtype must be the
     plan's (ShapeMismatch / DtypeError otherwise). Repeated calls on the same arrays take
     gemm_vbatched's reuse path (the same rule, with this plan in place of the strategy)."""
-    be = _backend(backend)
+    be = backend_of(backend)
     k = reuse.key(be, plan, A, B, C, alpha, beta, trans_a, trans_b)
     if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
         return C

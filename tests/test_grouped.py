@@ -793,3 +793,35 @@ def test_device_offsets_kind_is_the_cost_models_least():
     assert big.tm * big.tn > 64 * 64
     f64 = {k.family for k, _ in predicted_seconds(arch, 64, 4096, 256, 256, np.float64)}
     assert f64 == {"zhang2025", "portgemm-f64"}
+
+
+def test_cuda_repeated_calls_take_the_fast_key_and_still_see_every_change(fake_cuda):
+    """CuPy-typed arrays and int/float scalars take the one-pass key: a repeat only
+    launches; host offsets changed in place, device offsets copied to the host
+    (device_offs=False) and a non-bool flag still take the full path."""
+    from test_cuda_backend_fake import FakeArray
+    from portgemm.grouped import ragged
+    rng = np.random.default_rng(35)
+    A, B, C, offs = ragged_operands(rng, [4, 0, 30, 9], 12, 20, np.float32, False, False)
+    dA, dB, dC = FakeArray(A), FakeArray(B), FakeArray(C)
+    host = offs.copy()
+    for split in ([4, 0, 30, 9], [10, 10, 0, 3], [10, 10, 0, 3]):
+        host[:] = np.cumsum(split)               # the same array, new values
+        C[...] = np.nan
+        before = len(ragged._fast._d)
+        portgemm.gemm_grouped(dA, dB, dC, host, alpha=2, beta=0.0, backend=fake_cuda)
+        end = int(host[-1])
+        close(C[:end], ragged_reference(A, B, C, host, 2.0, 0.0, False, False)[:end],
+              np.float32)
+        assert np.isnan(C[end:]).all()
+    assert len(ragged._fast._d) == before, "the last call was a repeat: nothing new kept"
+    d_offs = FakeArray(offs.copy())
+    fake_cuda.cp.asnumpy = lambda x: x.a.copy()   # the copy device_offs=False makes
+    for split in ([4, 0, 30, 9], [0, 0, 43, 0]):
+        d_offs.a[:] = np.cumsum(split)
+        C[...] = np.nan
+        portgemm.gemm_grouped(dA, dB, dC, d_offs, backend=fake_cuda, device_offs=False)
+        close(C[:43], ragged_reference(A, B, C, d_offs.a, 1.0, 0.0, False, False)[:43],
+              np.float32)
+    with pytest.raises(DtypeError, match="trans_a"):
+        portgemm.gemm_grouped(dA, dB, dC, host, trans_a=0, backend=fake_cuda)

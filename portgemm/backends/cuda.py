@@ -225,6 +225,29 @@ class CudaBackend:
         self._launch(st, self._encoded(st, gemms), stream)
         return gemms
 
+    def relauncher(self, plan, batch, gemms):
+        """A call that launches ``plan`` again over the descriptors ``gemms`` that
+        execute() returned for ``batch``: arguments encoded once, nothing uploaded, no
+        synchronisation, on the caller's current stream at call time; it refuses to run
+        while another device is current (as execute does). None when the plan has no
+        launch state here yet."""
+        if plan.n_tiles == 0 or gemms is None:
+            return _nothing
+        st = self._state(plan, batch, upload=False)
+        if st is None:
+            return None
+        enc = self._encoded(st, gemms)
+        dev, where, tdev = self._dev(), batch.device, torch_device(batch)
+        launch, stream, current = self._launch, self._stream, self._dev
+
+        def call():
+            if current() != dev:
+                raise ValidationError(f"the arrays are on {where}, the current device is "
+                                      f"cuda:{current()}")
+            launch(st, enc, stream(tdev))
+        call.gemms = gemms  # the descriptors live as long as the call
+        return call
+
     def prepare(self, plan, batch, gemms=None):
         """The bound call (Plan.bind): descriptors uploaded once into a buffer of its own
         (or ``gemms``, descriptors of this batch already uploaded), kernel arguments
@@ -416,6 +439,10 @@ def _capturing(stream) -> bool:
         return bool(stream.is_capturing())   # CuPy's Stream and ExternalStream
     except Exception:  # noqa: BLE001 - a stream object without the query
         return True
+
+
+def _nothing():
+    pass
 
 
 def _ptr(buf) -> int:

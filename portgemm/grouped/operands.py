@@ -229,7 +229,9 @@ def call_key(settings: tuple, *values):
 class HostCall:
     """A validated host-sizes call: its plan and the Batch's arrays, without the user's
     arrays; ``run`` binds this call's arrays and launches on the backend's current
-    stream, reusing the descriptors the first launch uploaded."""
+    stream, reusing the descriptors the first launch uploaded. On a GPU backend with a
+    ``relauncher`` the launches are encoded after the first call, so a repeated call is
+    what a bound call is: the raw launches."""
 
     def __init__(self, plan, batch: Batch, views):
         self.plan = plan
@@ -237,8 +239,12 @@ class HostCall:
                        batch.trans_a, batch.trans_b, batch.dtype, batch.size, batch.device)
         self.views = views   # (objects) -> (A, B, C) per-group views, built lazily
         self.gemms = None
+        self.relaunch = None
 
     def run(self, backend, objs):
+        if self.relaunch is not None:
+            self.relaunch()
+            return
         if getattr(backend, "name", None) in ("cuda", "hip"):
             # The GPU backends read pointers from the Batch and C[0] only to pick the
             # stream (torch's for torch tensors): no per-group views needed.
@@ -247,6 +253,10 @@ class HostCall:
             A, B, C = self.views(*objs)
         batch = Batch(A, B, C, *self.fields)
         self.gemms = backend.execute(self.plan, batch, self.gemms)
+        relauncher = getattr(backend, "relauncher", None)
+        if relauncher is not None and self.gemms is not None:
+            # (keyed by the call's backend: an entry only ever runs on that one)
+            self.relaunch = relauncher(self.plan, batch, self.gemms)
 
 
 def host_call(backend, batch, views, strategy) -> HostCall | None:

@@ -7,15 +7,17 @@ backend's ``execute_ragged`` runs a prologue kernel that reads them (backends/ra
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-from ..backends.base import get_backend
 from ..backends.ragged import RaggedArrays, RaggedJob
 from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from ..problem import _flag, _layout
-from .ragged_kind import choose_kind
+from ..api import backend_of
 from .operands import (CallCache, Views, call_key, check_operands, first, group_error,
                        group_scalars, host_call, make_batch, operand_key, read, value_key)
+from .ragged_kind import choose_kind
 
 _MAX_SLOTS = 2**31 - 1 - 256
 
@@ -45,7 +47,14 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
     host offsets by value, or the same device offsets array, and equal scalars) is not
     validated or planned again: it only launches (operands.CallCache).
     """
-    be = get_backend(backend)
+    be = backend_of(backend)
+    fast = _fast_key(be, A, B, C, offs, alpha, beta, trans_a, trans_b, strategy, device_offs)
+    if fast is not None:
+        entry = _fast.get(fast)
+        if entry is not None:   # a repeated call: only launch
+            if entry is not _NOTHING:
+                _run(be, entry, offs, A, B, C)
+            return C
     ta, tb = _flag(trans_a, "trans_a"), _flag(trans_b, "trans_b")
     a, b, c = read(A, "A"), read(B, "B"), read(C, "C")
     host, dev = _offsets(offs, be)
@@ -60,16 +69,80 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
     if entry is None:
         entry = _validate(be, a, b, c, host, dev, on_device, alpha, beta, ta, tb, strategy)
         _calls.put(key, entry)
+    if key is not None and fast is not None:
+        _fast.put(fast, entry)
     if entry is not _NOTHING:
-        if on_device:
-            o = dev.obj if entry.uploaded is None else entry.uploaded
-            be.execute_ragged(entry, RaggedArrays(o, a.obj, b.obj, c.obj))
-        else:
-            entry.run(be, (a.obj, b.obj, c.obj))
+        _run(be, entry, offs if dev is not None else None, A, B, C)
     return C
 
 
+def _run(be, entry, dev_offs, A, B, C):
+    """Launch a validated call: a RaggedJob reads the device offsets (or those it
+    uploaded), a HostCall the sizes it was validated with."""
+    if type(entry) is RaggedJob:
+        o = dev_offs if entry.uploaded is None else entry.uploaded
+        be.execute_ragged(entry, RaggedArrays(o, A, B, C))
+    else:
+        entry.run(be, (A, B, C))
+
+
+def _fast_key(be, A, B, C, offs, alpha, beta, ta, tb, strategy, device_offs):
+    """The key of a call whose arrays are all CuPy arrays or all torch tensors, with bool
+    flags and int/float scalars, read in one pass without building Operands (None for
+    any other call: it takes the full key). It holds what the full key holds: each
+    array's type, pointer, shape, byte strides, dtype and device, the host offsets by
+    value or the device offsets' geometry."""
+    cls = type(C)
+    geometry = _GEOMETRY[cls]
+    if (geometry is None or type(A) is not cls or type(B) is not cls
+            or (ta is not True and ta is not False) or (tb is not True and tb is not False)
+            or type(alpha) not in _SCALARS or type(beta) not in _SCALARS):
+        return None
+    t = type(offs)
+    if t is np.ndarray:
+        o = (offs.dtype.str, offs.shape, offs.tobytes())
+    elif t is cls and device_offs is not False:
+        o = geometry(offs)
+        if getattr(o[1], "type", None) == "cpu":
+            return None   # host offsets in a torch tensor: by value, on the full path
+    else:
+        return None
+    return (be, cls, ta, tb, strategy, device_offs, geometry(A), geometry(B), geometry(C), o,
+            alpha, beta)
+
+
+def _cupy_geometry(x):
+    d = x.data
+    return d.ptr, d.device_id, x.shape, x.strides, x.dtype
+
+
+def _torch_geometry(x):
+    return x.data_ptr(), x.device, x.shape, x.stride(), x.dtype
+
+
+class _Geometry(dict):
+    """Array type -> its geometry reader, found on first sight of a type: CuPy's ndarray
+    and torch's Tensor (and its subclasses), from the modules already loaded (an array
+    of theirs means they are); None for any other type."""
+
+    def __missing__(self, cls):
+        cupy, torch = sys.modules.get("cupy"), sys.modules.get("torch")
+        reader = None
+        if cupy is not None and cls is getattr(cupy, "ndarray", None):
+            reader = _cupy_geometry
+        elif torch is not None and isinstance(cls, type) and issubclass(cls, torch.Tensor):
+            reader = _torch_geometry
+        if len(self) < 64:   # a bounded memo: types are few
+            self[cls] = reader
+        return reader
+
+
+_GEOMETRY = _Geometry()
+_SCALARS = (float, int)
+
+
 _calls = CallCache()
+_fast = CallCache()   # the same entries by _fast_key
 _NOTHING = "nothing"   # a validated call that writes nothing (no group, N = 0, no rows)
 
 
