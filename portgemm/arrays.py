@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import struct
 import sys
 from operator import attrgetter, methodcaller
 from typing import NamedTuple
@@ -207,10 +208,25 @@ def _gather_torch(X, n):
 
 
 def _pairs(tuples, n):
-    """(n, 2) int64 from n 2-tuples; None when any tuple is not of length 2."""
+    """(n, 2) int64 from n 2-tuples; None when any tuple is not of length 2 or holds
+    something other than an int64. Packed by a struct.Struct made once per n (about
+    twice as fast as np.fromiter, which converts each Python int on its own)."""
     if set(map(len, tuples)) != {2}:
         return None
-    return np.fromiter(itertools.chain.from_iterable(tuples), np.int64, 2 * n).reshape(n, 2)
+    packer = _PACKERS.get(n)
+    if packer is None:
+        if len(_PACKERS) >= _PACKERS_KEPT:
+            _PACKERS.pop(next(iter(_PACKERS)))
+        packer = _PACKERS[n] = struct.Struct(f"={2 * n}q")
+    try:
+        raw = packer.pack(*itertools.chain.from_iterable(tuples))
+    except struct.error:   # not an integer, or out of int64's range
+        return None
+    return np.frombuffer(raw, np.int64).reshape(n, 2)
+
+
+_PACKERS: dict = {}   # n -> struct.Struct of 2n int64s
+_PACKERS_KEPT = 64
 
 
 def stacked(X) -> tuple | None:

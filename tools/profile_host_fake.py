@@ -8,6 +8,11 @@ shared machine does not inflate them. "new arrays": new array objects (views of 
 memory) every call, rotated over more sets than the reuse path remembers.
 
     PYTHONPATH=$PWD python tools/profile_host_fake.py [--batches 8 64 1024 5000] [--profile N]
+        [--packed 8 64 1024]
+
+--packed G ...: also the packed API (gemm_grouped, ragged M of up to 256 rows per group,
+N = K = 128) with host and with device offsets, against the bound call over views of
+the same buffers, per call (a repeated call: what bench/packed_overhead.py times).
 """
 from __future__ import annotations
 
@@ -134,12 +139,39 @@ def views(X):
     return [ndarray(x.data.ptr, x._shape, x.dtype) for x in X]
 
 
+def packed(be, rng, groups, n=128, k=128, max_m=256):
+    """CPU us per call of gemm_grouped (host offsets, device offsets) and the bound call."""
+    import portgemm
+    m = rng.integers(0, max_m + 1, groups)
+    offs = np.cumsum(m).astype(np.int32)
+    T = int(offs[-1])
+    A, B, C = empty((T, k), np.float32), empty((groups, k, n), np.float32), empty((T, n), np.float32)
+    d_offs = empty((groups,), np.int32)
+    starts = np.concatenate([[0], offs[:-1]])
+    isz = 4
+    la = [ndarray(A.data.ptr + s * k * isz, (e - s, k), np.float32) for s, e in zip(starts, offs)]
+    lb = [ndarray(B.data.ptr + g * k * n * isz, (k, n), np.float32) for g in range(groups)]
+    lc = [ndarray(C.data.ptr + s * n * isz, (e - s, n), np.float32) for s, e in zip(starts, offs)]
+    shapes = np.stack([m, np.full(groups, n), np.full(groups, k)], 1)
+    bound = portgemm.plan(shapes, "float32", arch=be.arch()).bind(la, lb, lc, backend=be)
+    reps = 300
+    return {"host offsets": cpu_us(lambda: portgemm.gemm_grouped(A, B, C, offs, backend=be), reps),
+            "device offsets": cpu_us(lambda: portgemm.gemm_grouped(A, B, C, d_offs, backend=be),
+                                     reps),
+            "bound": cpu_us(bound, reps)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, nargs="*", default=[8, 64, 1024, 5000])
     ap.add_argument("--profile", type=int, default=0, help="cProfile this batch size")
+    ap.add_argument("--packed", type=int, nargs="*", default=[], help="group counts")
     args = ap.parse_args(argv)
     be, cp = fake_backend()
+    for groups in args.packed:
+        res = packed(be, np.random.default_rng(groups), groups)
+        print(f"packed, {groups} groups: " + ", ".join(f"{k} {v:.1f}" for k, v in res.items())
+              + " us per call", flush=True)
     import portgemm
     from portgemm.api import _validate
     from portgemm.planner import plan as make_plan
