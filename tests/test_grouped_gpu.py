@@ -199,3 +199,36 @@ def test_device_offsets_every_kind_the_chooser_may_give(cuda, cp, monkeypatch, d
     finally:
         ragged._kinds.clear()
         ragged._calls.clear()
+
+
+def test_repeated_host_offsets_call_relaunches_on_the_current_stream_and_in_a_graph(cuda, cp):
+    """A repeated host-offsets call is only its encoded launches (HostCall.relaunch): on
+    another stream it runs on that stream, and it can be captured in a graph whose
+    replays see new A contents."""
+    rng = np.random.default_rng(2)
+    sizes = [40, 0, 7, 129, 3]
+    A, B, C, offs = ragged_operands(rng, sizes, 33, 70, np.float32, False, False)
+    dA, dB = cp.asarray(A), cp.asarray(B)
+    dC = cp.full(C.shape, cp.nan, dtype=np.float32)
+    for _ in range(2):   # the first call validates, the second relaunches
+        portgemm.gemm_grouped(dA, dB, dC, offs, backend="cuda")
+    stream = cp.cuda.Stream(non_blocking=True)
+    end = int(offs[-1])
+    with stream:
+        stream.begin_capture()
+        portgemm.gemm_grouped(dA, dB, dC, offs, backend="cuda")
+        graph = stream.end_capture()
+        for _ in range(2):
+            A = (rng.random(A.shape) - 0.5).astype(np.float32)
+            dA.set(A)
+            dC.fill(cp.nan)
+            graph.launch(stream)
+            stream.synchronize()
+            ref = ragged_reference(A, B, np.full(C.shape, np.nan), offs, 1.0, 0.0, False, False)
+            got = cp.asnumpy(dC)
+            assert rel_err(got[:end], ref[:end]) < TOL[np.float32]
+            assert np.isnan(got[end:]).all()
+        dC.fill(cp.nan)
+        portgemm.gemm_grouped(dA, dB, dC, offs, backend="cuda")   # uncaptured, this stream
+        stream.synchronize()
+        assert rel_err(cp.asnumpy(dC)[:end], ref[:end]) < TOL[np.float32]

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..backends.ragged import RaggedArrays, RaggedJob
 from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
+from ..planner import DEFAULT_STRATEGY
 from ..problem import _flag, _layout
 from ..api import backend_of
 from .operands import (CallCache, Views, call_key, check_operands, first, group_error,
@@ -337,8 +338,9 @@ _KINDS_KEPT = 256
 
 
 def _kind(be, G, rows, N, K, dtype, strategy):
-    """The one tile kind of a device-offsets call: by default the cost model's choice
-    for G groups of T rows in all (ragged_kind.choose_kind); with a strategy named, the
+    """The one tile kind of a device-offsets call: by default (no strategy, or the
+    default one) the cost model's choice for G groups of T rows in all
+    (ragged_kind.choose_kind); with another strategy named, the
     kind that strategy's per-kind plan of G groups of the mean size uses most. Chosen
     once per sizes and kept, so repeated calls (and a graph captured after a warm-up
     call) run the same kernels on the same buffers even when compiling the first call's
@@ -347,7 +349,7 @@ def _kind(be, G, rows, N, K, dtype, strategy):
     key = (G, rows, N, K, dtype, arch.name, arch.compute_units, strategy)
     kind = _kinds.get(key)
     if kind is None:
-        if strategy is None:
+        if strategy is None or strategy == DEFAULT_STRATEGY:
             kind = choose_kind(arch, G, rows, N, K, dtype)
         else:
             from ..planner import plan
