@@ -140,9 +140,19 @@ def gather(X) -> Operand | None:
         return None
     dtype = dtypes.pop()
     shape = _pairs(list(map(_SHAPE, X)), n)
-    bstrides = _pairs(list(map(_STRIDES, X)), n)
-    if shape is None or bstrides is None or np.count_nonzero(bstrides % dtype.itemsize):
+    if shape is None:
         return None
+    if kind == "cupy" and _all_c_contiguous(X):
+        # Row-major with unit columns: the strides follow from the shapes, so they are
+        # not read (CuPy builds a tuple per read). A length-1 dimension's stride, which
+        # C-contiguity leaves free, is never used (problem._layout).
+        strides = np.empty_like(shape)
+        strides[:, 0], strides[:, 1] = shape[:, 1], 1
+    else:
+        bstrides = _pairs(list(map(_STRIDES, X)), n)
+        if bstrides is None or np.count_nonzero(bstrides % dtype.itemsize):
+            return None
+        strides = bstrides // dtype.itemsize
     if kind == "numpy":
         ptr = _host_pointers(X)
         readonly = np.fromiter([not x.flags.writeable for x in X], bool, n)
@@ -155,8 +165,19 @@ def gather(X) -> Operand | None:
         device = f"cuda:{devices.pop()}"
         ptr = map(_PTR, mem)
         readonly = np.zeros(n, bool)
-    return Operand(np.fromiter(ptr, np.int64, n), shape, bstrides // dtype.itemsize, dtype,
-                   device, readonly)
+    return Operand(np.fromiter(ptr, np.int64, n), shape, strides, dtype, device, readonly)
+
+
+_C_CONTIGUOUS = attrgetter("_c_contiguous")   # CuPy's flag: a plain slot, no tuple built
+
+
+def _all_c_contiguous(X) -> bool:
+    """Whether every CuPy array in X says it is C-contiguous (False where the flag is
+    missing: then the strides are read)."""
+    try:
+        return all(map(_C_CONTIGUOUS, X))
+    except AttributeError:
+        return False
 
 
 def _struct_pointers(X):

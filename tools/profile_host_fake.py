@@ -42,13 +42,14 @@ class Mem:
 
 
 class ndarray:  # noqa: N801 - CuPy's name
-    __slots__ = ("data", "_shape", "_strides", "dtype", "__weakref__")
+    __slots__ = ("data", "_shape", "_strides", "dtype", "_c_contiguous", "__weakref__")
 
     def __init__(self, ptr, shape, dtype):
         self.data, self.dtype = Mem(ptr), np.dtype(dtype)
         self._shape = tuple(shape)
         self._strides = tuple(int(np.prod(shape[i + 1:])) * self.dtype.itemsize
                               for i in range(len(shape)))
+        self._c_contiguous = True   # CuPy's flag (a slot, as here); these are contiguous
 
     # CuPy builds a new tuple on every read of these; so does the fake
     shape = property(lambda self: tuple(self._shape))
