@@ -7,12 +7,11 @@ group g runs as GEMM g.
 from __future__ import annotations
 
 import sys
-import threading
-from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 
+from ..call_cache import CallCache  # noqa: F401 (the grouped calls' cache)
 from ..errors import DtypeError, LayoutError, ValidationError
 from ..problem import SUPPORTED_DTYPES, Batch, _layout, _overlaps
 
@@ -161,42 +160,6 @@ def first(mask) -> int:
 
 
 # ---- repeated calls: validated once, then only launched ---------------------------------
-
-class CallCache:
-    """Validated calls by everything their validation and launch depend on (backend,
-    flags, each operand's pointer, shape, strides, dtype, device and writability, the
-    sizes and offsets as values, alpha and beta), so that a call repeating an earlier
-    one skips validation and planning: equal keys would validate alike. Entries hold
-    no user array (a freed buffer is never kept alive; a new one at the same address
-    with the same geometry validates the same); the last KEPT entries are kept."""
-
-    KEPT = 64
-
-    def __init__(self):
-        self._d: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        try:
-            return self._d.get(key)   # one atomic dict read; no lock needed
-        except TypeError:             # unhashable (e.g. a strategy object): not cached
-            return None
-
-    def put(self, key, entry):
-        if key is None:
-            return
-        with self._lock:
-            try:
-                self._d[key] = entry
-            except TypeError:
-                return
-            while len(self._d) > self.KEPT:
-                self._d.popitem(last=False)
-
-    def clear(self):
-        with self._lock:
-            self._d.clear()
-
 
 def operand_key(op: Operand) -> tuple:
     """What validation reads of one operand: pointer, shape, strides, dtype, device,
