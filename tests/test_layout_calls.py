@@ -119,3 +119,20 @@ def test_cuda_layout_hits_only_launch_on_the_current_stream(counted, backend):
 
 
 from test_cuda_backend_fake import backend  # noqa: E402,F401  (a fixture)
+
+
+def test_plan_run_takes_the_layout_cache_per_plan(counted):
+    rng = np.random.default_rng(5)
+    shapes = [(5, 7, 3), (9, 2, 4)]
+    A, B, C = buffers(rng, shapes)
+    p = portgemm.plan(shapes, dtype="float64")
+    for _ in range(3):
+        p.run(views(A), views(B), views(C), backend="numpy")
+        check(A, B, C, 1.0)
+    assert len(counted) == 1
+    q = portgemm.plan(shapes, dtype="float64", strategy="magma")
+    q.run(views(A), views(B), views(C), backend="numpy")
+    assert len(counted) == 2, "another plan: validated for it"
+    with pytest.raises(portgemm.ShapeMismatch):
+        portgemm.plan([(5, 7, 3), (9, 2, 5)], dtype="float64").run(
+            views(A), views(B), views(C), backend="numpy")

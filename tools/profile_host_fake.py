@@ -184,6 +184,8 @@ def main(argv=None):
         b = _validate(be, A, B, C, 1.0, 0.0, False, False)
         p = make_plan(b.shapes, dtype=b.dtype, arch=be.arch())
         sets = itertools.cycle([[views(X) for X in (A, B, C)] for _ in range(16)])
+        fresh = itertools.cycle([[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)]
+                                 for _ in range(20)])   # more sets than the caches keep
         res = {"validate": cpu_us(lambda: _validate(be, A, B, C, 1.0, 0.0, False, False), reps),
                "plan hit": cpu_us(lambda: make_plan(b.shapes, dtype=b.dtype, arch=be.arch()),
                                   reps),
@@ -192,12 +194,15 @@ def main(argv=None):
                                        reps),
                "gemm_vbatched (new arrays)": cpu_us(
                    lambda: portgemm.gemm_vbatched(*next(sets), backend=be), reps),
+               "gemm_vbatched (new memory)": cpu_us(
+                   lambda: portgemm.gemm_vbatched(*next(fresh), backend=be), reps),
                "Plan.run": cpu_us(lambda: p.run(A, B, C, backend=be), reps),
                "bound": cpu_us(p.bind(A, B, C, backend=be), reps)}
         rows.append((batch, res))
         print(f"batch {batch}: " + ", ".join(f"{k} {v:.1f}" for k, v in res.items()) +
               f" us; per GEMM: gemm_vbatched {res['gemm_vbatched'] / batch:.2f}, new arrays "
-              f"{res['gemm_vbatched (new arrays)'] / batch:.2f} us", flush=True)
+              f"{res['gemm_vbatched (new arrays)'] / batch:.2f}, new memory "
+              f"{res['gemm_vbatched (new memory)'] / batch:.2f} us", flush=True)
         if batch == args.profile:
             prof = cProfile.Profile()
             prof.enable()
