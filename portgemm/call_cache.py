@@ -90,8 +90,9 @@ def layout_key(be, how, whole, C, alpha, beta, trans_a, trans_b):
 
 class LayoutCall:
     """A validated, planned lists call without its arrays: the Batch's flat fields, the
-    plan, the descriptors the first launch uploaded and, where the backend has a
-    ``relauncher``, that call's encoded launches."""
+    plan, the descriptors the first launch uploaded and, from its first hit on a backend
+    with a ``relauncher``, its encoded launches (made then, so a call that never repeats
+    pays nothing for them)."""
 
     __slots__ = ("plan", "fields", "gemms", "relaunch", "backend")
 
@@ -99,13 +100,15 @@ class LayoutCall:
         self.backend, self.plan, self.gemms = be, plan, gemms
         self.fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta,
                        batch.trans_a, batch.trans_b, batch.dtype, batch.size, batch.device)
-        relauncher = getattr(be, "relauncher", None)
-        self.relaunch = relauncher(plan, batch, gemms) if relauncher and gemms is not None \
-            else None
+        self.relaunch = None
 
     def run(self, batch):
         """Launch over ``batch`` (this call's arrays with the entry's fields); returns the
         descriptors used."""
+        if self.relaunch is None and self.gemms is not None:
+            relauncher = getattr(self.backend, "relauncher", None)
+            if relauncher is not None:
+                self.relaunch = relauncher(self.plan, batch, self.gemms)
         if self.relaunch is not None:
             self.relaunch()
             return self.gemms

@@ -193,8 +193,8 @@ class HostCall:
     """A validated host-sizes call: its plan and the Batch's arrays, without the user's
     arrays; ``run`` binds this call's arrays and launches on the backend's current
     stream, reusing the descriptors the first launch uploaded. On a GPU backend with a
-    ``relauncher`` the launches are encoded after the first call, so a repeated call is
-    what a bound call is: the raw launches."""
+    ``relauncher`` the launches are encoded on the first repeat, so from then on a
+    repeated call is what a bound call is: the raw launches."""
 
     def __init__(self, plan, batch: Batch, views):
         self.plan = plan
@@ -215,11 +215,15 @@ class HostCall:
         else:
             A, B, C = self.views(*objs)
         batch = Batch(A, B, C, *self.fields)
-        self.gemms = backend.execute(self.plan, batch, self.gemms)
         relauncher = getattr(backend, "relauncher", None)
-        if relauncher is not None and self.gemms is not None:
-            # (keyed by the call's backend: an entry only ever runs on that one)
+        if self.gemms is not None and relauncher is not None:
+            # A repeat (an entry only ever runs on the backend of its key): encode once
+            # now, then only launch. A call that never repeats pays nothing for it.
             self.relaunch = relauncher(self.plan, batch, self.gemms)
+            if self.relaunch is not None:
+                self.relaunch()
+                return
+        self.gemms = backend.execute(self.plan, batch, self.gemms)
 
 
 def host_call(backend, batch, views, strategy) -> HostCall | None:
