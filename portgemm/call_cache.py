@@ -13,6 +13,7 @@ earlier one in every such respect skips validation and planning and only launche
 """
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 
@@ -61,7 +62,7 @@ def _scalar_part(x):
     float64 bytes, or None (no key: the full path validates it)."""
     t = type(x)
     if t is float:
-        return (t, x, np.copysign(1.0, x) > 0)
+        return (t, x, math.copysign(1.0, x) > 0)
     if t is int:
         return (t, x)
     try:
@@ -82,10 +83,9 @@ def layout_key(be, how, whole, C, alpha, beta, trans_a, trans_b):
     a, b = _scalar_part(alpha), _scalar_part(beta)
     if a is None or b is None:
         return None
-    geometry = np.concatenate([whole.ptr[:, None], whole.shape, whole.strides,
-                               whole.readonly[:, None]], 1).tobytes()
     return (id(be), how, type(C[0]), whole.dtype, whole.device, trans_a, trans_b, a, b,
-            len(C), geometry)
+            len(C), whole.ptr.tobytes(), whole.shape.tobytes(), whole.strides.tobytes(),
+            whole.readonly.tobytes())
 
 
 class LayoutCall:
