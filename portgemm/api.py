@@ -69,6 +69,13 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     scalars) takes the full path. The plan is the one made for the first of the
     repeated calls. Nothing keeps the arrays alive (weak references; an entry goes when
     any of its arrays does); portgemm.reuse describes the rule in full.
+
+    Calls on new array objects over the same memory (the layout cache, lists or tuples
+    of NumPy or CuPy arrays or torch tensors): a call whose arrays have the pointers,
+    shapes, strides, dtype, device, type and writability of an earlier validated call,
+    with equal scalars, flags, backend and strategy, reads each array once and then
+    only launches that call's plan and descriptors (portgemm.call_cache). Any
+    difference takes the full path; a refused call is never kept.
     """
     be = backend_of(backend)
     k = reuse.key(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
