@@ -825,3 +825,17 @@ def test_cuda_repeated_calls_take_the_fast_key_and_still_see_every_change(fake_c
               np.float32)
     with pytest.raises(DtypeError, match="trans_a"):
         portgemm.gemm_grouped(dA, dB, dC, host, trans_a=0, backend=fake_cuda)
+
+
+def test_device_offsets_kind_falls_back_to_the_planner(monkeypatch):
+    """With no candidate family weighed (choose_kind None) or another strategy named, the
+    kind is the one that strategy's per-kind plan of the mean size uses most."""
+    from portgemm.grouped import ragged
+    from portgemm.grouped import ragged_kind
+    monkeypatch.setattr(ragged_kind, "predicted_seconds", lambda *a: [])
+    monkeypatch.setattr(ragged, "choose_kind", ragged_kind.choose_kind)
+    ragged._kinds.clear()
+    be = portgemm.backends.base.get_backend("numpy")
+    kind = ragged._kind(be, 8, 800, 64, 64, np.dtype(np.float32), None)
+    assert kind.family == "zhang2025"
+    ragged._kinds.clear()

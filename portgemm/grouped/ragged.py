@@ -340,8 +340,8 @@ _KINDS_KEPT = 256
 def _kind(be, G, rows, N, K, dtype, strategy):
     """The one tile kind of a device-offsets call: by default (no strategy, or the
     default one) the cost model's choice for G groups of T rows in all
-    (ragged_kind.choose_kind); with another strategy named, the
-    kind that strategy's per-kind plan of G groups of the mean size uses most. Chosen
+    (ragged_kind.choose_kind); with another strategy named (or no candidate weighed),
+    the kind that strategy's per-kind plan of G groups of the mean size uses most. Chosen
     once per sizes and kept, so repeated calls (and a graph captured after a warm-up
     call) run the same kernels on the same buffers even when compiling the first call's
     kernels refines the planner's resource figures."""
@@ -351,7 +351,7 @@ def _kind(be, G, rows, N, K, dtype, strategy):
     if kind is None:
         if strategy is None or strategy == DEFAULT_STRATEGY:
             kind = choose_kind(arch, G, rows, N, K, dtype)
-        else:
+        if kind is None:
             from ..planner import plan
             m = max(1, -(-rows // G))
             p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,

@@ -60,6 +60,7 @@ def _seconds(kc, G, rows, N, K) -> np.ndarray:
 
 
 def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype):
-    """The candidate kind with the least predicted time (the first on a tie)."""
+    """The candidate kind with the least predicted time (the first on a tie), or None
+    when no candidate family could be weighed here."""
     pred = predicted_seconds(arch, G, rows, N, K, dtype)
-    return min(pred, key=lambda kv: kv[1])[0]
+    return min(pred, key=lambda kv: kv[1])[0] if pred else None
