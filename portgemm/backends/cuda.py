@@ -72,6 +72,7 @@ class CudaBackend:
         self._side: dict[int, list] = {}
         self._arch: dict[int, object] = {}
         self._ragged = Scratch()
+        self._ragged_gemms: dict = {}   # encoded GEMM launches of ragged calls (_ragged_gemm)
 
     # -- device ---------------------------------------------------------------------
     def _dev(self) -> int:
@@ -360,11 +361,26 @@ class CudaBackend:
         alphas, betas = (self._ragged.scalars(self._dev(), x, self._upload)
                          for x in (job.alphas, job.betas))
         pro = prologue_args(job, gemms.data.ptr, tiles.data.ptr, _ptr(alphas), _ptr(betas))
-        gemm = (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr), ("i", 0))
-        out = [_encoded(self.function(variant).ptr, blocks, variant.threads, args, variant.name)
-               for variant, blocks, args in ((job.prologue, job.prologue_blocks(), pro),
-                                             (job.variant, job.n_tiles, gemm))]
+        v = job.prologue
+        out = [_encoded(self.function(v).ptr, job.prologue_blocks(), v.threads, pro, v.name),
+               self._ragged_gemm(job.variant, job.n_tiles, gemms, tiles, bptr)]
         return out, (gemms, tiles, bptr, alphas, betas)  # the buffers live with the launches
+
+    def _ragged_gemm(self, variant, n_tiles, gemms, tiles, bptr):
+        """The GEMM launch of a ragged call: its arguments are the scratch buffers, not the
+        user's, so one encoding serves every call of that kernel and size on them (a call
+        on new buffers encodes only its prologue)."""
+        key = (self._dev(), variant.name, n_tiles, gemms.data.ptr, tiles.data.ptr,
+               bptr.data.ptr)
+        enc = self._ragged_gemms.get(key)
+        if enc is None:
+            if len(self._ragged_gemms) >= 64:
+                self._ragged_gemms.clear()
+            gemm = (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr),
+                    ("i", 0))
+            enc = self._ragged_gemms[key] = _encoded(self.function(variant).ptr, n_tiles,
+                                                      variant.threads, gemm, variant.name)
+        return enc
 
 
 class _Staging:
