@@ -839,3 +839,36 @@ def test_device_offsets_kind_falls_back_to_the_planner(monkeypatch):
     kind = ragged._kind(be, 8, 800, 64, 64, np.dtype(np.float32), None)
     assert kind.family == "zhang2025"
     ragged._kinds.clear()
+
+
+def test_cuda_device_offsets_on_new_buffers_reuse_the_validated_layout(fake_cuda, monkeypatch):
+    """Device offsets, A and C new buffers every call (a mixture-of-experts layer's
+    activations): the checks, kind and sizes of the first call are reused (not validated
+    again), only the pointer checks are redone: a C overlapping A is still refused, and
+    each call computes into its own buffers."""
+    from test_cuda_backend_fake import FakeArray
+    from portgemm.grouped import ragged
+    calls = []
+    real = ragged._validate
+    monkeypatch.setattr(ragged, "_validate", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(36)
+    sizes = [3, 0, 25, 8]
+    _, B, _, offs = ragged_operands(rng, sizes, 10, 21, np.float32, False, False)
+    dB, d_offs = FakeArray(B), FakeArray(offs.copy())
+    T = 40
+    for i in range(3):
+        A = (rng.random((T, 10)) - 0.5).astype(np.float32)
+        C = np.full((T, 21), np.nan, np.float32)
+        portgemm.gemm_grouped(FakeArray(A), dB, FakeArray(C), d_offs, backend=fake_cuda)
+        close(C[:36], ragged_reference(A, B, C, offs, 1.0, 0.0, False, False)[:36],
+              np.float32)
+        assert np.isnan(C[36:]).all()
+    assert len(calls) == 1, "calls on new buffers of the same layout were validated again"
+    # the same layouts and alignments, but C starts inside A: refused without validation
+    buf = np.zeros(48 + T * 21, np.float32)
+    A, C = buf[:T * 10].reshape(T, 10), buf[48:].reshape(T, 21)
+    assert A.ctypes.data % 16 == C.ctypes.data % 16 == 0
+    with pytest.raises(LayoutError, match="C overlaps A"):
+        portgemm.gemm_grouped(FakeArray(A), dB, FakeArray(C), d_offs, backend=fake_cuda)
+    assert not buf.any(), "a refused call wrote"
+    assert len(calls) == 1

@@ -232,3 +232,21 @@ def test_repeated_host_offsets_call_relaunches_on_the_current_stream_and_in_a_gr
         portgemm.gemm_grouped(dA, dB, dC, offs, backend="cuda")   # uncaptured, this stream
         stream.synchronize()
         assert rel_err(cp.asnumpy(dC)[:end], ref[:end]) < TOL[np.float32]
+
+
+def test_device_offsets_on_new_buffers_each_call(cuda, cp):
+    """New A and C every call over the same device offsets (a mixture-of-experts
+    layer's activations): each call computes into its own buffers."""
+    rng = np.random.default_rng(3)
+    sizes = [30, 0, 7, 100, 1]
+    _, B, _, offs = ragged_operands(rng, sizes, 48, 40, np.float32, False, False)
+    dB, d_offs = cp.asarray(B), cp.asarray(offs)
+    T, end = int(offs[-1]) + 3, int(offs[-1])
+    for _ in range(3):
+        A = (rng.random((T, 48)) - 0.5).astype(np.float32)
+        dC = cp.full((T, 40), cp.nan, cp.float32)
+        portgemm.gemm_grouped(cp.asarray(A), dB, dC, d_offs, backend="cuda")
+        got = cp.asnumpy(dC)
+        ref = ragged_reference(A, B, np.full((T, 40), np.nan), offs, 1.0, 0.0, False, False)
+        assert rel_err(got[:end], ref[:end]) < TOL[np.float32]
+        assert np.isnan(got[end:]).all()

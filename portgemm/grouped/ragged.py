@@ -8,6 +8,7 @@ backend's ``execute_ragged`` runs a prologue kernel that reads them (backends/ra
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 
@@ -50,8 +51,14 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
     """
     be = backend_of(backend)
     fast = _fast_key(be, A, B, C, offs, alpha, beta, trans_a, trans_b, strategy, device_offs)
+    tkey = None
     if fast is not None:
         entry = _fast.get(fast)
+        if entry is None and type(offs) is fast[1]:   # device offsets, new buffers?
+            tkey = _template_key(fast)
+            entry = _from_template(_templates.get(tkey), fast)
+            if entry is not None:
+                _fast.put(fast, entry)
         if entry is not None:   # a repeated call: only launch
             if entry is not _NOTHING:
                 _run(be, entry, offs, A, B, C)
@@ -72,9 +79,30 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
         _calls.put(key, entry)
     if key is not None and fast is not None:
         _fast.put(fast, entry)
+        if tkey is not None and type(entry) is RaggedJob and entry.uploaded is None:
+            _templates.put(tkey, (entry,) + _whole_layout(a, b, c, entry.dtype.itemsize)[1:])
     if entry is not _NOTHING:
         _run(be, entry, offs if dev is not None else None, A, B, C)
     return C
+
+
+def _template_key(fast):
+    """A device-offsets call's fast key without its buffers' addresses (each pointer's
+    alignment kept, which validation reads): what a call on new buffers of the same
+    layout shares with a validated one."""
+    return fast[:6] + tuple((g[0] % 16,) + g[1:] for g in fast[6:10]) + fast[10:]
+
+
+def _from_template(template, fast):
+    """The RaggedJob of a device-offsets call on new buffers, from a validated call of
+    the same layout (its checks, kind and sizes): only what depends on the addresses is
+    redone, C apart from A and B. None without a template."""
+    if template is None:
+        return None
+    job, span, b_start = template
+    (a_ptr, *_), (b_ptr, *_), (c_ptr, *_), (o_ptr, *_) = fast[6:10]
+    _check_c_apart(_spans((a_ptr, b_ptr, c_ptr), span, b_start))
+    return replace(job, offs_ptr=o_ptr, a_ptr=a_ptr, b_ptr=b_ptr, c_ptr=c_ptr, launches={})
 
 
 def _run(be, entry, dev_offs, A, B, C):
@@ -144,6 +172,7 @@ _SCALARS = (float, int)
 
 _calls = CallCache()
 _fast = CallCache()   # the same entries by _fast_key
+_templates = CallCache()   # device-offsets jobs by _template_key (calls on new buffers)
 _NOTHING = "nothing"   # a validated call that writes nothing (no group, N = 0, no rows)
 
 
@@ -278,14 +307,7 @@ def _batch(a, b, c, ends, rows, N, K, alphas, betas, ta, tb, dtype):
 def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta, uploaded):
     """Validated launch description (None when nothing is to be written: N = 0 or no rows)."""
     ld, span, b_start = _whole_layout(a, b, c, dtype.itemsize)
-    lo = (a.ptr, b.ptr + b_start, c.ptr)
-    hi = tuple(p + n for p, n in zip(lo, span))
-    # Groups are unknown here, so C may share no byte span with A or B (conservative).
-    if hi[2] > lo[2]:
-        for k, name in ((0, "A"), (1, "B")):
-            if hi[k] > lo[k] and lo[k] < hi[2] and lo[2] < hi[k]:
-                raise LayoutError(f"C overlaps {name} (with device offsets C may share no "
-                                  f"memory span with A or B)")
+    _check_c_apart(_spans((a.ptr, b.ptr, c.ptr), span, b_start))
     if N == 0 or rows == 0:
         return None
     kind = _kind(be, offs.shape[0], rows, N, K, dtype, strategy)
@@ -299,6 +321,23 @@ def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta, up
         raise ValidationError(f"the upper-bound tile list has {job.n_tiles} slots; device "
                               f"offsets support at most {_MAX_SLOTS}")
     return job
+
+
+def _spans(ptrs, span, b_start):
+    """(lo, hi) byte spans of A, every B[g] and C from their pointers (_whole_layout)."""
+    lo = (ptrs[0], ptrs[1] + b_start, ptrs[2])
+    return lo, tuple(p + n for p, n in zip(lo, span))
+
+
+def _check_c_apart(spans):
+    """Groups are unknown with device offsets, so C may share no byte span with A or B
+    (conservative)."""
+    lo, hi = spans
+    if hi[2] > lo[2]:
+        for k, name in ((0, "A"), (1, "B")):
+            if hi[k] > lo[k] and lo[k] < hi[2] and lo[2] < hi[k]:
+                raise LayoutError(f"C overlaps {name} (with device offsets C may share no "
+                                  f"memory span with A or B)")
 
 
 _layouts: dict = {}
