@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..planner.cost_model import floors, kind_costs, sharing, stage_times, steps_of
+from ..planner.cost_model import floors, kind_costs, predict_rows, steps_of
 from ..planner.parallelism import kind_table
 from ..tiles import FAMILIES
 
@@ -43,20 +43,19 @@ def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype) -> list:
 
 
 def _seconds(kc, G, rows, N, K) -> np.ndarray:
-    """Predicted seconds per kind of one launch over the upper-bound list (vectorised
-    over kinds: each kind alone in its launch, as cost_model.sharing's per-kind case)."""
+    """Predicted seconds per kind of one launch over the upper-bound list: the planner's
+    per-kind launch model (cost_model.predict_rows, one row per kind with only that
+    kind's tiles) plus one latency per empty slot, spread over the resident slots."""
     m = rows / G
     tiles_n = np.ceil(N / kc.tn)
     row_tiles = np.where(m > 0, np.maximum(1.0, m / kc.tm + 0.5), 0.0) * G
-    slots_launched = (rows // kc.tm + G) * tiles_n
-    real = np.minimum(row_tiles * tiles_n, slots_launched)
-    r, u = sharing(kc, real, per_kind=True)
-    pro, step, epi = stage_times(kc, r, u)
-    tile = pro + epi + steps_of(K, kc.tk) * step
-    slots = kc.cus * kc.active
-    exec_s = np.ceil(real / slots - 1e-9) * tile + (slots_launched - real) * kc.ceil.latency_s / slots
+    launched = (rows // kc.tm + G) * tiles_n
+    real = np.minimum(row_tiles * tiles_n, launched)
+    steps = steps_of(K, kc.tk)
+    n = np.diag(real)
     floor = floors(np.array([[m, N, K]], np.float64), kc) * G
-    return kc.ceil.launch_s + np.maximum(exec_s, floor)
+    busy = predict_rows(kc, n, n * steps, np.diag(steps), True, floor)
+    return busy + (launched - real) * kc.ceil.latency_s / (kc.cus * kc.active)
 
 
 def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype):
