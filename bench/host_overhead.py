@@ -7,8 +7,10 @@ Entry points: ``gemm_vbatched`` and ``Plan.run`` with lists of CuPy arrays (and 
 tensors where torch is installed), repeated on the same arrays (so from the third call on
 they take the reuse path, portgemm/reuse.py); ``gemm_vbatched (new arrays)``: the same
 call on new array objects every time (fresh views of the same memory, rotated over more
-sets than the reuse path remembers: every call is validated, planned and uploaded in
-full); the bound call (``Plan.bind(...)()``), and a user
+sets than the reuse path remembers: each call reads every array, and finds its layout in
+the layout cache, portgemm/call_cache.py); ``gemm_vbatched (new memory)``: arrays at new
+addresses every call (rotated over more sets than the layout cache keeps: each call is
+read, validated, planned and uploaded in full; timed, not checked); the bound call (``Plan.bind(...)()``), and a user
 building cuBLAS grouped GEMM's pointer and size arrays from the same lists and calling
 ``cublasGemmGroupedBatchedEx`` (bench/cublas_grouped.py) on every call. If portgemm has
 ``gemm_grouped`` (the packed API), its ragged-M form is timed too, with host and with
@@ -92,6 +94,30 @@ def new_arrays(A, B, C, be):
     return call
 
 
+def new_memory(cp, shapes, be, sets=None):
+    """gemm_vbatched on arrays at new addresses every call: ``sets`` sets of views into
+    one pool per operand, set j shifted by 64 bytes j, rotated over more sets than the
+    layout cache (portgemm/call_cache.py) and the reuse path keep, so every call is read,
+    validated, planned and uploaded in full. (Timed only: the pools overlap across
+    sets, so no one set's output can be checked after the rotation.)"""
+    from portgemm import api
+    sets = sets or max(api._layouts.kept, reuse.SEEN) + 4
+
+    def pool(dims):
+        sizes = [int(r) * int(c) for r, c in dims]
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+        buf = cp.zeros(int(sum(sizes)) + 16 * sets, cp.float32)
+        return [[buf[s + 16 * j:s + 16 * j + n].reshape(r, c)
+                 for s, n, (r, c) in zip(starts, sizes, dims)] for j in range(sets)]
+    m, n, k = shapes[:, 0], shapes[:, 1], shapes[:, 2]
+    A, B, C = pool(zip(m, k)), pool(zip(k, n)), pool(zip(m, n))
+    rotation = itertools.cycle(list(zip(A, B, C)))
+
+    def call():
+        portgemm.gemm_vbatched(*next(rotation), backend=be)
+    return call
+
+
 def cublas_from_lists(cublas, A, B, C):
     """What a cuBLAS user does per call with lists: build the arrays, then call."""
     return lambda: cublas.prepare(A, B, C)()
@@ -153,13 +179,18 @@ def overhead_table(cp, be, cublas, torch, rng, quick):
         for name, (fn, (la, lb, lc)) in packed.items():
             err = checked(cp, fn, la, lb, lc)
             res[name] = {"host_us_per_gemm": host_us(cp, fn, reps) / batch, "err": err}
+        fresh = new_memory(cp, shapes, be)
+        res["gemm_vbatched (new memory)"] = {"host_us_per_gemm": host_us(cp, fresh, reps) / batch,
+                                             "err": None}   # timed only (new_memory)
+        del fresh
         names = names or list(res)
         rows.append([batch] + [res[n]["host_us_per_gemm"] if n in res else None for n in names])
         raw.append({"batch": batch, "max_mn": 128, "max_k": 128, **res})
         del A, B, C, points, packed
     print("host overhead per GEMM (us), M, N, K uniform in [16, 128]:")
     print(tabulate(rows, headers=["batch"] + names, floatfmt=".2f"))
-    worst = max(r["err"] for case in raw for k, r in case.items() if isinstance(r, dict))
+    worst = max(r["err"] for case in raw for k, r in case.items()
+                if isinstance(r, dict) and r["err"] is not None)
     print(f"max relative error over every entry point and batch: {worst:.1e}")
     return raw
 

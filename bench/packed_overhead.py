@@ -7,7 +7,8 @@ group ends ``offs`` (int32, torch._grouped_mm's convention) on the host and on t
 device. Timed: ``gemm_grouped`` with host offsets, with device offsets, and the bound
 call ``portgemm.plan(shapes).bind(views)()`` over views of the same buffers (what the
 packed call must come within 15 % of). Each entry point's output is checked once over
-NaN-poisoned C against float64 (a sample of the groups).
+NaN-poisoned C against float64 (a sample of the groups). The last column names the tile
+kind the device-offsets call runs (grouped/ragged_kind.choose_kind: the cost model's pick).
 
     python bench/packed_overhead.py [--quick] [--dtype float32] [--out packed.json]
 """
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import portgemm  # noqa: E402
 from portgemm.backends.base import get_backend  # noqa: E402
+from portgemm.grouped.ragged_kind import choose_kind  # noqa: E402
 from peers import checked  # noqa: E402
 from timing import do_bench  # noqa: E402
 
@@ -82,15 +84,17 @@ def main(argv=None):
                 t = {name: do_bench(cp, fn) * 1e3 for name, fn in calls.items()}  # us
                 for name in ratios:
                     ratios[name].append(t[name] / t["bound"])
+                kind = choose_kind(arch, groups, int(offs[-1]), max_mn, k, args.dtype).name
                 rows.append([max_mn, k, groups, t["host"], t["device"], t["bound"],
-                             t["host"] / t["bound"], t["device"] / t["bound"]])
-                raw.append({"max_mn": max_mn, "k": k, "groups": groups,
+                             t["host"] / t["bound"], t["device"] / t["bound"], kind])
+                raw.append({"max_mn": max_mn, "k": k, "groups": groups, "device_kind": kind,
                             **{f"{n}_us": v for n, v in t.items()}})
                 del A, B, C, d_offs, la, lb, lc, bound, calls
                 cp.get_default_memory_pool().free_all_blocks()
     print("\nus per call (event-timed back-to-back, host work included):")
     print(tabulate(rows, headers=["MaxMN", "K", "groups", "packed host offs",
-                                  "packed device offs", "bound", "host/bound", "device/bound"],
+                                  "packed device offs", "bound", "host/bound", "device/bound",
+                                  "device-offsets kind"],
                    floatfmt=(".0f", ".0f", ".0f", ",.1f", ",.1f", ",.1f", ".3f", ".3f")))
     geo = {n: float(np.exp(np.mean(np.log(r)))) for n, r in ratios.items()}
     worst = {n: float(np.max(r)) for n, r in ratios.items()}

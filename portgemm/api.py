@@ -9,16 +9,17 @@ import numpy as np
 
 from . import reuse
 from .backends.base import get_backend
+from .call_cache import CallCache, LayoutCall, layout_key
 from .errors import DtypeError, ShapeMismatch
 from .plan import Plan
 from .planner import plan as make_plan
-from .problem import validate
+from .problem import _READ, Batch, gather_lists, validate
 
 
 _last_object = (None, None)   # (a backend object passed as backend=, get_backend's answer)
 
 
-def _backend(name):
+def backend_of(name):
     """get_backend(name); a backend *object* passed on every call is checked against the
     protocol once, not per call (names are looked up every time: the registry may change)."""
     global _last_object
@@ -32,9 +33,11 @@ def _backend(name):
     return be
 
 
-def _validate(be, A, B, C, alpha, beta, trans_a, trans_b):
+def _validate(be, A, B, C, alpha, beta, trans_a, trans_b, whole=_READ):
+    """problem.validate with the backend's readers (``whole``: the lists already read by
+    gather_lists, or _READ to read them)."""
     return validate(A, B, C, alpha, beta, trans_a, trans_b, be.array_info,
-                    getattr(be, "fast_devices", ()))
+                    getattr(be, "fast_devices", ()), gathered=whole)
 
 
 def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
@@ -66,25 +69,58 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     scalars) takes the full path. The plan is the one made for the first of the
     repeated calls. Nothing keeps the arrays alive (weak references; an entry goes when
     any of its arrays does); portgemm.reuse describes the rule in full.
+
+    Calls on new array objects over the same memory (the layout cache, lists or tuples
+    of NumPy or CuPy arrays or torch tensors): a call whose arrays have the pointers,
+    shapes, strides, dtype, device, type and writability of an earlier validated call,
+    with equal scalars, flags, backend and strategy, reads each array once and then
+    only launches that call's plan and descriptors (portgemm.call_cache). Any
+    difference takes the full path; a refused call is never kept.
     """
-    be = _backend(backend)
+    be = backend_of(backend)
     k = reuse.key(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
     if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
         return C
     snap = reuse.snapshot(k, A, B, C) if k is not None else None
-    batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b)
-    if batch.size == 0:
-        return C
-    p = make_plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy)
-    gemms = be.execute(p, batch)
+    whole, lk, entry = _layout_lookup(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
+    if entry is not None:   # the same memory, layout and scalars as a validated call
+        p, (batch, gemms) = entry.plan, _relaunch(entry, A, B, C)
+    else:
+        batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b, whole)
+        if batch.size == 0:
+            return C
+        p = make_plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy)
+        gemms = be.execute(p, batch)
+        if lk is not None:
+            _layouts.put(lk, LayoutCall(be, p, batch, gemms))
     if k is not None:
         reuse.remember(k, be, batch, p, gemms, snap)
     return C
 
 
-def _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, backend):
+# Lists calls by layout_key (call_cache.py): few, since a key holds every array's layout
+# (40 bytes an array) and an entry its device descriptors.
+_layouts = CallCache(kept=16)
+
+
+def _layout_lookup(be, how, A, B, C, alpha, beta, trans_a, trans_b):
+    """(the lists read in one pass or None, their layout key or None, its entry or None)."""
+    whole = gather_lists(A, B, C, getattr(be, "fast_devices", ()))
+    if whole is None:
+        return None, None, None
+    lk = layout_key(be, how, whole, C, alpha, beta, trans_a, trans_b)
+    return whole, lk, (_layouts.get(lk) if lk is not None else None)
+
+
+def _relaunch(entry, A, B, C):
+    """Launch a layout entry over this call's lists: (its Batch, the descriptors used)."""
+    batch = Batch(list(A), list(B), list(C), *entry.fields)
+    return batch, entry.run(batch)
+
+
+def _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, backend, whole=_READ):
     be = get_backend(backend)
-    batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b)
+    batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b, whole)
     if batch.size and batch.dtype != plan.dtype:
         raise DtypeError(f"plan was made for {plan.dtype}, arrays are {batch.dtype}")
     if batch.shapes.shape != plan.shapes.shape or not np.array_equal(batch.shapes, plan.shapes):
@@ -97,17 +133,26 @@ def run(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backen
     """C_i = alpha_i op(A_i) op(B_i) + beta_i C_i for the shapes ``plan`` was made for;
     returns C. Arguments and errors as gemm_vbatched's; the shapes and dtype must be the
     plan's (ShapeMismatch / DtypeError otherwise). Repeated calls on the same arrays take
-    gemm_vbatched's reuse path (the same rule, with this plan in place of the strategy)."""
-    be = _backend(backend)
+    gemm_vbatched's reuse path, and calls on new arrays over the same memory its layout
+    cache (the same rules, with this plan in place of the strategy)."""
+    be = backend_of(backend)
     k = reuse.key(be, plan, A, B, C, alpha, beta, trans_a, trans_b)
     if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
         return C
     snap = reuse.snapshot(k, A, B, C) if k is not None else None
-    be, batch = _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, be)
-    if batch.size:
+    # keyed by the plan's id: an entry holds its plan, so the id is that plan's while kept
+    whole, lk, entry = _layout_lookup(be, id(plan), A, B, C, alpha, beta, trans_a, trans_b)
+    if entry is not None:
+        batch, gemms = _relaunch(entry, A, B, C)
+    else:
+        be, batch = _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, be, whole)
+        if not batch.size:
+            return C
         gemms = be.execute(plan, batch)
-        if k is not None:
-            reuse.remember(k, be, batch, plan, gemms, snap)
+        if lk is not None:
+            _layouts.put(lk, LayoutCall(be, plan, batch, gemms))
+    if k is not None:
+        reuse.remember(k, be, batch, plan, gemms, snap)
     return C
 
 

@@ -48,8 +48,11 @@ class Batch:
     device: str = "cpu"
 
 
+_READ = object()   # validate(gathered=...): read the lists itself
+
+
 def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-             array_info=_default_info, fast_devices=("cpu",)) -> Batch:
+             array_info=_default_info, fast_devices=("cpu",), gathered=_READ) -> Batch:
     """Check a batch ``C_i = alpha_i op(A_i) op(B_i) + beta_i C_i`` and describe it.
 
     Each of A, B, C is a list/tuple of 2-D arrays or one 3-D array (a stack of
@@ -57,9 +60,11 @@ def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     ``array_info(x) -> ArrayInfo`` is the backend's: it decides which arrays it takes.
     Lists of NumPy, CuPy or torch arrays whose device label starts with one of
     ``fast_devices`` take the fast path (arrays.gather); anything else, and every error,
-    goes through ``array_info`` one array at a time. Raises ShapeMismatch, DtypeError,
-    LayoutError or ValidationError (ValueError or TypeError), naming the GEMM index
-    where there is one.
+    goes through ``array_info`` one array at a time. ``gathered``: what
+    ``gather_lists(A, B, C, fast_devices)`` returned for these very lists (a caller that
+    has read them already), so they are not read twice. Raises ShapeMismatch,
+    DtypeError, LayoutError or ValidationError (ValueError or TypeError), naming the
+    GEMM index where there is one.
     """
     trans_a = _flag(trans_a, "trans_a")
     trans_b = _flag(trans_b, "trans_b")
@@ -74,7 +79,7 @@ def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
         return Batch(A, B, C, z, z.astype(np.uint64), z.copy(), alpha, beta, trans_a, trans_b,
                      SUPPORTED_DTYPES[0], 0)
 
-    whole = _gathered(A, B, C, fast_devices)
+    whole = _gathered(A, B, C, fast_devices) if gathered is _READ else gathered
     if whole is not None:   # the common case: one pass over all 3n arrays
         dtype, device = whole.dtype, whole.device
         shp, st, ptr, c_readonly = whole.shape, whole.strides, whole.ptr, whole.readonly[2 * n:]
@@ -176,6 +181,18 @@ def _scalars(x, n, name):
         i = int(bad[0])
         raise ValidationError(f"{name} = {arr[i]} is not finite", gemm=i)
     return v
+
+
+def gather_lists(A, B, C, fast_devices) -> Operand | None:
+    """A, B and C read as validate's fast path reads them (arrays.gather over the 3n
+    arrays), when they are lists or tuples of one length; else None."""
+    if type(A) not in _LISTS or type(B) not in _LISTS or type(C) not in _LISTS or \
+            not len(A) == len(B) == len(C):
+        return None
+    return _gathered(list(A), list(B), list(C), fast_devices)
+
+
+_LISTS = (list, tuple)
 
 
 def _gathered(A, B, C, fast_devices) -> Operand | None:

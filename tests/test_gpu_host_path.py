@@ -241,3 +241,71 @@ def test_reuse_path_sees_torch_tensors_repointed_in_place(cuda, cp):
     assert max_rel_error([c.cpu().numpy() for c in C], ref) < 1e-5
     assert max_rel_error([old.cpu().numpy()], [ref[5]]) < 1e-5
     assert reuse.cache_info()["hits"] == 1
+
+
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_layout_cache_hits_on_new_views_give_the_reference(cuda, cp, lib):
+    """New array objects over the same memory every call (the layout cache, not the
+    reuse path): the reference each time, with new contents and new per-GEMM scalars;
+    a captured layout hit replays correctly."""
+    from portgemm import api, reuse
+    reuse.clear()
+    api._layouts.clear()
+    rng = np.random.default_rng(41)
+    shapes = random_shapes(rng, 40, 130, 90)
+    hA, hB, hC = make_host_batch(rng, shapes, "float32")
+    A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        fresh = lambda X: [torch.from_dlpack(x) for x in X]  # noqa: E731
+    else:
+        fresh = lambda X: [x.view() for x in X]  # noqa: E731
+    zero = np.zeros(len(shapes))
+    for i in range(4):
+        alpha = rng.uniform(-2, 2, len(shapes)) if i == 3 else np.full(len(shapes), 1.5)
+        for x, h in zip(A, hA):
+            h[...] = rng.random(h.shape) - 0.5
+            x.set(h)
+        for c in C:
+            c.fill(cp.nan)
+        portgemm.gemm_vbatched(fresh(A), fresh(B), fresh(C), alpha=list(alpha), backend="cuda")
+        cp.cuda.Device().synchronize()
+        assert max_rel_error([cp.asnumpy(c) for c in C],
+                             reference(hA, hB, hC, alpha, zero, False, False)) < 1e-5
+    if lib == "cupy":
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            portgemm.gemm_vbatched(fresh(A), fresh(B), fresh(C), alpha=list(alpha),
+                                   backend="cuda")
+            stream.begin_capture()
+            portgemm.gemm_vbatched(fresh(A), fresh(B), fresh(C), alpha=list(alpha),
+                                   backend="cuda")
+            graph = stream.end_capture()
+            for c in C:
+                c.fill(cp.nan)
+            graph.launch(stream)
+            stream.synchronize()
+        assert max_rel_error([cp.asnumpy(c) for c in C],
+                             reference(hA, hB, hC, alpha, zero, False, False)) < 1e-5
+
+
+def test_layout_cache_sees_reshaped_views_and_refuses_aliases_every_time(cuda, cp):
+    from portgemm import api
+    api._layouts.clear()
+    m, n = 6, 10
+    A, B = [cp.ones((m, 4), cp.float32)] * 2, [cp.ones((4, n), cp.float32)] * 2
+    C = [cp.zeros((m, n), cp.float32), cp.zeros((m, n), cp.float32)]
+    for _ in range(2):
+        portgemm.gemm_vbatched([a.view() for a in A], [b.view() for b in B],
+                               [c.view() for c in C], backend="cuda")
+    v = C[1].view()
+    v.shape = (n, m)   # in place: same pointer, other shape
+    with pytest.raises(portgemm.ShapeMismatch, match="GEMM 1"):
+        portgemm.gemm_vbatched([a.view() for a in A], [b.view() for b in B],
+                               [C[0].view(), v], backend="cuda")
+    out = cp.full((m, 2 * n), cp.nan, cp.float32)
+    for _ in range(3):
+        with pytest.raises(portgemm.LayoutError):
+            portgemm.gemm_vbatched([a.view() for a in A], [b.view() for b in B],
+                                   [out[:, :n], out[:, n - 1:2 * n - 1]], backend="cuda")
+    assert bool(cp.isnan(out).all()), "a refused call wrote"

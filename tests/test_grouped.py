@@ -740,3 +740,135 @@ def test_hip_device_offsets_encode_once(fake_hip):
         allocs.append(len(fake_hip.fake._keep))
     assert len(fake_hip.launches) == 6
     assert allocs[0] == allocs[-1] > 0, "a repeated call allocated or uploaded"
+
+
+# ---- the device-offsets call's tile kind: chosen by the cost model, every one runs -----------
+
+def _every_candidate():
+    from portgemm.grouped.ragged_kind import candidate_kinds
+    return [(dt, k) for dt in (np.float32, np.float64) for k in candidate_kinds(dt)]
+
+
+@pytest.mark.parametrize("dtype, kind", _every_candidate(), ids=lambda x: getattr(x, "name", None))
+def test_cuda_device_offsets_run_every_kind_the_chooser_may_give(fake_cuda, monkeypatch,
+                                                                 dtype, kind):
+    """Every kind choose_kind can return runs the prologue and the GEMM correctly (the
+    fake backend runs both kernels' logic from the encoded arguments), with empty
+    groups, groups of fewer rows than a tile and of several tiles."""
+    from test_cuda_backend_fake import FakeArray
+    from portgemm.grouped import ragged
+    monkeypatch.setattr(ragged, "choose_kind", lambda *a: kind)
+    ragged._kinds.clear()
+    ragged._calls.clear()
+    rng = np.random.default_rng(next(SEEDS))
+    sizes = [0, 3, kind.tm + 5, 0, 2 * kind.tm, 1]
+    ta, tb = bool(rng.integers(2)), bool(rng.integers(2))
+    A, B, C, offs = ragged_operands(rng, sizes, 11, kind.tn + 7, dtype, ta, tb, spare=4)
+    alpha, beta = scalars(rng, len(sizes), False)
+    poison(C, offs, beta)
+    ref = ragged_reference(A, B, C, offs, alpha, beta, ta, tb)
+    portgemm.gemm_grouped(FakeArray(A), FakeArray(B), FakeArray(C), FakeArray(offs.copy()),
+                          alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=fake_cuda)
+    end = int(offs[-1])
+    close(C[:end], ref[:end], dtype)
+    assert np.isnan(C[end:]).all(), "rows past offs[-1] were written"
+    gemm_launches = [n for n, _ in fake_cuda.launches if not n.endswith("prologue")]
+    assert gemm_launches and all(n.endswith(kind.ident) for n in gemm_launches)
+    ragged._kinds.clear()
+    ragged._calls.clear()
+
+
+def test_device_offsets_kind_is_the_cost_models_least():
+    """The kind is the candidate with the least predicted time, our kinds among the
+    candidates: large groups get a larger tile than the paper's largest (64x64)."""
+    from portgemm.grouped.ragged_kind import choose_kind, predicted_seconds
+    from portgemm.occupancy import get_arch
+    arch = get_arch("sm_90")
+    for G, rows, N, K in ((8, 500, 128, 128), (1024, 512 * 1024, 1024, 128), (64, 0, 64, 64)):
+        pred = predicted_seconds(arch, G, rows, N, K, np.float32)
+        assert {k.family for k, _ in pred} == {"zhang2025", "portgemm"}
+        assert all(np.isfinite(s) and s > 0 for _, s in pred)
+        assert choose_kind(arch, G, rows, N, K, np.float32) == min(pred, key=lambda p: p[1])[0]
+    big = choose_kind(arch, 1024, 512 * 1024, 1024, 128, np.float32)
+    assert big.tm * big.tn > 64 * 64
+    f64 = {k.family for k, _ in predicted_seconds(arch, 64, 4096, 256, 256, np.float64)}
+    assert f64 == {"zhang2025", "portgemm-f64"}
+
+
+def test_cuda_repeated_calls_take_the_fast_key_and_still_see_every_change(fake_cuda):
+    """CuPy-typed arrays and int/float scalars take the one-pass key: a repeat only
+    launches; host offsets changed in place, device offsets copied to the host
+    (device_offs=False) and a non-bool flag still take the full path."""
+    from test_cuda_backend_fake import FakeArray
+    from portgemm.grouped import ragged
+    rng = np.random.default_rng(35)
+    A, B, C, offs = ragged_operands(rng, [4, 0, 30, 9], 12, 20, np.float32, False, False)
+    dA, dB, dC = FakeArray(A), FakeArray(B), FakeArray(C)
+    host = offs.copy()
+    for split in ([4, 0, 30, 9], [10, 10, 0, 3], [10, 10, 0, 3]):
+        host[:] = np.cumsum(split)               # the same array, new values
+        C[...] = np.nan
+        before = len(ragged._fast._d)
+        portgemm.gemm_grouped(dA, dB, dC, host, alpha=2, beta=0.0, backend=fake_cuda)
+        end = int(host[-1])
+        close(C[:end], ragged_reference(A, B, C, host, 2.0, 0.0, False, False)[:end],
+              np.float32)
+        assert np.isnan(C[end:]).all()
+    assert len(ragged._fast._d) == before, "the last call was a repeat: nothing new kept"
+    d_offs = FakeArray(offs.copy())
+    fake_cuda.cp.asnumpy = lambda x: x.a.copy()   # the copy device_offs=False makes
+    for split in ([4, 0, 30, 9], [0, 0, 43, 0]):
+        d_offs.a[:] = np.cumsum(split)
+        C[...] = np.nan
+        portgemm.gemm_grouped(dA, dB, dC, d_offs, backend=fake_cuda, device_offs=False)
+        close(C[:43], ragged_reference(A, B, C, d_offs.a, 1.0, 0.0, False, False)[:43],
+              np.float32)
+    with pytest.raises(DtypeError, match="trans_a"):
+        portgemm.gemm_grouped(dA, dB, dC, host, trans_a=0, backend=fake_cuda)
+
+
+def test_device_offsets_kind_falls_back_to_the_planner(monkeypatch):
+    """With no candidate family weighed (choose_kind None) or another strategy named, the
+    kind is the one that strategy's per-kind plan of the mean size uses most."""
+    from portgemm.grouped import ragged
+    from portgemm.grouped import ragged_kind
+    monkeypatch.setattr(ragged_kind, "predicted_seconds", lambda *a: [])
+    monkeypatch.setattr(ragged, "choose_kind", ragged_kind.choose_kind)
+    ragged._kinds.clear()
+    be = portgemm.backends.base.get_backend("numpy")
+    kind = ragged._kind(be, 8, 800, 64, 64, np.dtype(np.float32), None)
+    assert kind.family == "zhang2025"
+    ragged._kinds.clear()
+
+
+def test_cuda_device_offsets_on_new_buffers_reuse_the_validated_layout(fake_cuda, monkeypatch):
+    """Device offsets, A and C new buffers every call (a mixture-of-experts layer's
+    activations): the checks, kind and sizes of the first call are reused (not validated
+    again), only the pointer checks are redone: a C overlapping A is still refused, and
+    each call computes into its own buffers."""
+    from test_cuda_backend_fake import FakeArray
+    from portgemm.grouped import ragged
+    calls = []
+    real = ragged._validate
+    monkeypatch.setattr(ragged, "_validate", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(36)
+    sizes = [3, 0, 25, 8]
+    _, B, _, offs = ragged_operands(rng, sizes, 10, 21, np.float32, False, False)
+    dB, d_offs = FakeArray(B), FakeArray(offs.copy())
+    T = 40
+    for i in range(3):
+        A = (rng.random((T, 10)) - 0.5).astype(np.float32)
+        C = np.full((T, 21), np.nan, np.float32)
+        portgemm.gemm_grouped(FakeArray(A), dB, FakeArray(C), d_offs, backend=fake_cuda)
+        close(C[:36], ragged_reference(A, B, C, offs, 1.0, 0.0, False, False)[:36],
+              np.float32)
+        assert np.isnan(C[36:]).all()
+    assert len(calls) == 1, "calls on new buffers of the same layout were validated again"
+    # the same layouts and alignments, but C starts inside A: refused without validation
+    buf = np.zeros(48 + T * 21, np.float32)
+    A, C = buf[:T * 10].reshape(T, 10), buf[48:].reshape(T, 21)
+    assert A.ctypes.data % 16 == C.ctypes.data % 16 == 0
+    with pytest.raises(LayoutError, match="C overlaps A"):
+        portgemm.gemm_grouped(FakeArray(A), dB, FakeArray(C), d_offs, backend=fake_cuda)
+    assert not buf.any(), "a refused call wrote"
+    assert len(calls) == 1

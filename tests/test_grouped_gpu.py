@@ -165,3 +165,88 @@ def test_device_offsets_errors(cuda, cp):
     with pytest.raises(DtypeError, match="device arrays"):
         portgemm.gemm_grouped(A, dB, dC, cp.asarray(offs), backend="cuda")
     np.testing.assert_array_equal(cp.asnumpy(dC), C)
+
+
+def _every_candidate():
+    from portgemm.grouped.ragged_kind import candidate_kinds
+    return [(dt, k) for dt in (np.float32, np.float64) for k in candidate_kinds(dt)]
+
+
+@pytest.mark.parametrize("dtype, kind", _every_candidate(), ids=lambda x: getattr(x, "name", None))
+def test_device_offsets_every_kind_the_chooser_may_give(cuda, cp, monkeypatch, dtype, kind):
+    """Each kind the cost model may pick for a device-offsets call, forced, on the GPU:
+    the prologue's tile list and that kind's kernel over NaN-poisoned C, with empty
+    groups and groups shorter and longer than one tile."""
+    from portgemm.grouped import ragged
+    monkeypatch.setattr(ragged, "choose_kind", lambda *a: kind)
+    ragged._kinds.clear()
+    ragged._calls.clear()
+    try:
+        rng = np.random.default_rng(next(SEEDS))
+        sizes = [0, 3, kind.tm + 5, 0, 2 * kind.tm, 1, 3 * kind.tm - 1]
+        ta = tb = False   # the NN kernels, which the other GPU tests compile anyway
+        A, B, C, offs = ragged_operands(rng, sizes, 37, kind.tn + 9, dtype, ta, tb)
+        alpha, beta = scalars(rng, len(sizes), True)
+        poison(C, offs, beta)
+        ref = ragged_reference(A, B, C, offs, alpha, beta, ta, tb)
+        dC = cp.asarray(C)
+        portgemm.gemm_grouped(cp.asarray(A), cp.asarray(B), dC, cp.asarray(offs), alpha=alpha,
+                              beta=beta, trans_a=ta, trans_b=tb, backend="cuda")
+        got = cp.asnumpy(dC)
+        end = int(offs[-1])
+        assert rel_err(got[:end], ref[:end]) < TOL[dtype]
+        assert np.isnan(got[end:]).all(), "rows past offs[-1] were written"
+    finally:
+        ragged._kinds.clear()
+        ragged._calls.clear()
+
+
+def test_repeated_host_offsets_call_relaunches_on_the_current_stream_and_in_a_graph(cuda, cp):
+    """A repeated host-offsets call is only its encoded launches (HostCall.relaunch): on
+    another stream it runs on that stream, and it can be captured in a graph whose
+    replays see new A contents."""
+    rng = np.random.default_rng(2)
+    sizes = [40, 0, 7, 129, 3]
+    A, B, C, offs = ragged_operands(rng, sizes, 33, 70, np.float32, False, False)
+    dA, dB = cp.asarray(A), cp.asarray(B)
+    dC = cp.full(C.shape, cp.nan, dtype=np.float32)
+    for _ in range(2):   # the first call validates, the second relaunches
+        portgemm.gemm_grouped(dA, dB, dC, offs, backend="cuda")
+    stream = cp.cuda.Stream(non_blocking=True)
+    end = int(offs[-1])
+    with stream:
+        stream.begin_capture()
+        portgemm.gemm_grouped(dA, dB, dC, offs, backend="cuda")
+        graph = stream.end_capture()
+        for _ in range(2):
+            A = (rng.random(A.shape) - 0.5).astype(np.float32)
+            dA.set(A)
+            dC.fill(cp.nan)
+            graph.launch(stream)
+            stream.synchronize()
+            ref = ragged_reference(A, B, np.full(C.shape, np.nan), offs, 1.0, 0.0, False, False)
+            got = cp.asnumpy(dC)
+            assert rel_err(got[:end], ref[:end]) < TOL[np.float32]
+            assert np.isnan(got[end:]).all()
+        dC.fill(cp.nan)
+        portgemm.gemm_grouped(dA, dB, dC, offs, backend="cuda")   # uncaptured, this stream
+        stream.synchronize()
+        assert rel_err(cp.asnumpy(dC)[:end], ref[:end]) < TOL[np.float32]
+
+
+def test_device_offsets_on_new_buffers_each_call(cuda, cp):
+    """New A and C every call over the same device offsets (a mixture-of-experts
+    layer's activations): each call computes into its own buffers."""
+    rng = np.random.default_rng(3)
+    sizes = [30, 0, 7, 100, 1]
+    _, B, _, offs = ragged_operands(rng, sizes, 48, 40, np.float32, False, False)
+    dB, d_offs = cp.asarray(B), cp.asarray(offs)
+    T, end = int(offs[-1]) + 3, int(offs[-1])
+    for _ in range(3):
+        A = (rng.random((T, 48)) - 0.5).astype(np.float32)
+        dC = cp.full((T, 40), cp.nan, cp.float32)
+        portgemm.gemm_grouped(cp.asarray(A), dB, dC, d_offs, backend="cuda")
+        got = cp.asnumpy(dC)
+        ref = ragged_reference(A, B, np.full((T, 40), np.nan), offs, 1.0, 0.0, False, False)
+        assert rel_err(got[:end], ref[:end]) < TOL[np.float32]
+        assert np.isnan(got[end:]).all()

@@ -8,6 +8,11 @@ shared machine does not inflate them. "new arrays": new array objects (views of 
 memory) every call, rotated over more sets than the reuse path remembers.
 
     PYTHONPATH=$PWD python tools/profile_host_fake.py [--batches 8 64 1024 5000] [--profile N]
+        [--packed 8 64 1024]
+
+--packed G ...: also the packed API (gemm_grouped, ragged M of up to 256 rows per group,
+N = K = 128) with host and with device offsets, against the bound call over views of
+the same buffers, per call (a repeated call: what bench/packed_overhead.py times).
 """
 from __future__ import annotations
 
@@ -37,13 +42,14 @@ class Mem:
 
 
 class ndarray:  # noqa: N801 - CuPy's name
-    __slots__ = ("data", "_shape", "_strides", "dtype", "__weakref__")
+    __slots__ = ("data", "_shape", "_strides", "dtype", "_c_contiguous", "__weakref__")
 
     def __init__(self, ptr, shape, dtype):
         self.data, self.dtype = Mem(ptr), np.dtype(dtype)
         self._shape = tuple(shape)
         self._strides = tuple(int(np.prod(shape[i + 1:])) * self.dtype.itemsize
                               for i in range(len(shape)))
+        self._c_contiguous = True   # CuPy's flag (a slot, as here); these are contiguous
 
     # CuPy builds a new tuple on every read of these; so does the fake
     shape = property(lambda self: tuple(self._shape))
@@ -57,6 +63,7 @@ class Stream:
     ptr = 0
     __enter__ = lambda self: self  # noqa: E731
     __exit__ = lambda self, *exc: None  # noqa: E731
+    wait_event = lambda self, event: None  # noqa: E731
 
 
 def Event(**kw):  # noqa: N802 - CuPy's name
@@ -133,12 +140,39 @@ def views(X):
     return [ndarray(x.data.ptr, x._shape, x.dtype) for x in X]
 
 
+def packed(be, rng, groups, n=128, k=128, max_m=256):
+    """CPU us per call of gemm_grouped (host offsets, device offsets) and the bound call."""
+    import portgemm
+    m = rng.integers(0, max_m + 1, groups)
+    offs = np.cumsum(m).astype(np.int32)
+    T = int(offs[-1])
+    A, B, C = empty((T, k), np.float32), empty((groups, k, n), np.float32), empty((T, n), np.float32)
+    d_offs = empty((groups,), np.int32)
+    starts = np.concatenate([[0], offs[:-1]])
+    isz = 4
+    la = [ndarray(A.data.ptr + s * k * isz, (e - s, k), np.float32) for s, e in zip(starts, offs)]
+    lb = [ndarray(B.data.ptr + g * k * n * isz, (k, n), np.float32) for g in range(groups)]
+    lc = [ndarray(C.data.ptr + s * n * isz, (e - s, n), np.float32) for s, e in zip(starts, offs)]
+    shapes = np.stack([m, np.full(groups, n), np.full(groups, k)], 1)
+    bound = portgemm.plan(shapes, "float32", arch=be.arch()).bind(la, lb, lc, backend=be)
+    reps = 300
+    return {"host offsets": cpu_us(lambda: portgemm.gemm_grouped(A, B, C, offs, backend=be), reps),
+            "device offsets": cpu_us(lambda: portgemm.gemm_grouped(A, B, C, d_offs, backend=be),
+                                     reps),
+            "bound": cpu_us(bound, reps)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, nargs="*", default=[8, 64, 1024, 5000])
     ap.add_argument("--profile", type=int, default=0, help="cProfile this batch size")
+    ap.add_argument("--packed", type=int, nargs="*", default=[], help="group counts")
     args = ap.parse_args(argv)
     be, cp = fake_backend()
+    for groups in args.packed:
+        res = packed(be, np.random.default_rng(groups), groups)
+        print(f"packed, {groups} groups: " + ", ".join(f"{k} {v:.1f}" for k, v in res.items())
+              + " us per call", flush=True)
     import portgemm
     from portgemm.api import _validate
     from portgemm.planner import plan as make_plan
@@ -150,6 +184,8 @@ def main(argv=None):
         b = _validate(be, A, B, C, 1.0, 0.0, False, False)
         p = make_plan(b.shapes, dtype=b.dtype, arch=be.arch())
         sets = itertools.cycle([[views(X) for X in (A, B, C)] for _ in range(16)])
+        fresh = itertools.cycle([[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)]
+                                 for _ in range(20)])   # more sets than the caches keep
         res = {"validate": cpu_us(lambda: _validate(be, A, B, C, 1.0, 0.0, False, False), reps),
                "plan hit": cpu_us(lambda: make_plan(b.shapes, dtype=b.dtype, arch=be.arch()),
                                   reps),
@@ -158,12 +194,15 @@ def main(argv=None):
                                        reps),
                "gemm_vbatched (new arrays)": cpu_us(
                    lambda: portgemm.gemm_vbatched(*next(sets), backend=be), reps),
+               "gemm_vbatched (new memory)": cpu_us(
+                   lambda: portgemm.gemm_vbatched(*next(fresh), backend=be), reps),
                "Plan.run": cpu_us(lambda: p.run(A, B, C, backend=be), reps),
                "bound": cpu_us(p.bind(A, B, C, backend=be), reps)}
         rows.append((batch, res))
         print(f"batch {batch}: " + ", ".join(f"{k} {v:.1f}" for k, v in res.items()) +
               f" us; per GEMM: gemm_vbatched {res['gemm_vbatched'] / batch:.2f}, new arrays "
-              f"{res['gemm_vbatched (new arrays)'] / batch:.2f} us", flush=True)
+              f"{res['gemm_vbatched (new arrays)'] / batch:.2f}, new memory "
+              f"{res['gemm_vbatched (new memory)'] / batch:.2f} us", flush=True)
         if batch == args.profile:
             prof = cProfile.Profile()
             prof.enable()

@@ -72,6 +72,7 @@ class CudaBackend:
         self._side: dict[int, list] = {}
         self._arch: dict[int, object] = {}
         self._ragged = Scratch()
+        self._ragged_gemms: dict = {}   # encoded GEMM launches of ragged calls (_ragged_gemm)
 
     # -- device ---------------------------------------------------------------------
     def _dev(self) -> int:
@@ -225,6 +226,29 @@ class CudaBackend:
         self._launch(st, self._encoded(st, gemms), stream)
         return gemms
 
+    def relauncher(self, plan, batch, gemms):
+        """A call that launches ``plan`` again over the descriptors ``gemms`` that
+        execute() returned for ``batch``: arguments encoded once, nothing uploaded, no
+        synchronisation, on the caller's current stream at call time; it refuses to run
+        while another device is current (as execute does). None when the plan has no
+        launch state here yet."""
+        if plan.n_tiles == 0 or gemms is None:
+            return _nothing
+        st = self._state(plan, batch, upload=False)
+        if st is None:
+            return None
+        enc = self._encoded(st, gemms)
+        dev, where, tdev = self._dev(), batch.device, torch_device(batch)
+        launch, stream, current = self._launch, self._stream, self._dev
+
+        def call():
+            if current() != dev:
+                raise ValidationError(f"the arrays are on {where}, the current device is "
+                                      f"cuda:{current()}")
+            launch(st, enc, stream(tdev))
+        call.gemms = gemms  # the descriptors live as long as the call
+        return call
+
     def prepare(self, plan, batch, gemms=None):
         """The bound call (Plan.bind): descriptors uploaded once into a buffer of its own
         (or ``gemms``, descriptors of this batch already uploaded), kernel arguments
@@ -337,11 +361,26 @@ class CudaBackend:
         alphas, betas = (self._ragged.scalars(self._dev(), x, self._upload)
                          for x in (job.alphas, job.betas))
         pro = prologue_args(job, gemms.data.ptr, tiles.data.ptr, _ptr(alphas), _ptr(betas))
-        gemm = (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr), ("i", 0))
-        out = [_encoded(self.function(variant).ptr, blocks, variant.threads, args, variant.name)
-               for variant, blocks, args in ((job.prologue, job.prologue_blocks(), pro),
-                                             (job.variant, job.n_tiles, gemm))]
+        v = job.prologue
+        out = [_encoded(self.function(v).ptr, job.prologue_blocks(), v.threads, pro, v.name),
+               self._ragged_gemm(job.variant, job.n_tiles, gemms, tiles, bptr)]
         return out, (gemms, tiles, bptr, alphas, betas)  # the buffers live with the launches
+
+    def _ragged_gemm(self, variant, n_tiles, gemms, tiles, bptr):
+        """The GEMM launch of a ragged call: its arguments are the scratch buffers, not the
+        user's, so one encoding serves every call of that kernel and size on them (a call
+        on new buffers encodes only its prologue)."""
+        key = (self._dev(), variant.name, n_tiles, gemms.data.ptr, tiles.data.ptr,
+               bptr.data.ptr)
+        enc = self._ragged_gemms.get(key)
+        if enc is None:
+            if len(self._ragged_gemms) >= 64:
+                self._ragged_gemms.clear()
+            gemm = (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr),
+                    ("i", 0))
+            enc = self._ragged_gemms[key] = _encoded(self.function(variant).ptr, n_tiles,
+                                                      variant.threads, gemm, variant.name)
+        return enc
 
 
 class _Staging:
@@ -416,6 +455,10 @@ def _capturing(stream) -> bool:
         return bool(stream.is_capturing())   # CuPy's Stream and ExternalStream
     except Exception:  # noqa: BLE001 - a stream object without the query
         return True
+
+
+def _nothing():
+    pass
 
 
 def _ptr(buf) -> int:

@@ -231,6 +231,11 @@ class HipBackend:
         call.gemms = gemms  # the descriptors live as long as the call
         return call
 
+    def relauncher(self, plan, batch, gemms):
+        """A call that launches ``plan`` again over the descriptors ``gemms`` execute()
+        returned for ``batch`` (the bound call's path, its descriptors given)."""
+        return self.prepare(plan, batch, gemms)
+
     def _state(self, plan, batch):
         return plan_state(plan, ("hip", self._dev()), bool(batch.trans_a),
                           bool(batch.trans_b), self._upload,

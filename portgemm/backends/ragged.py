@@ -11,7 +11,7 @@ groups; unused slots hold gemm = -1 and their blocks leave at once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -73,16 +73,29 @@ class RaggedJob:
     def n_tiles(self) -> int:
         return self.row_slots * self.tiles_n
 
-    @cached_property
+    @property
     def variant(self) -> Variant:
-        return Variant((self.kind,), self.dtype.name, "tile-list", self.trans_a, self.trans_b)
+        return _variant(self.kind, self.dtype, self.trans_a, self.trans_b)
 
-    @cached_property
+    @property
     def prologue(self) -> RaggedPrologue:
-        return RaggedPrologue(self.dtype.name)
+        return _prologue(self.dtype)
 
     def prologue_blocks(self) -> int:
         return -(-max(self.n_tiles, self.groups) // RaggedPrologue.threads)
+
+
+@lru_cache(maxsize=256)
+def _variant(kind, dtype, trans_a: bool, trans_b: bool) -> Variant:
+    """The GEMM kernel of a ragged call (one per kind, dtype and transposes: a call on
+    new buffers builds no new Variant; keyed by the dtype object, whose name numpy
+    builds on every read)."""
+    return Variant((kind,), np.dtype(dtype).name, "tile-list", trans_a, trans_b)
+
+
+@lru_cache(maxsize=8)
+def _prologue(dtype) -> RaggedPrologue:
+    return RaggedPrologue(np.dtype(dtype).name)
 
 
 def prologue_args(job: RaggedJob, gemms: int, tiles: int, alphas: int, betas: int) -> list:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.base import get_backend
+from ..api import backend_of
 from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from ..problem import _flag
 from .operands import (CallCache, Views, call_key, check_operands, first, group_error,
@@ -29,7 +29,7 @@ def gemm_grouped_general(A, B, C, sizes, a_offsets, b_offsets, c_offsets, lda, l
     A call that repeats an earlier one (the same buffers by address and layout, equal
     sizes, offsets, leading dimensions and scalars) is not validated or planned again.
     """
-    be = get_backend(backend)
+    be = backend_of(backend)
     ta, tb = _flag(trans_a, "trans_a"), _flag(trans_b, "trans_b")
     ops = {"A": read(A, "A"), "B": read(B, "B"), "C": read(C, "C")}
     key = call_key((be, ta, tb, strategy), *map(operand_key, ops.values()),

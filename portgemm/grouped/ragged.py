@@ -7,14 +7,19 @@ backend's ``execute_ragged`` runs a prologue kernel that reads them (backends/ra
 """
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
+
 import numpy as np
 
-from ..backends.base import get_backend
 from ..backends.ragged import RaggedArrays, RaggedJob
 from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
+from ..planner import DEFAULT_STRATEGY
 from ..problem import _flag, _layout
+from ..api import backend_of
 from .operands import (CallCache, Views, call_key, check_operands, first, group_error,
                        group_scalars, host_call, make_batch, operand_key, read, value_key)
+from .ragged_kind import choose_kind
 
 _MAX_SLOTS = 2**31 - 1 - 256
 
@@ -44,7 +49,20 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
     host offsets by value, or the same device offsets array, and equal scalars) is not
     validated or planned again: it only launches (operands.CallCache).
     """
-    be = get_backend(backend)
+    be = backend_of(backend)
+    fast = _fast_key(be, A, B, C, offs, alpha, beta, trans_a, trans_b, strategy, device_offs)
+    tkey = None
+    if fast is not None:
+        entry = _fast.get(fast)
+        if entry is None and type(offs) is fast[1]:   # device offsets, new buffers?
+            tkey = _template_key(fast)
+            entry = _from_template(_templates.get(tkey), fast)
+            if entry is not None:
+                _fast.put(fast, entry)
+        if entry is not None:   # a repeated call: only launch
+            if entry is not _NOTHING:
+                _run(be, entry, offs, A, B, C)
+            return C
     ta, tb = _flag(trans_a, "trans_a"), _flag(trans_b, "trans_b")
     a, b, c = read(A, "A"), read(B, "B"), read(C, "C")
     host, dev = _offsets(offs, be)
@@ -59,16 +77,102 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
     if entry is None:
         entry = _validate(be, a, b, c, host, dev, on_device, alpha, beta, ta, tb, strategy)
         _calls.put(key, entry)
+    if key is not None and fast is not None:
+        _fast.put(fast, entry)
+        if tkey is not None and type(entry) is RaggedJob and entry.uploaded is None:
+            _templates.put(tkey, (entry,) + _whole_layout(a, b, c, entry.dtype.itemsize)[1:])
     if entry is not _NOTHING:
-        if on_device:
-            o = dev.obj if entry.uploaded is None else entry.uploaded
-            be.execute_ragged(entry, RaggedArrays(o, a.obj, b.obj, c.obj))
-        else:
-            entry.run(be, (a.obj, b.obj, c.obj))
+        _run(be, entry, offs if dev is not None else None, A, B, C)
     return C
 
 
+def _template_key(fast):
+    """A device-offsets call's fast key without its buffers' addresses (each pointer's
+    alignment kept, which validation reads): what a call on new buffers of the same
+    layout shares with a validated one."""
+    return fast[:6] + tuple((g[0] % 16,) + g[1:] for g in fast[6:10]) + fast[10:]
+
+
+def _from_template(template, fast):
+    """The RaggedJob of a device-offsets call on new buffers, from a validated call of
+    the same layout (its checks, kind and sizes): only what depends on the addresses is
+    redone, C apart from A and B. None without a template."""
+    if template is None:
+        return None
+    job, span, b_start = template
+    (a_ptr, *_), (b_ptr, *_), (c_ptr, *_), (o_ptr, *_) = fast[6:10]
+    _check_c_apart(_spans((a_ptr, b_ptr, c_ptr), span, b_start))
+    return replace(job, offs_ptr=o_ptr, a_ptr=a_ptr, b_ptr=b_ptr, c_ptr=c_ptr, launches={})
+
+
+def _run(be, entry, dev_offs, A, B, C):
+    """Launch a validated call: a RaggedJob reads the device offsets (or those it
+    uploaded), a HostCall the sizes it was validated with."""
+    if type(entry) is RaggedJob:
+        o = dev_offs if entry.uploaded is None else entry.uploaded
+        be.execute_ragged(entry, RaggedArrays(o, A, B, C))
+    else:
+        entry.run(be, (A, B, C))
+
+
+def _fast_key(be, A, B, C, offs, alpha, beta, ta, tb, strategy, device_offs):
+    """The key of a call whose arrays are all CuPy arrays or all torch tensors, with bool
+    flags and int/float scalars, read in one pass without building Operands (None for
+    any other call: it takes the full key). It holds what the full key holds: each
+    array's type, pointer, shape, byte strides, dtype and device, the host offsets by
+    value or the device offsets' geometry."""
+    cls = type(C)
+    geometry = _GEOMETRY[cls]
+    if (geometry is None or type(A) is not cls or type(B) is not cls
+            or (ta is not True and ta is not False) or (tb is not True and tb is not False)
+            or type(alpha) not in _SCALARS or type(beta) not in _SCALARS):
+        return None
+    t = type(offs)
+    if t is np.ndarray:
+        o = (offs.dtype.str, offs.shape, offs.tobytes())
+    elif t is cls and device_offs is not False:
+        o = geometry(offs)
+        if getattr(o[1], "type", None) == "cpu":
+            return None   # host offsets in a torch tensor: by value, on the full path
+    else:
+        return None
+    return (be, cls, ta, tb, strategy, device_offs, geometry(A), geometry(B), geometry(C), o,
+            alpha, beta)
+
+
+def _cupy_geometry(x):
+    d = x.data
+    return d.ptr, d.device_id, x.shape, x.strides, x.dtype
+
+
+def _torch_geometry(x):
+    return x.data_ptr(), x.device, x.shape, x.stride(), x.dtype
+
+
+class _Geometry(dict):
+    """Array type -> its geometry reader, found on first sight of a type: CuPy's ndarray
+    and torch's Tensor (and its subclasses), from the modules already loaded (an array
+    of theirs means they are); None for any other type."""
+
+    def __missing__(self, cls):
+        cupy, torch = sys.modules.get("cupy"), sys.modules.get("torch")
+        reader = None
+        if cupy is not None and cls is getattr(cupy, "ndarray", None):
+            reader = _cupy_geometry
+        elif torch is not None and isinstance(cls, type) and issubclass(cls, torch.Tensor):
+            reader = _torch_geometry
+        if len(self) < 64:   # a bounded memo: types are few
+            self[cls] = reader
+        return reader
+
+
+_GEOMETRY = _Geometry()
+_SCALARS = (float, int)
+
+
 _calls = CallCache()
+_fast = CallCache()   # the same entries by _fast_key
+_templates = CallCache()   # device-offsets jobs by _template_key (calls on new buffers)
 _NOTHING = "nothing"   # a validated call that writes nothing (no group, N = 0, no rows)
 
 
@@ -203,14 +307,7 @@ def _batch(a, b, c, ends, rows, N, K, alphas, betas, ta, tb, dtype):
 def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta, uploaded):
     """Validated launch description (None when nothing is to be written: N = 0 or no rows)."""
     ld, span, b_start = _whole_layout(a, b, c, dtype.itemsize)
-    lo = (a.ptr, b.ptr + b_start, c.ptr)
-    hi = tuple(p + n for p, n in zip(lo, span))
-    # Groups are unknown here, so C may share no byte span with A or B (conservative).
-    if hi[2] > lo[2]:
-        for k, name in ((0, "A"), (1, "B")):
-            if hi[k] > lo[k] and lo[k] < hi[2] and lo[2] < hi[k]:
-                raise LayoutError(f"C overlaps {name} (with device offsets C may share no "
-                                  f"memory span with A or B)")
+    _check_c_apart(_spans((a.ptr, b.ptr, c.ptr), span, b_start))
     if N == 0 or rows == 0:
         return None
     kind = _kind(be, offs.shape[0], rows, N, K, dtype, strategy)
@@ -224,6 +321,23 @@ def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta, up
         raise ValidationError(f"the upper-bound tile list has {job.n_tiles} slots; device "
                               f"offsets support at most {_MAX_SLOTS}")
     return job
+
+
+def _spans(ptrs, span, b_start):
+    """(lo, hi) byte spans of A, every B[g] and C from their pointers (_whole_layout)."""
+    lo = (ptrs[0], ptrs[1] + b_start, ptrs[2])
+    return lo, tuple(p + n for p, n in zip(lo, span))
+
+
+def _check_c_apart(spans):
+    """Groups are unknown with device offsets, so C may share no byte span with A or B
+    (conservative)."""
+    lo, hi = spans
+    if hi[2] > lo[2]:
+        for k, name in ((0, "A"), (1, "B")):
+            if hi[k] > lo[k] and lo[k] < hi[2] and lo[2] < hi[k]:
+                raise LayoutError(f"C overlaps {name} (with device offsets C may share no "
+                                  f"memory span with A or B)")
 
 
 _layouts: dict = {}
@@ -263,19 +377,25 @@ _KINDS_KEPT = 256
 
 
 def _kind(be, G, rows, N, K, dtype, strategy):
-    """The one tile kind of a device-offsets call: the one the planner uses most for G
-    groups of the mean size. Chosen once per sizes and kept, so repeated calls (and a
-    graph captured after a warm-up call) run the same kernels on the same buffers even
-    when compiling the first call's kernels refines the planner's resource figures."""
+    """The one tile kind of a device-offsets call: by default (no strategy, or the
+    default one) the cost model's choice for G groups of T rows in all
+    (ragged_kind.choose_kind); with another strategy named (or no candidate weighed),
+    the kind that strategy's per-kind plan of G groups of the mean size uses most. Chosen
+    once per sizes and kept, so repeated calls (and a graph captured after a warm-up
+    call) run the same kernels on the same buffers even when compiling the first call's
+    kernels refines the planner's resource figures."""
     arch = be.arch()
     key = (G, rows, N, K, dtype, arch.name, arch.compute_units, strategy)
     kind = _kinds.get(key)
     if kind is None:
-        from ..planner import plan
-        m = max(1, -(-rows // G))
-        p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,
-                 mode="per-kind")
-        kind = p.kinds[int(np.argmax(p.tile_counts()))]   # from the layout: no tile list
+        if strategy is None or strategy == DEFAULT_STRATEGY:
+            kind = choose_kind(arch, G, rows, N, K, dtype)
+        if kind is None:
+            from ..planner import plan
+            m = max(1, -(-rows // G))
+            p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,
+                     mode="per-kind")
+            kind = p.kinds[int(np.argmax(p.tile_counts()))]   # from the layout: no tile list
         if len(_kinds) >= _KINDS_KEPT:
             _kinds.pop(next(iter(_kinds)))
         _kinds[key] = kind

@@ -1,0 +1,65 @@
+"""The one tile kind of a device-offsets (ragged M) call, chosen with the planner's cost
+model over what such a call knows: G groups, T rows in all, N and K.
+
+A device-offsets call launches one kind over an upper-bound tile list of
+``(T // tm + G) x ceil(N / tn)`` slots; the slots past the real tiles leave at once. Its
+group sizes are on the device, so every candidate is weighed on G groups of the mean
+size m = T / G, each wasting half a row tile on average (the sizes are unknown, so their
+remainders are taken as spread evenly), plus one latency per empty slot. The candidates
+are the kinds the bound call's plans choose from: the paper's and ours for the dtype,
+each in its own per-kind launch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..planner.cost_model import floors, kind_costs, predict_rows, steps_of
+from ..planner.parallelism import kind_table
+from ..tiles import FAMILIES
+
+# The families a device-offsets call picks from, per dtype (tiles.FAMILY_DTYPES): the
+# paper's kinds and our own, as the default planner weighs them.
+CANDIDATE_FAMILIES = {"float32": ("zhang2025", "portgemm"),
+                      "float64": ("zhang2025", "portgemm-f64")}
+
+
+def candidate_kinds(dtype) -> tuple:
+    """Every kind a device-offsets call of ``dtype`` may run (what the tests cover)."""
+    return tuple(k for fam in CANDIDATE_FAMILIES[np.dtype(dtype).name] for k in FAMILIES[fam])
+
+
+def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype) -> list:
+    """[(kind, predicted seconds of its GEMM launch)] for every candidate kind."""
+    name = np.dtype(dtype).name
+    out = []
+    for fam in CANDIDATE_FAMILIES[name]:
+        kinds = FAMILIES[fam]
+        try:
+            kc = kind_costs(arch, kinds, kind_table(arch, kinds, "per-kind", name), name)
+        except Exception:  # noqa: BLE001 - a family the occupancy model cannot place here
+            continue
+        out += zip(kinds, _seconds(kc, G, rows, N, K).tolist())
+    return out
+
+
+def _seconds(kc, G, rows, N, K) -> np.ndarray:
+    """Predicted seconds per kind of one launch over the upper-bound list: the planner's
+    per-kind launch model (cost_model.predict_rows, one row per kind with only that
+    kind's tiles) plus one latency per empty slot, spread over the resident slots."""
+    m = rows / G
+    tiles_n = np.ceil(N / kc.tn)
+    row_tiles = np.where(m > 0, np.maximum(1.0, m / kc.tm + 0.5), 0.0) * G
+    launched = (rows // kc.tm + G) * tiles_n
+    real = np.minimum(row_tiles * tiles_n, launched)
+    steps = steps_of(K, kc.tk)
+    n = np.diag(real)
+    floor = floors(np.array([[m, N, K]], np.float64), kc) * G
+    busy = predict_rows(kc, n, n * steps, np.diag(steps), True, floor)
+    return busy + (launched - real) * kc.ceil.latency_s / (kc.cus * kc.active)
+
+
+def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype):
+    """The candidate kind with the least predicted time (the first on a tie), or None
+    when no candidate family could be weighed here."""
+    pred = predicted_seconds(arch, G, rows, N, K, dtype)
+    return min(pred, key=lambda kv: kv[1])[0] if pred else None
