@@ -349,7 +349,9 @@ def device_rule(req, tlp_formula: str, kinds, table):
     else:
         allowed = ((tm <= M) & (tn <= N)) | fk["rank0_c"]  # fits, or among the smallest
         # largest fitting (equal areas: the one that divides)
-        start = np.where(allowed, divides * n_k + fk["start_key_c"], -1).argmax(axis=0)
+        # (keys are distinct among the allowed, and the smallest is always allowed: the
+        # least negated key is the one greatest key; _argmin_kinds walks rows when large)
+        start = _argmin_kinds(np.where(allowed, -(divides * n_k + fk["start_key_c"]), 1))
 
     given = req.options.get("tlp_threshold")
     factor = float(req.option("tlp_factor", DEVICE_FACTOR))
@@ -446,9 +448,10 @@ def device_rule(req, tlp_formula: str, kinds, table):
     else:   # one shrink table for both starts
         nxt = _shrink_table(fk, allowed).reshape(-1)
         rounds = [_chain(n_k, b, nxt, cols) for b in bases]
-        chains = [[r, *aggregates(np.stack(r))] if r else [] for r in rounds]
-        agg = [aggregates(first)] + [c[1:] for c in chains if c]
-        n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
+        chains = [[r] if r else [] for r in rounds]
+        # every candidate's aggregates in one pass: the first rows, then each chain's
+        n_all, S_all, M_all = aggregates(np.concatenate([first, *(np.stack(r) for r in rounds
+                                                                  if r)]))
     s_all = predict_rows(kc, n_all, S_all, M_all, per_kind, floor)
     best_s, best_n = float(s_all[0]), n_all[0]
     start_s = best_s
