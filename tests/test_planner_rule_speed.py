@@ -314,3 +314,17 @@ def test_default_plan_is_the_faster_structure_planned_alone(strategy, dtype):
         assert p.predicted_ms == want.predicted_ms
         np.testing.assert_array_equal(p.tiles, want.tiles)
         assert p.notes[:-1] == want.notes and p.notes[-1].startswith("launch structure:")
+
+
+def test_within_caps_counts_the_tiles_no_longer_than_each_cap():
+    """wavefront_tlp._within_caps (exponents, no division) against its definition,
+    with tiles exactly at a cap, just either side of one, and far beyond every cap."""
+    rng = np.random.default_rng(3)
+    t_long = float(rng.uniform(1e-4, 1e-2))
+    at = t_long / 2.0 ** np.arange(0, 10)
+    T = np.concatenate([at, np.nextafter(at, 0), np.nextafter(at, 1), [t_long * 4, 1e-300],
+                        rng.uniform(1e-7, 2e-2, 200)])
+    T = np.stack([np.sort(T), np.sort(T) * 1.5, np.sort(T) * 2])   # (kinds, batch)
+    for n_caps in (1, 3, 8):
+        want = np.stack([(T <= t_long / 2.0 ** j).sum(axis=0) for j in range(1, n_caps + 1)])
+        np.testing.assert_array_equal(wavefront_tlp._within_caps(T, t_long, n_caps), want)

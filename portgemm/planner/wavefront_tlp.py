@@ -44,7 +44,7 @@ a reduction, and whose count is tiles x splits; the candidate search needs no ch
 from __future__ import annotations
 
 import dataclasses
-
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -152,7 +152,8 @@ def _family_keys(kinds: tuple):
     return {"tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
             "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
             "start_key_c": col(rank * (2 * n) + idx), "order_key": rank * n + idx,
-            "rank0_c": col(rank == 0), "simple": simple, "one_tk": bool((tk == tk[0]).all())}
+            "rank0_c": col(rank == 0), "simple": simple, "one_tk": bool((tk == tk[0]).all()),
+            "bits": np.left_shift(1, idx).astype(np.int64)}
 
 
 def _shrink_table(fk, allowed):
@@ -294,6 +295,64 @@ def _chain(n_k: int, kidx, nxt, cols):
     return trials
 
 
+def _within_caps(T, t_long: float, n_caps: int) -> np.ndarray:
+    """(n_caps, batch) int8: for cap j = 1..n_caps (tau_j = t_long / 2**j), how many kinds
+    of each GEMM have T <= tau_j (T: (kinds, batch), positive). Exact without dividing:
+    T <= t_long / 2**j iff T 2**j <= t_long, which the binary exponents and mantissas
+    of T and t_long decide (frexp), so each tile's last cap is one integer."""
+    mT, eT = np.frexp(T)
+    mL, eL = math.frexp(t_long)
+    last = np.clip(eL - eT - (mT > mL), 0, n_caps).astype(np.int8)   # T within caps 1..last
+    js = np.arange(1, n_caps + 1, dtype=np.int8)[:, None, None]
+    return (last[None] >= js).sum(axis=1, dtype=np.int8)
+
+
+def _typed_candidates(fk, start, least, from_least: bool, allowed, counts, cs, steps_live,
+                      one_tk: bool):
+    """Per-kind aggregates (tiles, tiles x steps, most steps; each (C, kinds)) of the
+    start, the least-work candidate and Algorithm 1's rounds from the start (and from
+    the least-work candidate when ``from_least``), for a family of any shape, and the
+    rounds' trials per start ([functions building each round's kinds] or []).
+
+    Each of these candidates gives GEMM i a kind that depends only on its *type*: its
+    start, its least-work kind and which kinds it allows (a bit mask), at most
+    kinds^2 x 2^kinds types and in practice a few dozen. So one pass over the (kind,
+    GEMM) tables sums tiles and tiles x steps, and takes the most steps, per (type,
+    kind); the shrink table and the rounds then run over the types present, and every
+    candidate's aggregates come from that small table (integers: the sums are exact
+    in any order, so they equal the per-GEMM ones)."""
+    n = fk["n"]
+    B = start.shape[0]
+    code = fk["bits"] @ allowed                            # allowed kinds as bits, (B,)
+    typ = ((start * n + least) << n) | code
+    n_typ = (n * n) << n
+    flat = ((typ * n)[None, :] + fk["idx_c"]).reshape(-1)   # (type, kind) per (kind, GEMM)
+    present = np.flatnonzero(np.bincount(typ, minlength=n_typ))
+    t_n = np.bincount(flat, weights=counts.reshape(-1), minlength=n_typ * n)
+    t_s = np.bincount(flat, weights=cs.reshape(-1), minlength=n_typ * n)
+    t_m = np.zeros(n_typ * n)
+    np.maximum.at(t_m, flat, np.broadcast_to(steps_live, counts.shape).reshape(-1))
+    t_n, t_s, t_m = (a.reshape(n_typ, n).take(present, axis=0).T for a in (t_n, t_s, t_m))
+    t_start, t_least = (present >> n) // n, (present >> n) % n
+    t_allowed = ((present & ((1 << n) - 1))[None, :] >> fk["idx_c"]) & 1 == 1
+    nxt = _shrink_table(fk, t_allowed).reshape(-1)
+    cols = np.arange(present.shape[0])
+    rounds = [_chain(n, b, nxt, cols) for b in ([t_start, t_least] if from_least else [t_start])]
+    agg = _aggregates(np.stack([t_start, t_least, *(r for rs in rounds for r in rs)]),
+                      t_n, t_s, t_m, False)
+    where = []
+
+    def type_of_gemm():
+        """Each GEMM's position among the types present (built on first use)."""
+        if not where:
+            inv = np.zeros(n_typ, dtype=np.int64)
+            inv[present] = cols
+            where.append(inv.take(typ))
+        return where[0]
+    chains = [[[lambda r=r: r.take(type_of_gemm()) for r in rs]] if rs else [] for rs in rounds]
+    return agg, chains
+
+
 def _aggregates(cands, counts, cs, steps_live, one_tk: bool):
     """Per-kind (tiles, tiles x steps, most steps of a live GEMM), each (C, kinds), of
     the C candidates ``cands`` (C, batch): one bincount each over all of them."""
@@ -431,12 +490,16 @@ def device_rule(req, tlp_formula: str, kinds, table):
     t_fast = float(T_fast[live].max())    # below this cap every GEMM is at its fastest
     t_long = float(T.reshape(-1).take(start * B + cols)[live].max())
 
-    caps = []
-    for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
-        tau = t_long / 2.0 ** j
-        caps.append(capped(tau))
-        if tau < t_fast:
+    n_caps = MAX_CAPS                         # the longest tiles shrink first
+    for j in range(1, MAX_CAPS + 1):
+        if t_long / 2.0 ** j < t_fast:
+            n_caps = j
             break
+    if prefix and float(T_fast.min()) > 0:    # every cap at once
+        caps = list(P.take(np.maximum(np.minimum(_within_caps(T, t_long, n_caps) - 1, start),
+                                      0) * B + cols))
+    else:
+        caps = [capped(t_long / 2.0 ** j) for j in range(1, n_caps + 1)]
     # Algorithm 1's rounds start from the best after the least-work candidate: the
     # start or that candidate; both chains are priced with the rest, in one call
     bases = [start] if np.array_equal(least, start) else [start, least]
@@ -445,13 +508,12 @@ def device_rule(req, tlp_formula: str, kinds, table):
         chains = _one_down_chains(bases, counts, cs, steps_live, fk["one_tk"])
         agg = [aggregates(first)] + [c[1:] for c in chains if c]
         n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
-    else:   # one shrink table for both starts
-        nxt = _shrink_table(fk, allowed).reshape(-1)
-        rounds = [_chain(n_k, b, nxt, cols) for b in bases]
-        chains = [[r] if r else [] for r in rounds]
-        # every candidate's aggregates in one pass: the first rows, then each chain's
-        n_all, S_all, M_all = aggregates(np.concatenate([first, *(np.stack(r) for r in rounds
-                                                                  if r)]))
+    else:   # start, least and the rounds from a table over GEMM types; caps per GEMM
+        typed, chains = _typed_candidates(fk, start, least, len(bases) == 2, allowed, counts,
+                                          cs, steps_live, fk["one_tk"])
+        capped_agg = aggregates(first[2:])
+        n_all, S_all, M_all = (np.concatenate([t[:2], c, t[2:]])
+                               for t, c in zip(typed, capped_agg))
     s_all = predict_rows(kc, n_all, S_all, M_all, per_kind, floor)
     best_s, best_n = float(s_all[0]), n_all[0]
     start_s = best_s
