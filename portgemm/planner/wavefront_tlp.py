@@ -149,7 +149,7 @@ def _family_keys(kinds: tuple):
     idx = np.arange(n)
     simple = bool((rank == idx).all() and (np.diff(tm) >= 0).all() and (np.diff(tn) >= 0).all())
     col = lambda a: a[:, None]  # noqa: E731  (a kind column against a batch row)
-    return {"tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
+    return {"kinds": kinds, "tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
             "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
             "start_key_c": col(rank * (2 * n) + idx), "order_key": rank * n + idx,
             "rank0_c": col(rank == 0), "simple": simple, "one_tk": bool((tk == tk[0]).all()),
@@ -307,6 +307,28 @@ def _within_caps(T, t_long: float, n_caps: int) -> np.ndarray:
     return (last[None] >= js).sum(axis=1, dtype=np.int8)
 
 
+@lru_cache(maxsize=64)
+def _code_chains(kinds: tuple):
+    """Algorithm 1's rounds for every set of allowed kinds (a bit mask ``code``) and start
+    kind ``b``, memoised per family: (seq, length), seq (kinds, 2^kinds x kinds) int64
+    with seq[j, code x kinds + b] the kind after j rounds (each the next smaller allowed
+    kind, :func:`_shrink_table`'s), and length[code x kinds + b] the rounds until it
+    stops shrinking. Read-only."""
+    fk = _family_keys(kinds)
+    n = fk["n"]
+    codes = np.arange(1 << n)
+    nxt = _shrink_table(fk, ((codes[None, :] >> fk["idx_c"]) & 1) == 1)   # (kinds, codes)
+    seq = np.empty((n, (1 << n) * n), dtype=np.int64)
+    seq[0] = np.tile(np.arange(n), 1 << n)
+    col = np.repeat(codes, n)
+    for j in range(1, n):
+        seq[j] = nxt[seq[j - 1], col]
+    length = (seq[1:] != seq[:-1]).sum(axis=0)    # a chain, once still, stays still
+    for a in (seq, length):
+        a.flags.writeable = False
+    return seq, length
+
+
 def _typed_candidates(fk, start, least, from_least: bool, allowed, counts, cs, steps_live,
                       one_tk: bool):
     """Per-kind aggregates (tiles, tiles x steps, most steps; each (C, kinds)) of the
@@ -333,11 +355,14 @@ def _typed_candidates(fk, start, least, from_least: bool, allowed, counts, cs, s
     t_m = np.zeros(n_typ * n)
     np.maximum.at(t_m, flat, np.broadcast_to(steps_live, counts.shape).reshape(-1))
     t_n, t_s, t_m = (a.reshape(n_typ, n).take(present, axis=0).T for a in (t_n, t_s, t_m))
-    t_start, t_least = (present >> n) // n, (present >> n) % n
-    t_allowed = ((present & ((1 << n) - 1))[None, :] >> fk["idx_c"]) & 1 == 1
-    nxt = _shrink_table(fk, t_allowed).reshape(-1)
+    t_code, t_start, t_least = present & ((1 << n) - 1), (present >> n) // n, (present >> n) % n
+    seq, length = _code_chains(fk["kinds"])
+    rounds = []
+    for b in ([t_start, t_least] if from_least else [t_start]):
+        cell = t_code * n + b                    # the types' (allowed kinds, start) rows
+        r = int(length.take(cell).max())         # rounds until no type shrinks
+        rounds.append(list(seq[1:r + 1].take(cell, axis=1)))
     cols = np.arange(present.shape[0])
-    rounds = [_chain(n, b, nxt, cols) for b in ([t_start, t_least] if from_least else [t_start])]
     agg = _aggregates(np.stack([t_start, t_least, *(r for rs in rounds for r in rs)]),
                       t_n, t_s, t_m, False)
     where = []
