@@ -129,6 +129,8 @@ def _check_spans(s: np.ndarray) -> None:
 
 
 def _dtype(dtype) -> str:
+    if isinstance(dtype, str) and dtype in DTYPES:   # the common case, without np.dtype
+        return dtype
     try:
         name = np.dtype(dtype).name
     except TypeError:

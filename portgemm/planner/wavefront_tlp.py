@@ -302,7 +302,7 @@ def _within_caps(T, t_long: float, n_caps: int) -> np.ndarray:
     of T and t_long decide (frexp), so each tile's last cap is one integer."""
     mT, eT = np.frexp(T)
     mL, eL = math.frexp(t_long)
-    last = np.clip(eL - eT - (mT > mL), 0, n_caps).astype(np.int8)   # T within caps 1..last
+    last = np.minimum(np.maximum(eL - eT - (mT > mL), 0), n_caps).astype(np.int8)   # within 1..last
     js = np.arange(1, n_caps + 1, dtype=np.int8)[:, None, None]
     return (last[None] >= js).sum(axis=1, dtype=np.int8)
 
@@ -353,7 +353,7 @@ def _typed_candidates(fk, start, least, from_least: bool, allowed, counts, cs, s
     t_n = np.bincount(flat, weights=counts.reshape(-1), minlength=n_typ * n)
     t_s = np.bincount(flat, weights=cs.reshape(-1), minlength=n_typ * n)
     t_m = np.zeros(n_typ * n)
-    np.maximum.at(t_m, flat, np.broadcast_to(steps_live, counts.shape).reshape(-1))
+    np.maximum.at(t_m, flat, (steps_live if steps_live.ndim == 2 else np.tile(steps_live, n)).reshape(-1))
     t_n, t_s, t_m = (a.reshape(n_typ, n).take(present, axis=0).T for a in (t_n, t_s, t_m))
     t_code, t_start, t_least = present & ((1 << n) - 1), (present >> n) // n, (present >> n) % n
     seq, length = _code_chains(fk["kinds"])
