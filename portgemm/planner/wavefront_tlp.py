@@ -539,43 +539,45 @@ def device_rule(req, tlp_formula: str, kinds, table):
         capped_agg = aggregates(first[2:])
         n_all, S_all, M_all = (np.concatenate([t[:2], c, t[2:]])
                                for t, c in zip(typed, capped_agg))
-    s_all = predict_rows(kc, n_all, S_all, M_all, per_kind, floor)
-    best_s, best_n = float(s_all[0]), n_all[0]
-    start_s = best_s
+    # the sequential choice below runs over Python floats and lists (one conversion each)
+    s_all = predict_rows(kc, n_all, S_all, M_all, per_kind, floor).tolist()
+    n_rows = n_all.tolist()
+    best_s = start_s = s_all[0]
 
     tried = kept = 0
     reached = False
-    state = {"best": start, "s": best_s, "n": best_n, "gate": gate(best_n)}
+    state = {"best": start, "s": best_s, "n": n_rows[0], "gate": gate(n_all[0])}
 
-    def weigh(trial, s_trial, n_trial):
-        """One candidate in turn; False when the best so far has reached the threshold."""
+    def weigh(trial, row):
+        """One candidate (row ``row`` of the priced ones) in turn; False when the best so
+        far has reached the threshold."""
         nonlocal tried, kept, reached
         t, th = state["gate"]
         if t >= th * (1 - 1e-9):
             reached = True
             return False
-        if (n_trial == state["n"]).all() and np.array_equal(_built(trial), state["best"]):
+        if n_rows[row] == state["n"] and np.array_equal(_built(trial), state["best"]):
             return True
         tried += 1
-        if s_trial < state["s"] * (1 - 1e-9):
-            state.update(best=_built(trial), s=s_trial, n=n_trial, gate=gate(n_trial))
+        if s_all[row] < state["s"] * (1 - 1e-9):
+            state.update(best=_built(trial), s=s_all[row], n=n_rows[row], gate=gate(n_all[row]))
             kept += 1
         return True
 
-    go = weigh(least, float(s_all[1]), n_all[1])
+    go = weigh(least, 1)
     at = first.shape[0]                       # where the chains' rows begin
     for b, chain in zip(bases, chains):
         if chain and b is not state["best"]:
             at += len(chain[0])
             continue
         for i, trial in enumerate(chain[0] if (go and chain) else ()):
-            go = weigh(trial, float(s_all[at + i]), n_all[at + i])
+            go = weigh(trial, at + i)
             if not go:
                 break
         break
     if go:
         for i in range(2, first.shape[0]):
-            if not weigh(first[i], float(s_all[i]), n_all[i]):
+            if not weigh(first[i], i):
                 break
     best, best_s = state["best"], state["s"]
     t, th = state["gate"]
