@@ -403,15 +403,20 @@ def device_rule(req, tlp_formula: str, kinds, table):
     shapes): the (kind, GEMM) tables (tile counts, fits, divides, tile time, work) are
     built kind-major, each row a whole batch, so broadcasts run long inner loops.
     Every candidate is a kind per GEMM, and the model needs of it only per-kind
-    aggregates (tiles, tiles x K steps, most K steps): the start, least-work and capped
-    candidates get them from one bincount each over a (candidates, batch) matrix,
-    Algorithm 1's rounds from one (start kind, kind) table; cost_model.predict_rows
-    prices them all in one call, and the rule's sequential choice then runs over
-    scalars (the gate is evaluated only when the best changes). Where the family's
-    tiles are nested (a prefix of the kinds fits) and a tile's time grows with its size,
-    each candidate is a lookup in one least-work-among-a-prefix table instead of an
-    argmin. The choices are those of the one-candidate-at-a-time reading
-    (tests/test_planner_rule_speed.py keeps a frozen copy of it and compares)."""
+    aggregates (tiles, tiles x K steps, most K steps): the capped candidates get them
+    from one bincount each over a (candidates, batch) matrix; in a nested family the
+    start and least-work ones too, and Algorithm 1's rounds from one (start kind, kind)
+    table; in any other family the start, least-work and rounds from one table over GEMM
+    *types* (start, least-work kind, allowed kinds: _typed_candidates), the rounds of
+    each type memoised per family. cost_model.predict_rows prices them all in one call,
+    and the rule's sequential choice then runs over Python floats (the gate is evaluated
+    only when the best changes). Where the family's tiles are nested (a prefix of the
+    kinds fits) and a tile's time grows with its size, each candidate is a lookup in one
+    least-work-among-a-prefix table instead of an argmin, every cap's at once
+    (_within_caps). The choices are those of the one-candidate-at-a-time reading
+    (tests/test_planner_rule_speed.py keeps a frozen copy of it and compares; plans of
+    every strategy also match digests recorded before, tests/test_planner_digests.py).
+    Temporaries of a few hundred KB: see planner.HEAP_WARM_BYTES."""
     arch, shapes = req.arch, req.shapes
     fk = _family_keys(tuple(kinds))
     n_k, rank, B = fk["n"], fk["rank"], req.batch
