@@ -209,11 +209,15 @@ def test_same_choices_as_the_frozen_rule(arch, mode, formula):
         assert_same(new, old)
 
 
+@pytest.mark.parametrize("typed", [True, False])
 @pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("mode", ["fused", "per-kind"])
-def test_same_choices_for_other_families(family, mode):
+def test_same_choices_for_other_families(family, mode, typed, monkeypatch):
     """Families with equal areas (li2019's tall and wide), one tk of 8, a fifth size:
-    the general shrink path, not the one-step-down shortcut."""
+    the general shrink path, not the one-step-down shortcut; its rounds over GEMM types
+    and, for families past MAX_TYPED_KINDS, per GEMM."""
+    if not typed:
+        monkeypatch.setattr(wavefront_tlp, "MAX_TYPED_KINDS", 0)
     rng = np.random.default_rng(len(family) + len(mode))
     for trial in range(30):
         batch = int(rng.choice([1, 5, 64, 500, 2000]))

@@ -66,6 +66,9 @@ OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "tlp_model", "famil
 TLP_MODELS = ("device", "paper")
 DEFAULT_TLP_MODEL = "device"
 MAX_CAPS = 8          # tau = longest tile / 2**j, j = 1..MAX_CAPS
+# Families of up to this many kinds price their rounds over GEMM types (kinds^2 x
+# 2^kinds of them: 16,384 at 8); larger ones per GEMM.
+MAX_TYPED_KINDS = 8
 DEVICE_FACTOR = 1.0   # device rule: threshold = launch capacity x this (tlp_factor overrides)
 
 
@@ -538,6 +541,12 @@ def device_rule(req, tlp_formula: str, kinds, table):
         chains = _one_down_chains(bases, counts, cs, steps_live, fk["one_tk"])
         agg = [aggregates(first)] + [c[1:] for c in chains if c]
         n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
+    elif n_k > MAX_TYPED_KINDS:   # too many kinds to type GEMMs by: every row per GEMM
+        nxt = _shrink_table(fk, allowed).reshape(-1)
+        rounds = [_chain(n_k, b, nxt, cols) for b in bases]
+        chains = [[r] if r else [] for r in rounds]
+        n_all, S_all, M_all = aggregates(np.concatenate([first, *(np.stack(r) for r in rounds
+                                                                  if r)]))
     else:   # start, least and the rounds from a table over GEMM types; caps per GEMM
         typed, chains = _typed_candidates(fk, start, least, len(bases) == 2, allowed, counts,
                                           cs, steps_live, fk["one_tk"])
