@@ -209,11 +209,15 @@ def test_same_choices_as_the_frozen_rule(arch, mode, formula):
         assert_same(new, old)
 
 
+@pytest.mark.parametrize("typed", [True, False])
 @pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("mode", ["fused", "per-kind"])
-def test_same_choices_for_other_families(family, mode):
+def test_same_choices_for_other_families(family, mode, typed, monkeypatch):
     """Families with equal areas (li2019's tall and wide), one tk of 8, a fifth size:
-    the general shrink path, not the one-step-down shortcut."""
+    the general shrink path, not the one-step-down shortcut; its rounds over GEMM types
+    and, for families past MAX_TYPED_KINDS, per GEMM."""
+    if not typed:
+        monkeypatch.setattr(wavefront_tlp, "MAX_TYPED_KINDS", 0)
     rng = np.random.default_rng(len(family) + len(mode))
     for trial in range(30):
         batch = int(rng.choice([1, 5, 64, 500, 2000]))
@@ -314,3 +318,17 @@ def test_default_plan_is_the_faster_structure_planned_alone(strategy, dtype):
         assert p.predicted_ms == want.predicted_ms
         np.testing.assert_array_equal(p.tiles, want.tiles)
         assert p.notes[:-1] == want.notes and p.notes[-1].startswith("launch structure:")
+
+
+def test_within_caps_counts_the_tiles_no_longer_than_each_cap():
+    """wavefront_tlp._within_caps (exponents, no division) against its definition,
+    with tiles exactly at a cap, just either side of one, and far beyond every cap."""
+    rng = np.random.default_rng(3)
+    t_long = float(rng.uniform(1e-4, 1e-2))
+    at = t_long / 2.0 ** np.arange(0, 10)
+    T = np.concatenate([at, np.nextafter(at, 0), np.nextafter(at, 1), [t_long * 4, 1e-300],
+                        rng.uniform(1e-7, 2e-2, 200)])
+    T = np.stack([np.sort(T), np.sort(T) * 1.5, np.sort(T) * 2])   # (kinds, batch)
+    for n_caps in (1, 3, 8):
+        want = np.stack([(T <= t_long / 2.0 ** j).sum(axis=0) for j in range(1, n_caps + 1)])
+        np.testing.assert_array_equal(wavefront_tlp._within_caps(T, t_long, n_caps), want)

@@ -124,7 +124,7 @@ def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
     Fused: one launch, every tile counts; per-kind: each kind's launch on its own."""
     n = np.asarray(n_per_kind, dtype=np.float64)
     if per_kind:
-        r = np.clip(n / kc.cus, 1.0, kc.active)
+        r = np.minimum(np.maximum(n / kc.cus, 1.0), kc.active)   # np.clip's result, cheaper
         u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
         return r, u
     total = float(n.sum())
@@ -178,7 +178,7 @@ def waves_of(n, slots):
 def last_wave_sharing(kc: KindCosts, last, active, tile_warps):
     """(r, u) of a launch's last wave of ``last`` tiles: its tiles per CU (at least 1, at
     most ``active``) and the issue share their warps can use (module docstring)."""
-    r = np.clip(np.asarray(last, dtype=np.float64) / kc.cus, 1.0, active)
+    r = np.minimum(np.maximum(np.asarray(last, dtype=np.float64) / kc.cus, 1.0), active)
     return r, np.minimum(1.0, r * tile_warps / SATURATING_WARPS)
 
 
@@ -312,7 +312,7 @@ def sharing_rows(kc: KindCosts, n: np.ndarray, per_kind: bool):
     (r, u), each (C, kinds) or, fused, (C, 1) (one sharing for every kind); the same
     arithmetic, row by row."""
     if per_kind:
-        r = np.clip(n / kc.cus, 1.0, kc.active)
+        r = np.minimum(np.maximum(n / kc.cus, 1.0), kc.active)   # np.clip's result, cheaper
         return r, np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
     total = n.sum(axis=1, keepdims=True)
     r_all = np.minimum(np.maximum(total / kc.cus, 1.0), kc.active_max)

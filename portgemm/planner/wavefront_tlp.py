@@ -44,7 +44,7 @@ a reduction, and whose count is tiles x splits; the candidate search needs no ch
 from __future__ import annotations
 
 import dataclasses
-
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -66,6 +66,9 @@ OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "tlp_model", "famil
 TLP_MODELS = ("device", "paper")
 DEFAULT_TLP_MODEL = "device"
 MAX_CAPS = 8          # tau = longest tile / 2**j, j = 1..MAX_CAPS
+# Families of up to this many kinds price their rounds over GEMM types (kinds^2 x
+# 2^kinds of them: 16,384 at 8); larger ones per GEMM.
+MAX_TYPED_KINDS = 8
 DEVICE_FACTOR = 1.0   # device rule: threshold = launch capacity x this (tlp_factor overrides)
 
 
@@ -149,10 +152,11 @@ def _family_keys(kinds: tuple):
     idx = np.arange(n)
     simple = bool((rank == idx).all() and (np.diff(tm) >= 0).all() and (np.diff(tn) >= 0).all())
     col = lambda a: a[:, None]  # noqa: E731  (a kind column against a batch row)
-    return {"tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
+    return {"kinds": kinds, "tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
             "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
             "start_key_c": col(rank * (2 * n) + idx), "order_key": rank * n + idx,
-            "rank0_c": col(rank == 0), "simple": simple, "one_tk": bool((tk == tk[0]).all())}
+            "rank0_c": col(rank == 0), "simple": simple, "one_tk": bool((tk == tk[0]).all()),
+            "bits": np.left_shift(1, idx).astype(np.int64)}
 
 
 def _shrink_table(fk, allowed):
@@ -294,6 +298,89 @@ def _chain(n_k: int, kidx, nxt, cols):
     return trials
 
 
+def _within_caps(T, t_long: float, n_caps: int) -> np.ndarray:
+    """(n_caps, batch) int8: for cap j = 1..n_caps (tau_j = t_long / 2**j), how many kinds
+    of each GEMM have T <= tau_j (T: (kinds, batch), positive). Exact without dividing:
+    T <= t_long / 2**j iff T 2**j <= t_long, which the binary exponents and mantissas
+    of T and t_long decide (frexp), so each tile's last cap is one integer."""
+    mT, eT = np.frexp(T)
+    mL, eL = math.frexp(t_long)
+    last = np.minimum(np.maximum(eL - eT - (mT > mL), 0), n_caps).astype(np.int8)   # within 1..last
+    js = np.arange(1, n_caps + 1, dtype=np.int8)[:, None, None]
+    return (last[None] >= js).sum(axis=1, dtype=np.int8)
+
+
+@lru_cache(maxsize=64)
+def _code_chains(kinds: tuple):
+    """Algorithm 1's rounds for every set of allowed kinds (a bit mask ``code``) and start
+    kind ``b``, memoised per family: (seq, length), seq (kinds, 2^kinds x kinds) int64
+    with seq[j, code x kinds + b] the kind after j rounds (each the next smaller allowed
+    kind, :func:`_shrink_table`'s), and length[code x kinds + b] the rounds until it
+    stops shrinking. Read-only."""
+    fk = _family_keys(kinds)
+    n = fk["n"]
+    codes = np.arange(1 << n)
+    nxt = _shrink_table(fk, ((codes[None, :] >> fk["idx_c"]) & 1) == 1)   # (kinds, codes)
+    seq = np.empty((n, (1 << n) * n), dtype=np.int64)
+    seq[0] = np.tile(np.arange(n), 1 << n)
+    col = np.repeat(codes, n)
+    for j in range(1, n):
+        seq[j] = nxt[seq[j - 1], col]
+    length = (seq[1:] != seq[:-1]).sum(axis=0)    # a chain, once still, stays still
+    for a in (seq, length):
+        a.flags.writeable = False
+    return seq, length
+
+
+def _typed_candidates(fk, start, least, from_least: bool, allowed, counts, cs, steps_live,
+                      one_tk: bool):
+    """Per-kind aggregates (tiles, tiles x steps, most steps; each (C, kinds)) of the
+    start, the least-work candidate and Algorithm 1's rounds from the start (and from
+    the least-work candidate when ``from_least``), for a family of any shape, and the
+    rounds' trials per start ([functions building each round's kinds] or []).
+
+    Each of these candidates gives GEMM i a kind that depends only on its *type*: its
+    start, its least-work kind and which kinds it allows (a bit mask), at most
+    kinds^2 x 2^kinds types and in practice a few dozen. So one pass over the (kind,
+    GEMM) tables sums tiles and tiles x steps, and takes the most steps, per (type,
+    kind); the shrink table and the rounds then run over the types present, and every
+    candidate's aggregates come from that small table (integers: the sums are exact
+    in any order, so they equal the per-GEMM ones)."""
+    n = fk["n"]
+    B = start.shape[0]
+    code = fk["bits"] @ allowed                            # allowed kinds as bits, (B,)
+    typ = ((start * n + least) << n) | code
+    n_typ = (n * n) << n
+    flat = ((typ * n)[None, :] + fk["idx_c"]).reshape(-1)   # (type, kind) per (kind, GEMM)
+    present = np.flatnonzero(np.bincount(typ, minlength=n_typ))
+    t_n = np.bincount(flat, weights=counts.reshape(-1), minlength=n_typ * n)
+    t_s = np.bincount(flat, weights=cs.reshape(-1), minlength=n_typ * n)
+    t_m = np.zeros(n_typ * n)
+    np.maximum.at(t_m, flat, (steps_live if steps_live.ndim == 2 else np.tile(steps_live, n)).reshape(-1))
+    t_n, t_s, t_m = (a.reshape(n_typ, n).take(present, axis=0).T for a in (t_n, t_s, t_m))
+    t_code, t_start, t_least = present & ((1 << n) - 1), (present >> n) // n, (present >> n) % n
+    seq, length = _code_chains(fk["kinds"])
+    rounds = []
+    for b in ([t_start, t_least] if from_least else [t_start]):
+        cell = t_code * n + b                    # the types' (allowed kinds, start) rows
+        r = int(length.take(cell).max())         # rounds until no type shrinks
+        rounds.append(list(seq[1:r + 1].take(cell, axis=1)))
+    cols = np.arange(present.shape[0])
+    agg = _aggregates(np.stack([t_start, t_least, *(r for rs in rounds for r in rs)]),
+                      t_n, t_s, t_m, False)
+    where = []
+
+    def type_of_gemm():
+        """Each GEMM's position among the types present (built on first use)."""
+        if not where:
+            inv = np.zeros(n_typ, dtype=np.int64)
+            inv[present] = cols
+            where.append(inv.take(typ))
+        return where[0]
+    chains = [[[lambda r=r: r.take(type_of_gemm()) for r in rs]] if rs else [] for rs in rounds]
+    return agg, chains
+
+
 def _aggregates(cands, counts, cs, steps_live, one_tk: bool):
     """Per-kind (tiles, tiles x steps, most steps of a live GEMM), each (C, kinds), of
     the C candidates ``cands`` (C, batch): one bincount each over all of them."""
@@ -319,15 +406,20 @@ def device_rule(req, tlp_formula: str, kinds, table):
     shapes): the (kind, GEMM) tables (tile counts, fits, divides, tile time, work) are
     built kind-major, each row a whole batch, so broadcasts run long inner loops.
     Every candidate is a kind per GEMM, and the model needs of it only per-kind
-    aggregates (tiles, tiles x K steps, most K steps): the start, least-work and capped
-    candidates get them from one bincount each over a (candidates, batch) matrix,
-    Algorithm 1's rounds from one (start kind, kind) table; cost_model.predict_rows
-    prices them all in one call, and the rule's sequential choice then runs over
-    scalars (the gate is evaluated only when the best changes). Where the family's
-    tiles are nested (a prefix of the kinds fits) and a tile's time grows with its size,
-    each candidate is a lookup in one least-work-among-a-prefix table instead of an
-    argmin. The choices are those of the one-candidate-at-a-time reading
-    (tests/test_planner_rule_speed.py keeps a frozen copy of it and compares)."""
+    aggregates (tiles, tiles x K steps, most K steps): the capped candidates get them
+    from one bincount each over a (candidates, batch) matrix; in a nested family the
+    start and least-work ones too, and Algorithm 1's rounds from one (start kind, kind)
+    table; in any other family the start, least-work and rounds from one table over GEMM
+    *types* (start, least-work kind, allowed kinds: _typed_candidates), the rounds of
+    each type memoised per family. cost_model.predict_rows prices them all in one call,
+    and the rule's sequential choice then runs over Python floats (the gate is evaluated
+    only when the best changes). Where the family's tiles are nested (a prefix of the
+    kinds fits) and a tile's time grows with its size, each candidate is a lookup in one
+    least-work-among-a-prefix table instead of an argmin, every cap's at once
+    (_within_caps). The choices are those of the one-candidate-at-a-time reading
+    (tests/test_planner_rule_speed.py keeps a frozen copy of it and compares; plans of
+    every strategy also match digests recorded before, tests/test_planner_digests.py).
+    Temporaries of a few hundred KB: see planner.HEAP_WARM_BYTES."""
     arch, shapes = req.arch, req.shapes
     fk = _family_keys(tuple(kinds))
     n_k, rank, B = fk["n"], fk["rank"], req.batch
@@ -349,7 +441,9 @@ def device_rule(req, tlp_formula: str, kinds, table):
     else:
         allowed = ((tm <= M) & (tn <= N)) | fk["rank0_c"]  # fits, or among the smallest
         # largest fitting (equal areas: the one that divides)
-        start = np.where(allowed, divides * n_k + fk["start_key_c"], -1).argmax(axis=0)
+        # (keys are distinct among the allowed, and the smallest is always allowed: the
+        # least negated key is the one greatest key; _argmin_kinds walks rows when large)
+        start = _argmin_kinds(np.where(allowed, -(divides * n_k + fk["start_key_c"]), 1))
 
     given = req.options.get("tlp_threshold")
     factor = float(req.option("tlp_factor", DEVICE_FACTOR))
@@ -429,12 +523,16 @@ def device_rule(req, tlp_formula: str, kinds, table):
     t_fast = float(T_fast[live].max())    # below this cap every GEMM is at its fastest
     t_long = float(T.reshape(-1).take(start * B + cols)[live].max())
 
-    caps = []
-    for j in range(1, MAX_CAPS + 1):          # the longest tiles shrink first
-        tau = t_long / 2.0 ** j
-        caps.append(capped(tau))
-        if tau < t_fast:
+    n_caps = MAX_CAPS                         # the longest tiles shrink first
+    for j in range(1, MAX_CAPS + 1):
+        if t_long / 2.0 ** j < t_fast:
+            n_caps = j
             break
+    if prefix and float(T_fast.min()) > 0:    # every cap at once
+        caps = list(P.take(np.maximum(np.minimum(_within_caps(T, t_long, n_caps) - 1, start),
+                                      0) * B + cols))
+    else:
+        caps = [capped(t_long / 2.0 ** j) for j in range(1, n_caps + 1)]
     # Algorithm 1's rounds start from the best after the least-work candidate: the
     # start or that candidate; both chains are priced with the rest, in one call
     bases = [start] if np.array_equal(least, start) else [start, least]
@@ -443,49 +541,57 @@ def device_rule(req, tlp_formula: str, kinds, table):
         chains = _one_down_chains(bases, counts, cs, steps_live, fk["one_tk"])
         agg = [aggregates(first)] + [c[1:] for c in chains if c]
         n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
-    else:   # one shrink table for both starts
+    elif n_k > MAX_TYPED_KINDS:   # too many kinds to type GEMMs by: every row per GEMM
         nxt = _shrink_table(fk, allowed).reshape(-1)
         rounds = [_chain(n_k, b, nxt, cols) for b in bases]
-        chains = [[r, *aggregates(np.stack(r))] if r else [] for r in rounds]
-        agg = [aggregates(first)] + [c[1:] for c in chains if c]
-        n_all, S_all, M_all = (np.concatenate(x) for x in zip(*agg))
-    s_all = predict_rows(kc, n_all, S_all, M_all, per_kind, floor)
-    best_s, best_n = float(s_all[0]), n_all[0]
-    start_s = best_s
+        chains = [[r] if r else [] for r in rounds]
+        n_all, S_all, M_all = aggregates(np.concatenate([first, *(np.stack(r) for r in rounds
+                                                                  if r)]))
+    else:   # start, least and the rounds from a table over GEMM types; caps per GEMM
+        typed, chains = _typed_candidates(fk, start, least, len(bases) == 2, allowed, counts,
+                                          cs, steps_live, fk["one_tk"])
+        capped_agg = aggregates(first[2:])
+        n_all, S_all, M_all = (np.concatenate([t[:2], c, t[2:]])
+                               for t, c in zip(typed, capped_agg))
+    # the sequential choice below runs over Python floats and lists (one conversion each)
+    s_all = predict_rows(kc, n_all, S_all, M_all, per_kind, floor).tolist()
+    n_rows = n_all.tolist()
+    best_s = start_s = s_all[0]
 
     tried = kept = 0
     reached = False
-    state = {"best": start, "s": best_s, "n": best_n, "gate": gate(best_n)}
+    state = {"best": start, "s": best_s, "n": n_rows[0], "gate": gate(n_all[0])}
 
-    def weigh(trial, s_trial, n_trial):
-        """One candidate in turn; False when the best so far has reached the threshold."""
+    def weigh(trial, row):
+        """One candidate (row ``row`` of the priced ones) in turn; False when the best so
+        far has reached the threshold."""
         nonlocal tried, kept, reached
         t, th = state["gate"]
         if t >= th * (1 - 1e-9):
             reached = True
             return False
-        if (n_trial == state["n"]).all() and np.array_equal(_built(trial), state["best"]):
+        if n_rows[row] == state["n"] and np.array_equal(_built(trial), state["best"]):
             return True
         tried += 1
-        if s_trial < state["s"] * (1 - 1e-9):
-            state.update(best=_built(trial), s=s_trial, n=n_trial, gate=gate(n_trial))
+        if s_all[row] < state["s"] * (1 - 1e-9):
+            state.update(best=_built(trial), s=s_all[row], n=n_rows[row], gate=gate(n_all[row]))
             kept += 1
         return True
 
-    go = weigh(least, float(s_all[1]), n_all[1])
+    go = weigh(least, 1)
     at = first.shape[0]                       # where the chains' rows begin
     for b, chain in zip(bases, chains):
         if chain and b is not state["best"]:
             at += len(chain[0])
             continue
         for i, trial in enumerate(chain[0] if (go and chain) else ()):
-            go = weigh(trial, float(s_all[at + i]), n_all[at + i])
+            go = weigh(trial, at + i)
             if not go:
                 break
         break
     if go:
         for i in range(2, first.shape[0]):
-            if not weigh(first[i], float(s_all[i]), n_all[i]):
+            if not weigh(first[i], i):
                 break
     best, best_s = state["best"], state["s"]
     t, th = state["gate"]
