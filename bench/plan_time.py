@@ -10,8 +10,7 @@ pays, two launch structures weighed), then each strategy in its default mode (na
 Shapes follow docs/design.md §6: M, N uniform in [16, MaxMN], K in [16, 512]. Each cell
 is the median (and the least) of ``reps`` calls of ``plan(..., use_cache=False)`` after
 one warm-up call (which fills the per-kind occupancy tables, as the first plan of a
-process does, and, at 512 GEMMs or more, raises glibc's heap thresholds once:
-planner.HEAP_WARM_BYTES). The breakdown times the same calls with the named steps wrapped
+process does). The breakdown times the same calls with the named steps wrapped
 (validation, the cache key, and the strategy module's helpers: tile grid, initial
 kinds, per-kind tables, ordering, build_tiles, pack_blocks, make_plan); "other" is the
 rest of the strategy (its loop). Steps may nest (coordinated's tiling_engine calls

@@ -701,22 +701,3 @@ def test_ceilings_measured_then_modelled(tmp_path, monkeypatch):
         monkeypatch.undo()
         ceilings_mod.reload()
     assert ceilings_mod.ceilings_for(get_arch("gfx90a")).origin == "modelled"
-
-
-def test_the_heap_is_warmed_once_before_the_first_large_plan(monkeypatch):
-    """planner._warm_heap (glibc's heap thresholds) runs at the first plan of
-    HEAP_WARM_BATCH GEMMs or more, not before, and changes no plan."""
-    calls = []
-    real = planner._warm_heap
-    monkeypatch.setattr(planner, "_heap_warm", False)
-    monkeypatch.setattr(planner, "_warm_heap", lambda: calls.append(1) or real())
-    small = np.tile([64, 64, 64], (planner.HEAP_WARM_BATCH - 1, 1))
-    p = planner.plan(small, use_cache=False)
-    assert calls == [] and not planner._heap_warm
-    large = np.tile([64, 64, 64], (planner.HEAP_WARM_BATCH, 1))
-    planner.plan(large, use_cache=False)
-    planner.plan(large, use_cache=False)
-    assert calls == [1] and planner._heap_warm
-    q = planner.plan(small, use_cache=False)
-    np.testing.assert_array_equal(p.tiles, q.tiles)
-    assert p.notes == q.notes and p.predicted_ms == q.predicted_ms

@@ -228,31 +228,6 @@ def _key(shapes, dtype, arch, strategy, mode, options, resources):
     return key
 
 
-# --- the heap --------------------------------------------------------------------------
-
-# glibc's malloc serves blocks of at least its mmap threshold (128 KB at start) by mmap
-# and hands the top of its heap back to the kernel past its trim threshold; both rise to
-# the size of the largest mmapped block the process frees (up to 32 MB). Until a process
-# has freed a block that large, the planner's temporaries of a few hundred KB (a
-# (kinds, batch) float64 table at 8,192 GEMMs is 320 KB) are returned to the kernel after
-# every plan and fault in again, page by page, on the next: 40 % of the host time of a
-# plan of 8,192 shapes on our test machine (bench/plan_time.py). One block of
-# HEAP_WARM_BYTES allocated and freed once, at the first plan of a large batch, raises
-# the thresholds as any process that frees a large buffer does (a GPU process usually
-# has); the cost is that up to twice that much freed heap stays mapped. Elsewhere than
-# glibc it is one allocation and nothing else.
-HEAP_WARM_BYTES = 16 << 20
-HEAP_WARM_BATCH = 512
-_heap_warm = False
-
-
-def _warm_heap() -> None:
-    global _heap_warm
-    _heap_warm = True
-    block = np.empty(HEAP_WARM_BYTES, dtype=np.uint8)   # mmapped, never touched
-    del block
-
-
 # --- the entry point ----------------------------------------------------------------
 
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
@@ -307,8 +282,6 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                 _cache.move_to_end(key)
                 _stats["hits"] += 1
                 return hit
-    if not _heap_warm and s.shape[0] >= HEAP_WARM_BATCH:
-        _warm_heap()
     # None (the default provider) stays None in the request: strategies pass it on
     p = info.fn(Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None))
     if key is not None:

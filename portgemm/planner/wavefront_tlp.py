@@ -418,8 +418,7 @@ def device_rule(req, tlp_formula: str, kinds, table):
     least-work-among-a-prefix table instead of an argmin, every cap's at once
     (_within_caps). The choices are those of the one-candidate-at-a-time reading
     (tests/test_planner_rule_speed.py keeps a frozen copy of it and compares; plans of
-    every strategy also match digests recorded before, tests/test_planner_digests.py).
-    Temporaries of a few hundred KB: see planner.HEAP_WARM_BYTES."""
+    every strategy also match digests recorded before, tests/test_planner_digests.py)."""
     arch, shapes = req.arch, req.shapes
     fk = _family_keys(tuple(kinds))
     n_k, rank, B = fk["n"], fk["rank"], req.batch
