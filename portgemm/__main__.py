@@ -1,4 +1,5 @@
-"""python -m portgemm run [...]: plan, run, time and check one random irregular batch."""
+"""python -m portgemm run [...]: plan, run, time and check one random irregular batch.
+(``bench`` and ``tune`` are dispatched to their own parsers.)"""
 from __future__ import annotations
 
 import os
@@ -17,12 +18,17 @@ def main(argv=None) -> int:
     if argv[:1] == ["bench"]:  # its own parser: python -m portgemm bench --help
         from portgemm.benchmark.cli import main as bench_main
         return bench_main(argv[1:])
+    if argv[:1] == ["tune"]:   # likewise: python -m portgemm tune --help
+        from portgemm.tuning.cli import main as tune_main
+        return tune_main(argv[1:])
     p = OneLineParser(
         prog="python -m portgemm",
         description="Variable-size batched GEMM, planned by an occupancy model.")
     sub = p.add_subparsers(dest="command")
     sub.add_parser("bench", help="portgemm against its peers on this device (bench --help)",
                    add_help=False)
+    sub.add_parser("tune", help="time the candidate tile kinds on this device and write the "
+                                "planner's tuned data file (tune --help)", add_help=False)
     r = sub.add_parser("run", help="plan, run, time and check a random irregular batch",
                        description="Build a random batch (M, N uniform in [16, max-mn], K in "
                                    "[16, max-k]), plan it, run it, time it and check it "

@@ -12,6 +12,8 @@ Families:
   128 threads, BLK_K 16; micro-tile BLK_M/16 x BLK_N/8).
 - ``portgemm`` (fp32) and ``portgemm-f64``: our own kinds, named ``<tm>x<tn>/<rm>x<rn>``
   (see PORTGEMM below).
+- ``tune`` (fp32) and ``tune-f64``: the candidates ``python -m portgemm tune`` times on
+  a device, named ``<tm>x<tn>/<rm>x<rn>/k<tk>``; the planner uses the tuned subset.
 
 How the kernel lays a micro-tile out (kernels/vbatched_gemm.cu): ``rm`` contiguous rows,
 and ``rn`` columns in groups of 16 bytes spread across the tile.
@@ -118,8 +120,55 @@ PORTGEMM_F64 = _family("portgemm-f64", [
     ("128x64/8x4",  128,  64,  8, 256,  8, 4),
     ("64x128/4x8",   64, 128,  8, 256,  4, 8),
 ])
+
+# Autotuning candidates (``python -m portgemm tune``, portgemm/tuning/): the space the
+# sweep times on the device, one family per dtype; the tuned family the planner then
+# uses is a subset (occupancy/tuned/<arch>.json). Named <tm>x<tn>/<rm>x<rn>/k<tk>
+# (threads = tm tn / (rm rn)). Each obeys the kernel's static rules: TX x TY = threads;
+# rn a multiple of 4 (fp32) / 2 (fp64) so B reads and C writes are 16 bytes; tm tk and
+# tk tn multiples of 16 bytes x threads so both operands stage in whole 16-byte units;
+# tm, tn powers of two >= 32 for the swizzled stores; two stages of A and B within 48 KB
+# of static shared memory (so no fp64 128-row tile with tk 16); and each compiles
+# without spills for sm_80, sm_90, gfx908, gfx90a and gfx940 (tools/vendor_matrix.py):
+# with tk 16, the 8x8 micro-tiles at 64 and 128 threads (64x64, 128x64, 64x128) spilled
+# 8-112 bytes in the tn variant on gfx908/gfx90a (hiprtc, ROCm 5.2), so those take tk 8.
+# fp64 stops at 32 accumulators per thread (see PORTGEMM_F64 above). The candidates run
+# one launch per kind only (PER_KIND_ONLY): one fused kernel holding a dozen kinds needs
+# every register the target has and spills.
+#            kind                tm   tn  tk  threads rm  rn
+TUNE = _family("tune", [
+    ("32x32/4x4/k8",      32,  32,  8,  64,  4, 4),
+    ("32x32/4x4/k16",     32,  32, 16,  64,  4, 4),
+    ("64x32/4x4/k16",     64,  32, 16, 128,  4, 4),
+    ("32x64/4x4/k16",     32,  64, 16, 128,  4, 4),
+    ("64x64/4x4/k16",     64,  64, 16, 256,  4, 4),
+    ("64x64/8x4/k16",     64,  64, 16, 128,  8, 4),
+    ("64x64/8x8/k8",      64,  64,  8,  64,  8, 8),
+    ("128x64/8x4/k16",   128,  64, 16, 256,  8, 4),
+    ("64x128/8x4/k16",    64, 128, 16, 256,  8, 4),
+    ("128x64/8x8/k8",    128,  64,  8, 128,  8, 8),
+    ("64x128/8x8/k8",     64, 128,  8, 128,  8, 8),
+    ("128x128/8x8/k8",   128, 128,  8, 256,  8, 8),
+    ("128x128/8x8/k16",  128, 128, 16, 256,  8, 8),
+])
+TUNE_F64 = _family("tune-f64", [
+    ("32x32/4x4/k8",      32,  32,  8,  64,  4, 4),
+    ("32x32/4x2/k8",      32,  32,  8, 128,  4, 2),
+    ("64x32/4x4/k8",      64,  32,  8, 128,  4, 4),
+    ("32x64/4x4/k8",      32,  64,  8, 128,  4, 4),
+    ("64x64/4x4/k8",      64,  64,  8, 256,  4, 4),
+    ("64x64/4x4/k16",     64,  64, 16, 256,  4, 4),
+    ("64x64/8x4/k8",      64,  64,  8, 128,  8, 4),
+    ("64x64/4x8/k8",      64,  64,  8, 128,  4, 8),
+    ("64x64/8x4/k16",     64,  64, 16, 128,  8, 4),
+    ("128x64/8x4/k8",    128,  64,  8, 256,  8, 4),
+    ("64x128/4x8/k8",     64, 128,  8, 256,  4, 8),
+    ("128x32/8x4/k8",    128,  32,  8, 128,  8, 4),
+])
+PER_KIND_ONLY = ("tune", "tune-f64")
 # The dtype each of our families is made for (the paper's families serve both).
-FAMILY_DTYPES = {"portgemm": ("float32",), "portgemm-f64": ("float64",)}
+FAMILY_DTYPES = {"portgemm": ("float32",), "portgemm-f64": ("float64",),
+                 "tune": ("float32",), "tune-f64": ("float64",)}
 
 FAMILIES: dict[str, tuple[TileConfig, ...]] = {
     "zhang2025": ZHANG2025,
@@ -128,6 +177,8 @@ FAMILIES: dict[str, tuple[TileConfig, ...]] = {
     "magma": MAGMA,
     "portgemm": PORTGEMM,
     "portgemm-f64": PORTGEMM_F64,
+    "tune": TUNE,
+    "tune-f64": TUNE_F64,
 }
 
 CATALOGUE: dict[str, TileConfig] = {t.name: t for fam in FAMILIES.values() for t in fam}

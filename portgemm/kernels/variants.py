@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tiles import FAMILIES, FAMILY_DTYPES, TileConfig
+from ..tiles import FAMILIES, FAMILY_DTYPES, PER_KIND_ONLY, TileConfig
 
 DTYPES = {"float32": "float", "float64": "double"}
 
@@ -99,7 +99,7 @@ def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
 
 def catalogue_variants(dtypes=("float32", "float64"), trans=((False, False),)) -> list[Variant]:
     """Every variant the catalogue defines: per-kind for each tile, a fused kernel for
-    each tile-list family, grid-z for MAGMA's configs; a family made for one dtype
+    each tile-list family (but tiles.PER_KIND_ONLY), grid-z for MAGMA's configs; a family made for one dtype
     (tiles.FAMILY_DTYPES) only in that dtype."""
     out = []
     for dtype in dtypes:
@@ -111,5 +111,6 @@ def catalogue_variants(dtypes=("float32", "float64"), trans=((False, False),)) -
                     out += variants_for(kinds, "grid-z", dtype, ta, tb)
                     continue
                 out += variants_for(kinds, "per-kind", dtype, ta, tb)
-                out += variants_for(kinds, "fused", dtype, ta, tb)
+                if fam not in PER_KIND_ONLY:   # no fused kernel: see tiles.PER_KIND_ONLY
+                    out += variants_for(kinds, "fused", dtype, ta, tb)
     return out

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
-from ..occupancy import Arch, ceilings, get_arch
+from ..occupancy import Arch, ceilings, get_arch, tuned
 from ..problem import MAX_SPAN
 from . import parallelism
 from .launches import provider_version, resolve_provider
@@ -221,7 +221,7 @@ def _key(shapes, dtype, arch, strategy, mode, options, resources):
         key = (_fingerprint(shapes), shapes.shape[0], dtype, arch.name,
                int(arch.compute_units), strategy, mode, opts, parallelism.TLP_FACTOR,
                parallelism.LI2019_FACTOR, resources, provider_version(resources, arch.name),
-               ceilings.version())
+               ceilings.version(), tuned.version())
         hash(key)
     except TypeError:
         return None  # unhashable option values or provider: do not cache
@@ -241,7 +241,8 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     named, the cost model then chooses between the paper's kinds fused and ours per
     kind). options (None means default): tlp_factor, tlp_threshold, occupancy_model
     ("exact" | "paper"); wavefront-tlp and workgroup-tlp also tlp_model ("device" |
-    "paper") and family (a tile family of tiles.FAMILIES); coordinated also theta and
+    "paper"), family (a tile family of tiles.FAMILIES) and tuned (False: ignore the
+    arch's tuned data file, occupancy/tuned.py; the default uses it); coordinated also theta and
     batching; magma also config. Numeric options have ranges (NUMERIC_OPTIONS).
 
     resources: the resources provider the occupancy model reads kernel figures from, a

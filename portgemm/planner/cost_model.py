@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..occupancy import tuned
 from ..occupancy.ceilings import Ceilings, ceilings_for
 
 PROLOGUE_LATENCIES = 3
@@ -79,6 +80,7 @@ class KindCosts:
     tile_warps_max: float = 0.0  # the most warps of a tile, resident slots per kind and
     slots: np.ndarray = None    # of a fused launch
     slots_max: float = 0.0
+    factor: np.ndarray = None   # tuned: measured / predicted tile time per kind (None: 1)
 
     @property
     def n_kinds(self) -> int:
@@ -93,7 +95,8 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None) -> 
     per table, dtype and ceilings: KindTables are shared and read-only)."""
     c = ceilings_for(arch) if ceil is None else ceil
     # keyed by identity (a Ceilings hashes all its fields, slowly), confirmed on a hit
-    key = (id(table), dtype if isinstance(dtype, str) else np.dtype(dtype).name, id(c))
+    key = (id(table), dtype if isinstance(dtype, str) else np.dtype(dtype).name, id(c),
+           tuned.version())
     hit = _memo.get(key)
     if hit is not None and hit[0] is table and hit[1] is c:
         return hit[2]
@@ -111,12 +114,14 @@ def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
     active = np.asarray(table.active, dtype=np.float64)
     tile_warps = np.ceil(threads / arch.wave_size)
     cus = float(arch.compute_units)
+    fam = tuned.tuned_family(arch.name, np.dtype(dtype).name)
     return KindCosts(tm=tm, tn=tn, tk=tk, tile_warps=tile_warps, active=active,
                      g_bytes=(tm + tn) * tk * e, s_bytes=tk * threads * (rm + rn) * e,
                      fmas=tm * tn * tk, c_bytes=tm * tn * e, cus=cus,
                      ceil=c, elem=e, flops_per_s=c.flops_per_s(np.dtype(dtype).name),
                      active_max=float(active.max()), tile_warps_max=float(tile_warps.max()),
-                     slots=cus * active, slots_max=cus * float(active.max()))
+                     slots=cus * active, slots_max=cus * float(active.max()),
+                     factor=fam.factor_of(kinds) if fam else None)
 
 
 def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
@@ -160,6 +165,8 @@ def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     step = np.maximum(np.maximum(c.latency_s, glob), np.maximum(shared, compute))
     prologue = PROLOGUE_LATENCIES * c.latency_s + glob
     epilogue = kc.c_bytes / bw
+    if kc.factor is not None:   # the tuned family's measured correction, per kind
+        return prologue * kc.factor, step * kc.factor, epilogue * kc.factor
     return prologue, step, epilogue
 
 

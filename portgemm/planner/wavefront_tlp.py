@@ -50,6 +50,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import ValidationError
+from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, FAMILY_DTYPES, ZHANG2025
 from . import register
 from .cost_model import (SATURATING_WARPS, kind_costs, predict_assignment, predict_rows,
@@ -62,7 +63,7 @@ from .tiling import (cdiv_array, gemm_lpt_order, kind_counts, kind_edges, make_p
 FAMILY = ZHANG2025
 assert all(a.area <= b.area for a, b in zip(FAMILY, FAMILY[1:])), "family must run small -> large"
 
-OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "tlp_model", "family")
+OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "tlp_model", "family", "tuned")
 TLP_MODELS = ("device", "paper")
 DEFAULT_TLP_MODEL = "device"
 MAX_CAPS = 8          # tau = longest tile / 2**j, j = 1..MAX_CAPS
@@ -645,20 +646,27 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     auto = (kinds is None and req.options.get("family") is None and not req.mode_given
             and req.option("tlp_model", DEFAULT_TLP_MODEL) == "device"
             and req.dtype in OUR_FAMILY)
+    use_tuned = req.option("tuned", True)
+    if use_tuned not in (True, False):
+        raise ValidationError(f"tuned must be True or False, got {use_tuned!r}")
     chosen = _choose(req, tlp_formula, kinds)
     if not auto:
         return _build(req, strategy, tlp_formula, chosen)
+    # a tuned family for this device (occupancy/tuned.py) replaces ours, unless tuned=False
+    tuned = tuned_family(req.arch.name, req.dtype) if use_tuned else None
+    name = "tuned" if tuned else OUR_FAMILY[req.dtype]
     ours_req = dataclasses.replace(req, mode="per-kind", options={
         **req.options, "family": OUR_FAMILY[req.dtype]})
-    ours = _choose(ours_req, tlp_formula, None)
+    ours = _choose(ours_req, tlp_formula, tuned.kinds if tuned else None)
     p_ms, o_ms = chosen.predicted * 1e3, ours.predicted * 1e3
+    after = (f"tuned: {tuned.path}",) if tuned else ()
     if o_ms < p_ms:
         return _build(ours_req, strategy, tlp_formula, ours, (
-            f"launch structure: {OUR_FAMILY[req.dtype]} per-kind predicted {o_ms:.4g} ms, "
-            f"faster than {FAMILY[0].family} {req.mode} ({p_ms:.4g} ms)"))
+            f"launch structure: {name} per-kind predicted {o_ms:.4g} ms, "
+            f"faster than {FAMILY[0].family} {req.mode} ({p_ms:.4g} ms)",) + after)
     return _build(req, strategy, tlp_formula, chosen, (
         f"launch structure: {FAMILY[0].family} {req.mode} predicted {p_ms:.4g} ms, no "
-        f"slower than {OUR_FAMILY[req.dtype]} per-kind ({o_ms:.4g} ms)"))
+        f"slower than {name} per-kind ({o_ms:.4g} ms)",) + after)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -691,11 +699,11 @@ def _choose(req, tlp_formula: str, kinds=None) -> _Choice:
     return _Choice(kinds, table, rule, kidx, t, threshold, rule_notes, predicted)
 
 
-def _build(req, strategy: str, tlp_formula: str, c: _Choice, note: str | None = None):
+def _build(req, strategy: str, tlp_formula: str, c: _Choice, more_notes: tuple = ()):
     """The plan of a choice: one tile per block, longest tiles first (all tiles of a
     GEMM cost the same)."""
     shapes, kinds, kidx = req.shapes, c.kinds, c.kidx
-    notes = notes_for_shapes(shapes) + list(c.notes) + ([note] if note else [])
+    notes = notes_for_shapes(shapes) + list(c.notes) + list(more_notes)
     tm, tn = kind_edges(kinds)
     cost = ((tm * tn).take(kidx) * shapes[:, 2]).astype(np.float64)
     if req.mode == "per-kind":  # one launch per kind: kinds contiguous, heaviest first

@@ -1,0 +1,63 @@
+"""The planner's view of one candidate kind: a plan that runs a batch with that kind
+alone (one launch), and the cost model's time for it with the kind's tile time scaled
+by a factor. Every use of the planner's internals by the sweep is here."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..planner.cost_model import kind_costs, predict_assignment
+from ..planner.parallelism import kind_table
+from ..planner.tiling import Request, tile_counts
+from ..planner.wavefront_tlp import algorithm1
+
+FACTOR_RANGE = (1 / 32, 32.0)   # the factors a fit may return
+
+
+def _shapes(shapes) -> np.ndarray:
+    s = np.array(shapes, dtype=np.int64).reshape(-1, 3)
+    s.flags.writeable = False
+    return s
+
+
+def one_kind_plan(shapes, kind, dtype: str, arch, resources=None):
+    """A per-kind plan of ``shapes`` that tiles every GEMM with ``kind``."""
+    req = Request(_shapes(shapes), dtype, arch, "per-kind", {}, resources, mode_given=True)
+    # one kind leaves nothing to choose; the rule's tie-break nudges divide by zero then
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return algorithm1(req, "wavefront-tlp", "wavefront", kinds=(kind,))
+
+
+def predicted_seconds(shapes, kind, dtype: str, arch, factor: float = 1.0,
+                      resources=None) -> float:
+    """The cost model's seconds for :func:`one_kind_plan`'s launch, ``kind``'s tile time
+    multiplied by ``factor`` (as a tuned data file makes the planner do)."""
+    s = _shapes(shapes)
+    table = kind_table(arch, (kind,), "per-kind", dtype, resources=resources)
+    kc = dataclasses.replace(kind_costs(arch, (kind,), table, dtype),
+                             factor=np.array([float(factor)]))
+    return predict_assignment(s, tile_counts(s, (kind,)), np.zeros(s.shape[0], np.int64), kc,
+                              per_kind=True)
+
+
+def fit_factor(measured_s: float, predict, lo: float = FACTOR_RANGE[0],
+               hi: float = FACTOR_RANGE[1], rel: float = 1e-4):
+    """The factor f with predict(f) == measured_s (predict non-decreasing in f), by
+    bisection on log f; None when even the smallest factor predicts more than was
+    measured (the model's fixed costs - launch, the memory floor - already exceed the
+    measurement, so the tile time cannot be told from it); ``hi`` when even the largest
+    predicts less."""
+    if predict(lo) > measured_s:
+        return None
+    if predict(hi) < measured_s:
+        return hi
+    a, b = math.log(lo), math.log(hi)
+    while b - a > rel:
+        mid = 0.5 * (a + b)
+        if predict(math.exp(mid)) < measured_s:
+            a = mid
+        else:
+            b = mid
+    return math.exp(0.5 * (a + b))

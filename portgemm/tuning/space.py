@@ -1,0 +1,75 @@
+"""What the sweep measures: uniform batches M = N = S, K, that span the size space.
+
+Each size gets one batch count for every kind (kinds are compared on the same
+problem): enough GEMMs that a mid-sized tile (64 x 64) fills the device about
+WAVES times over, so every kind runs at least a wave or two, within a memory cap.
+Sizes are visited in a spread order (far-apart sizes first), so a sweep stopped by its
+budget has still seen the corners of the space.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EDGES = (32, 64, 128, 256, 512, 1024)   # M = N
+DEPTHS = (32, 256, 1024)                # K
+QUICK_EDGES = (64, 256)
+QUICK_DEPTHS = (64,)
+WAVES = 3                # 64 x 64 tiles per size: WAVES x CUs x RESIDENT_64
+RESIDENT_64 = 4          # 64 x 64 tiles one CU holds at once, roughly (128 threads each)
+MAX_BYTES = 1 << 30      # operands of one size, all GEMMs together
+MAX_BATCH = 8192
+
+# The candidate family the sweep times, per dtype (tiles.py).
+CANDIDATES = {"float32": "tune", "float64": "tune-f64"}
+
+
+@dataclass(frozen=True)
+class Size:
+    m: int
+    n: int
+    k: int
+    batch: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.batch}x{self.m}x{self.n}x{self.k}"
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k * self.batch
+
+    def shapes(self):
+        import numpy as np
+        return np.tile(np.array([[self.m, self.n, self.k]], dtype=np.int64), (self.batch, 1))
+
+
+def batch_for(m: int, n: int, k: int, compute_units: int, elem: int) -> int:
+    tiles = -(-m // 64) * -(-n // 64)
+    want = -(-WAVES * compute_units * RESIDENT_64 // tiles)
+    fits = MAX_BYTES // (elem * (m * k + k * n + m * n))
+    return int(max(1, min(want, fits, MAX_BATCH)))
+
+
+def spread(items: list) -> list:
+    """``items`` reordered so that early ones lie far apart: the first, the last, then
+    the midpoints of ever finer halvings."""
+    n = len(items)
+    if n <= 2:
+        return list(items)
+    order, seen = [0, n - 1], {0, n - 1}
+    step = n - 1
+    while len(order) < n:
+        step = max(1, step // 2)
+        for i in range(step, n, step):
+            if i not in seen:
+                seen.add(i)
+                order.append(i)
+    return [items[i] for i in order]
+
+
+def sizes(compute_units: int, dtype: str, quick: bool = False) -> list[Size]:
+    """The sweep's sizes for a device of ``compute_units``, in spread order."""
+    elem = 8 if dtype == "float64" else 4
+    edges, depths = (QUICK_EDGES, QUICK_DEPTHS) if quick else (EDGES, DEPTHS)
+    grid = [Size(s, s, k, batch_for(s, s, k, compute_units, elem)) for s in edges for k in depths]
+    return spread(grid)
