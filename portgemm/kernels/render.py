@@ -25,9 +25,25 @@ MIN_BLOCKS = {
 }
 
 
-def min_blocks(variant: Variant) -> int:
+# Unroll count of the BK loop, same keys; absent: the vendor default (compat.h: full on
+# CUDA, 4 on AMD). A full unroll lets the compiler hoist every k step's shared reads,
+# which costs registers that a resident block more per SM is worth more than.
+K_UNROLL: dict[tuple[str, str, str], int] = {}
+
+
+def _key(variant: Variant) -> tuple[str, str, str]:
     what = "fused" if variant.fused else variant.kinds[0].kind
-    return MIN_BLOCKS.get((variant.kinds[0].family, what, variant.dtype), 0)
+    return (variant.kinds[0].family, what, variant.dtype)
+
+
+def min_blocks(variant: Variant) -> int:
+    return MIN_BLOCKS.get(_key(variant), 0)
+
+
+def k_unroll(variant: Variant) -> int:
+    """The BK loop's unroll count (0: the vendor default)."""
+    return K_UNROLL.get(_key(variant), 0)
+
 SOURCE_FILE = HERE / "vbatched_gemm.cu"
 COMPAT_FILE = HERE / "compat.h"
 
@@ -78,6 +94,7 @@ def defines(variant: Variant | RaggedPrologue | TileExpand) -> dict[str, str]:
         "PG_TRANS_B": str(int(variant.trans_b)),
         "PG_THREADS": str(variant.threads),
         "PG_MIN_BLOCKS": str(min_blocks(variant)),
+        "PG_K_UNROLL": str(k_unroll(variant)),
         "PG_NAME": variant.name,
         "PG_GRIDZ": str(int(variant.layout == "grid-z")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),

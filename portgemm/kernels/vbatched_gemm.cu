@@ -4,6 +4,7 @@
 //   PG_TRANS_A/_B   0 | 1: op(X) = X^T
 //   PG_THREADS      block size (max over the kinds)
 //   PG_MIN_BLOCKS   minimum resident blocks per compute unit (caps registers); 0: no hint
+//   PG_K_UNROLL     unroll count of the BK loop; 0: the vendor default (compat.h)
 //   PG_NAME         extern "C" entry point
 //   PG_GRIDZ        0: flat tile list (block -> tiles via block_ptr); 1: MAGMA grid.z layout
 //   PG_SMEM_ELEMS   shared-memory elements (max over the kinds)
@@ -124,6 +125,12 @@ PG_NAME(const int* __restrict__ layout, int spans, int n_tiles, PgTile* __restri
     tiles[t] = tile;
 }
 #else
+
+#if PG_K_UNROLL > 0
+#define PG_UNROLL_K PG_PRAGMA(unroll PG_K_UNROLL)
+#else
+#define PG_UNROLL_K PG_UNROLL_K_DEFAULT
+#endif
 
 // 16-byte accesses: PG_V elements of PG_T move as one float4 / double2.
 constexpr int PG_V = 16 / (int)sizeof(PG_T);
