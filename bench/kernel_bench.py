@@ -73,6 +73,10 @@ CONFIGS = {
             "K_UNROLL": {("portgemm", "128x128/8x8", "float32"): 1,
                          ("portgemm", "128x64/8x8", "float32"): 1,
                          ("portgemm", "64x128/8x8", "float32"): 1}},
+    # the small kinds: no BK unroll (32x32/4x4 80 registers), 64x64/8x4 at 5 blocks
+    "small": {"MIN_BLOCKS": {("portgemm", "64x64/8x4", "float32"): 5},
+              "K_UNROLL": {("portgemm", "32x32/4x4", "float32"): 1,
+                           ("portgemm", "64x64/8x4", "float32"): 1}},
     # the register double buffer instead of the cp.async pipeline (sm_80+)
     "regbuf": {"STAGES": {("portgemm", "*", "float32"): 0, ("portgemm-f64", "*", "float64"): 0}},
 }
