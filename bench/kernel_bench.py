@@ -66,19 +66,23 @@ QUICK = {"512/128 b1024", "1024/128 b1024", "1024/512 b256", "128/128 b1024",
 # committed tables.
 CONFIGS = {
     "base": {},
-    # one more resident block per SM for the 8x8 kinds: cap registers, no BK unroll
-    "occ": {"MIN_BLOCKS": {("portgemm", "128x128/8x8", "float32"): 2,
-                           ("portgemm", "128x64/8x8", "float32"): 4,
+    # the kernel before the pipeline: register double buffer, no register caps
+    "regbuf": {"STAGES": {"portgemm": 0, "portgemm-f64": 0},
+               "MIN_BLOCKS": {("portgemm", "128x128/8x8", "float32"): 0,
+                              ("portgemm", "64x64/8x4", "float32"): 0}},
+    # the pipeline without register caps (one block fewer per SM)
+    "nocap": {"MIN_BLOCKS": {("portgemm", "128x128/8x8", "float32"): 0,
+                             ("portgemm", "64x64/8x4", "float32"): 0}},
+    # pipeline depth (4 falls back to 3 where 4 would pass 48 KiB)
+    "st2": {"STAGES": {"portgemm": 2, "portgemm-f64": 2}},
+    "st4": {"STAGES": {"portgemm": 4, "portgemm-f64": 4}},
+    # no BK unroll for the 8x8 kinds, caps for one more block per SM (register path
+    # measured: slower)
+    "occ": {"MIN_BLOCKS": {("portgemm", "128x64/8x8", "float32"): 4,
                            ("portgemm", "64x128/8x8", "float32"): 4},
             "K_UNROLL": {("portgemm", "128x128/8x8", "float32"): 1,
                          ("portgemm", "128x64/8x8", "float32"): 1,
                          ("portgemm", "64x128/8x8", "float32"): 1}},
-    # the small kinds: no BK unroll (32x32/4x4 80 registers), 64x64/8x4 at 5 blocks
-    "small": {"MIN_BLOCKS": {("portgemm", "64x64/8x4", "float32"): 5},
-              "K_UNROLL": {("portgemm", "32x32/4x4", "float32"): 1,
-                           ("portgemm", "64x64/8x4", "float32"): 1}},
-    # the register double buffer instead of the cp.async pipeline (sm_80+)
-    "regbuf": {"STAGES": {("portgemm", "*", "float32"): 0, ("portgemm-f64", "*", "float64"): 0}},
 }
 
 
@@ -161,7 +165,7 @@ def main(argv=None):
                 continue
             shapes, A, B, C = make_batch(cp, rng, case, dtype)
             batches.append((case[0], dtype, shapes, A, B, C, Reference(cp, A, B)))
-    rows, raw = [], []
+    rows, raw = [], []    # rows: case, config, plan, TFLOP/s, % peak, x cuBLAS, note, err
     for name, dtype, shapes, A, B, C, ref in batches:
         flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
         call = cublas.prepare(A, B, C)
@@ -200,12 +204,12 @@ def main(argv=None):
     for f in [f for f in tiles.FAMILIES if f.startswith(ONE_KIND)]:
         del tiles.FAMILIES[f], tiles.FAMILY_DTYPES[f]
     rows.sort(key=lambda r: [b[0] for b in batches].index(r[0]))
-    lines = [f"device: {base.device_name()}; bound calls; GFLOP/s, % of the FMA peak "
+    lines = [f"device: {base.device_name()}; bound calls; TFLOP/s, % of the FMA peak "
              f"(fp32 {PEAK['float32'] / 1e12} / fp64 {PEAK['float64'] / 1e12} TFLOP/s), "
              f"speed-up over cuBLAS grouped; err: max relative error vs float64",
-             tabulate(rows, headers=["case", "config", "plan", "GFLOP/s", "% peak",
+             tabulate(rows, headers=["case", "config", "plan", "TFLOP/s", "% peak",
                                      "x cuBLAS", "regs / tiles", "err"],
-                      floatfmt=(None, None, None, ",.0f", ".1f", ".2f", None, ".1e"))]
+                      floatfmt=(None, None, None, ".1f", ".1f", ".2f", None, ".1e"))]
     for cfg in configs:
         for label in ("default", "ours per-kind"):
             r = [x for x in rows if x[1] == cfg and x[2] == label]

@@ -33,3 +33,40 @@
 #endif
 #endif
 
+// Asynchronous global -> shared copies (cp.async, sm_80+): no registers in between, and
+// several k steps in flight. A source size below the copy size fills the rest with
+// zeros (0: nothing is read, the source address is only a placeholder). Elsewhere
+// PG_ASYNC is 0 and the kernel stages through registers.
+#if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define PG_ASYNC 1
+__device__ __forceinline__ unsigned pg_smem_addr(const void* p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+// 16 bytes, cached in L2 only (.cg): operand tiles are read once per block.
+__device__ __forceinline__ void pg_cp_async16(void* dst, const void* src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(pg_smem_addr(dst)), "l"(src), "r"(src_bytes) : "memory");
+}
+// One element of SIZE (4 or 8) bytes, for rows not 16-byte aligned (.ca: .cg is 16 only).
+template <int SIZE>
+__device__ __forceinline__ void pg_cp_async_elem(void* dst, const void* src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                 :: "r"(pg_smem_addr(dst)), "l"(src), "n"(SIZE), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void pg_cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Wait until at most N committed groups of this thread are still in flight.
+template <int N>
+__device__ __forceinline__ void pg_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+#else
+#define PG_ASYNC 0
+#endif
+

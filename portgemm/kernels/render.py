@@ -22,7 +22,30 @@ HERE = Path(__file__).parent
 MIN_BLOCKS = {
     ("zhang2025", "fused", "float32"): 3,
     ("zhang2025", "medium-large", "float32"): 3,
+    # On the cp.async path (kernel source: only there): 128 registers, 2 blocks of 8
+    # warps per SM, where it would take 185; 64x64/8x4 127 instead of 168 (4 blocks).
+    ("portgemm", "128x128/8x8", "float32"): 2,
+    ("portgemm", "64x64/8x4", "float32"): 4,
 }
+
+
+# cp.async pipeline stages (sm_80+) by family; absent: 0, the register double buffer
+# everywhere (the paper's kinds keep the kernel they were measured with). Three stages
+# of the 128x128 tile are 38 KiB of the 48 KiB a static array may take.
+STAGES = {"portgemm": 3, "portgemm-f64": 3}
+
+
+# A static __shared__ array may not exceed 48 KiB: fewer stages where more would.
+STATIC_SMEM_BYTES = 48 * 1024
+
+
+def stages(variant: Variant) -> int:
+    """cp.async stages of ``variant`` on sm_80+ (0: the register double buffer)."""
+    s = STAGES.get(variant.kinds[0].family, 0)
+    elem = np.dtype(variant.dtype).itemsize
+    while s > 2 and smem_elems_async(variant.kinds, variant.dtype, s) * elem > STATIC_SMEM_BYTES:
+        s -= 1
+    return s
 
 
 # Unroll count of the BK loop, same keys; absent: the vendor default (compat.h: full on
@@ -63,10 +86,20 @@ def pad_elems(dtype: str) -> int:
 
 
 def smem_elems(kinds, dtype: str = "float32") -> int:
-    """Shared-memory elements an entry point declares: two stages of the A and B tiles
-    of its largest kind."""
+    """Shared-memory elements an entry point declares on the register path: two stages
+    of the A and B tiles of its largest kind."""
     p = pad_elems(dtype)
     return max(2 * k.tk * (k.tm + p) + 2 * k.tk * (k.tn + p) for k in kinds)
+
+
+def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
+    """Shared-memory elements on the cp.async path (sm_80+) with ``stages`` stages: each
+    operand's stage is k-major (BK rows of BX + pad) or x-major (BX rows of BK + pad);
+    this bounds both. The register path's figure when there is no pipeline."""
+    if stages < 2:
+        return smem_elems(kinds, dtype)
+    p = pad_elems(dtype)
+    return max(stages * (k.tk + p) * (k.tm + p + k.tn + p) for k in kinds)
 
 
 @dataclass(frozen=True)
@@ -98,6 +131,8 @@ def defines(variant: Variant | RaggedPrologue | TileExpand) -> dict[str, str]:
         "PG_NAME": variant.name,
         "PG_GRIDZ": str(int(variant.layout == "grid-z")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),
+        "PG_STAGES": str(stages(variant)),
+        "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant))),
         "PG_PAD": str(pad_elems(variant.dtype)),
         "PG_KINDS(X)": kinds,
     }
