@@ -64,31 +64,42 @@ QUICK = {"512/128 b1024", "1024/128 b1024", "1024/512 b256", "128/128 b1024",
 
 # Compile settings to compare: {table name in render: {key: value}} merged over the
 # committed tables.
+F32, F64 = "float32", "float64"
+PIPELINED = {("portgemm", "128x128/8x8", F32): 3, ("portgemm-f64", "32x32/4x4", F64): 3,
+             ("portgemm-f64", "64x64/4x4", F64): 3}
 CONFIGS = {
     "base": {},
-    # the kernel before the pipeline: register double buffer, no register caps
-    "regbuf": {"STAGES": {"portgemm": 0, "portgemm-f64": 0},
-               "MIN_BLOCKS": {("portgemm", "128x128/8x8", "float32"): 0,
-                              ("portgemm", "64x64/8x4", "float32"): 0}},
-    # the pipeline without register caps (one block fewer per SM)
-    "nocap": {"MIN_BLOCKS": {("portgemm", "128x128/8x8", "float32"): 0,
-                             ("portgemm", "64x64/8x4", "float32"): 0}},
+    # the register double buffer everywhere, no register caps (the kernel before the
+    # pipeline, with the warp tiling)
+    "regbuf": {"STAGES": {k: 0 for k in PIPELINED},
+               "MIN_BLOCKS": {("portgemm", "128x128/8x8", F32): 0}},
+    # the pipeline without the 128x128 cap (one block per SM)
+    "nocap": {"MIN_BLOCKS": {("portgemm", "128x128/8x8", F32): 0}},
+    # the pipeline for every kind of ours (3 stages), caps where they do not spill
+    "allpipe": {"STAGES": {**{("portgemm", k.kind, F32): 3 for k in tiles.PORTGEMM},
+                           **{("portgemm-f64", k.kind, F64): 3 for k in tiles.PORTGEMM_F64}},
+                "MIN_BLOCKS": {("portgemm", "128x64/8x8", F32): 3,
+                               ("portgemm", "64x64/8x4", F32): 4}},
     # pipeline depth (4 falls back to 3 where 4 would pass 48 KiB)
-    "st2": {"STAGES": {"portgemm": 2, "portgemm-f64": 2}},
-    "st4": {"STAGES": {"portgemm": 4, "portgemm-f64": 4}},
-    # no BK unroll for the 8x8 kinds, caps for one more block per SM (register path
-    # measured: slower)
-    "occ": {"MIN_BLOCKS": {("portgemm", "128x64/8x8", "float32"): 4,
-                           ("portgemm", "64x128/8x8", "float32"): 4},
-            "K_UNROLL": {("portgemm", "128x128/8x8", "float32"): 1,
-                         ("portgemm", "128x64/8x8", "float32"): 1,
-                         ("portgemm", "64x128/8x8", "float32"): 1}},
+    "st2": {"STAGES": {k: 2 for k in PIPELINED}},
+    "st4": {"STAGES": {k: 4 for k in PIPELINED}},
+    # rows of TX consecutive threads instead of 4 x 8 lanes per warp
+    "nowarp": {"WARP_TILED": ()},
+    # measured on the register path (first H100 call): no BK unroll for the 8x8 kinds and
+    # caps for one more block per SM: slower
+    "occ": {"MIN_BLOCKS": {("portgemm", "128x64/8x8", F32): 4,
+                           ("portgemm", "64x128/8x8", F32): 4},
+            "K_UNROLL": {("portgemm", "128x128/8x8", F32): 1,
+                         ("portgemm", "128x64/8x8", F32): 1,
+                         ("portgemm", "64x128/8x8", F32): 1}},
 }
+TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES", "WARP_TILED")
 
 
 def apply_config(name, committed):
     for table, base in committed.items():
-        setattr(render, table, {**base, **CONFIGS[name].get(table, {})})
+        new = CONFIGS[name].get(table, base)
+        setattr(render, table, {**base, **new} if isinstance(base, dict) else new)
     render.render.cache_clear()
     resources._registered.clear()
     portgemm.planner.clear_cache()
@@ -154,8 +165,7 @@ def main(argv=None):
     base = cuda_backend.create()
     cp = base.cp
     cublas = CublasGrouped(cp)
-    committed = {t: dict(getattr(render, t)) for t in ("MIN_BLOCKS", "K_UNROLL", "STAGES")
-                 if hasattr(render, t)}
+    committed = {t: getattr(render, t) for t in TABLES}
     configs = args.config.split(",")
     rng = np.random.default_rng(args.seed)
     batches = []

@@ -23,16 +23,25 @@ MIN_BLOCKS = {
     ("zhang2025", "fused", "float32"): 3,
     ("zhang2025", "medium-large", "float32"): 3,
     # On the cp.async path (kernel source: only there): 128 registers, 2 blocks of 8
-    # warps per SM, where it would take 185; 64x64/8x4 127 instead of 168 (4 blocks).
+    # warps per SM, where it would take 185 (the register path spills under this cap,
+    # and so does the pipeline's A^T (tn) variant: 84 bytes).
     ("portgemm", "128x128/8x8", "float32"): 2,
-    ("portgemm", "64x64/8x4", "float32"): 4,
+    ("portgemm", "128x128/8x8", "float32", "tn"): 0,
 }
 
 
-# cp.async pipeline stages (sm_80+) by family; absent: 0, the register double buffer
-# everywhere (the paper's kinds keep the kernel they were measured with). Three stages
-# of the 128x128 tile are 38 KiB of the 48 KiB a static array may take.
-STAGES = {"portgemm": 3, "portgemm-f64": 3}
+# cp.async pipeline stages (sm_80+), same keys as MIN_BLOCKS; absent: 0, the register
+# double buffer everywhere (the paper's kinds keep the kernel they were measured with).
+# Measured on the H100 (bench/kernel_bench.py): the pipeline wins where it frees the
+# registers for one more block per SM (fp32 128x128 with its cap; fp64's small kinds);
+# the 128-thread fp32 8x8 kinds and the small fp32 kinds ran slower on it.
+STAGES = {
+    ("portgemm", "128x128/8x8", "float32"): 3,
+    ("portgemm-f64", "32x32/4x4", "float64"): 3,
+    ("portgemm-f64", "64x64/4x4", "float64"): 3,
+}
+# Families whose kernels tile a warp's lanes 4 x 8 (PG_WARP_TILE).
+WARP_TILED = ("portgemm", "portgemm-f64")
 
 
 # A static __shared__ array may not exceed 48 KiB: fewer stages where more would.
@@ -41,7 +50,7 @@ STATIC_SMEM_BYTES = 48 * 1024
 
 def stages(variant: Variant) -> int:
     """cp.async stages of ``variant`` on sm_80+ (0: the register double buffer)."""
-    s = STAGES.get(variant.kinds[0].family, 0)
+    s = STAGES.get(_key(variant), 0)
     elem = np.dtype(variant.dtype).itemsize
     while s > 2 and smem_elems_async(variant.kinds, variant.dtype, s) * elem > STATIC_SMEM_BYTES:
         s -= 1
@@ -59,8 +68,15 @@ def _key(variant: Variant) -> tuple[str, str, str]:
     return (variant.kinds[0].family, what, variant.dtype)
 
 
+def _op(variant: Variant) -> str:
+    return ("t" if variant.trans_a else "n") + ("t" if variant.trans_b else "n")
+
+
 def min_blocks(variant: Variant) -> int:
-    return MIN_BLOCKS.get(_key(variant), 0)
+    """The hint for ``variant``: an entry keyed with its op ("nn", "tn", ...) after the
+    dtype wins over the entry without."""
+    key = _key(variant)
+    return MIN_BLOCKS.get(key + (_op(variant),), MIN_BLOCKS.get(key, 0))
 
 
 def k_unroll(variant: Variant) -> int:
@@ -132,6 +148,7 @@ def defines(variant: Variant | RaggedPrologue | TileExpand) -> dict[str, str]:
         "PG_GRIDZ": str(int(variant.layout == "grid-z")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),
         "PG_STAGES": str(stages(variant)),
+        "PG_WARP_TILE": str(int(variant.kinds[0].family in WARP_TILED)),
         "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant))),
         "PG_PAD": str(pad_elems(variant.dtype)),
         "PG_KINDS(X)": kinds,
