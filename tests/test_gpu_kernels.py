@@ -258,3 +258,45 @@ def test_several_tiles_per_block(be, dtype, trans):
                         name="tiles-per-block", tiles_per_block=3)
         run_family_case(be, shapes, dtype, *trans, "aligned", "per-kind", kind,
                         name="tiles-per-block", tiles_per_block=3)
+
+
+@pytest.fixture
+def pipelined_be(be):
+    """A CUDA backend whose variants of our families all run the cp.async pipeline
+    (render.STAGES for every kind, 128x128/8x8 under its 2-block cap, as the bench's
+    "allpipe" config), so its edges are tested whatever the committed table enables."""
+    if be.name != "cuda":
+        pytest.skip("the cp.async pipeline is CUDA-only (sm_80+)")
+    from portgemm.backends.cuda import CudaBackend
+    from portgemm.kernels import render, resources
+    saved = dict(render.STAGES), dict(render.MIN_BLOCKS)
+    render.STAGES.update({(FAMILY[d], k, d): 3 for d, k in KIND_CASES})
+    render.MIN_BLOCKS.update({("portgemm", "128x128/8x8", "float32"): 2,
+                              ("portgemm", "128x128/8x8", "float32", "tn"): 0})
+    render.render.cache_clear()
+    try:
+        yield CudaBackend(be.cp)
+    finally:
+        render.STAGES.clear()
+        render.STAGES.update(saved[0])
+        render.MIN_BLOCKS.clear()
+        render.MIN_BLOCKS.update(saved[1])
+        render.render.cache_clear()
+        resources._registered.clear()   # figures of the pipelined variants: forget them
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_forced_pipeline(pipelined_be, dtype, trans):
+    """Every kind on the pipeline: K at its edges, M and N off the tile, every layout,
+    then several tiles per block (B^T falls back to the register path)."""
+    for kind in kind_names(dtype):
+        k = next(t for t in FAMILIES[FAMILY[dtype]] if t.kind == kind)
+        ks = [0, *pipeline_k(k)]
+        shapes = np.array([[k.tm + 1, k.tn - 1, kk] for kk in ks]
+                          + [[k.tm - 3, 2 * k.tn + 5, kk] for kk in ks], dtype=np.int64)
+        layouts = [LAYOUTS[i % len(LAYOUTS)] for i in range(len(shapes))]
+        run_family_case(pipelined_be, shapes, dtype, *trans, layouts, "per-kind", kind,
+                        name="forced-pipeline")
+        run_family_case(pipelined_be, shapes[::3], dtype, *trans, "odd", "per-kind", kind,
+                        name="forced-pipeline-packed", tiles_per_block=3)

@@ -22,26 +22,20 @@ HERE = Path(__file__).parent
 MIN_BLOCKS = {
     ("zhang2025", "fused", "float32"): 3,
     ("zhang2025", "medium-large", "float32"): 3,
-    # On the cp.async path (kernel source: only there): 128 registers, 2 blocks of 8
-    # warps per SM, where it would take 185 (the register path spills under this cap,
-    # and so does the pipeline's A^T (tn) variant: 84 bytes).
-    ("portgemm", "128x128/8x8", "float32"): 2,
-    ("portgemm", "128x128/8x8", "float32", "tn"): 0,
 }
 
 
 # cp.async pipeline stages (sm_80+), same keys as MIN_BLOCKS; absent: 0, the register
 # double buffer everywhere (the paper's kinds keep the kernel they were measured with).
-# Measured on the H100 (bench/kernel_bench.py): the pipeline wins where it frees the
-# registers for one more block per SM (fp32 128x128 with its cap; fp64's small kinds);
-# the 128-thread fp32 8x8 kinds and the small fp32 kinds ran slower on it.
+# Measured on the H100 (bench/kernel_bench.py, bench/NOTES.md): fp64's 32x32 and 64x64
+# kinds run 5-14 % faster on it. The fp32 kinds do not: the 128-thread 8x8 kinds and the
+# small ones ran 0-25 % slower; 128x128/8x8 runs 10-25 % faster with it under a 2-block
+# cap (128 registers), but the planner's cost model then prefers it to 64x128, which
+# is still faster, and the default plan got 5 % slower ("cap128" in the bench).
 STAGES = {
-    ("portgemm", "128x128/8x8", "float32"): 3,
     ("portgemm-f64", "32x32/4x4", "float64"): 3,
     ("portgemm-f64", "64x64/4x4", "float64"): 3,
 }
-# Families whose kernels tile a warp's lanes 4 x 8 (PG_WARP_TILE).
-WARP_TILED = ("portgemm", "portgemm-f64")
 
 
 # A static __shared__ array may not exceed 48 KiB: fewer stages where more would.
@@ -74,7 +68,8 @@ def _op(variant: Variant) -> str:
 
 def min_blocks(variant: Variant) -> int:
     """The hint for ``variant``: an entry keyed with its op ("nn", "tn", ...) after the
-    dtype wins over the entry without."""
+    dtype wins over the entry without (a family's kinds on the cp.async path: the
+    kernel applies their hint only there)."""
     key = _key(variant)
     return MIN_BLOCKS.get(key + (_op(variant),), MIN_BLOCKS.get(key, 0))
 
@@ -148,7 +143,6 @@ def defines(variant: Variant | RaggedPrologue | TileExpand) -> dict[str, str]:
         "PG_GRIDZ": str(int(variant.layout == "grid-z")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),
         "PG_STAGES": str(stages(variant)),
-        "PG_WARP_TILE": str(int(variant.kinds[0].family in WARP_TILED)),
         "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant))),
         "PG_PAD": str(pad_elems(variant.dtype)),
         "PG_KINDS(X)": kinds,

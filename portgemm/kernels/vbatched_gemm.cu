@@ -9,7 +9,6 @@
 //   PG_GRIDZ        0: flat tile list (block -> tiles via block_ptr); 1: MAGMA grid.z layout
 //   PG_SMEM_ELEMS   shared-memory elements of the register path (max over the kinds)
 //   PG_STAGES       cp.async pipeline stages on sm_80+ (0: the register path everywhere)
-//   PG_WARP_TILE    1: lanes of a warp tiled 4 x 8 over the micro-tiles (see pg_tile)
 //   PG_SMEM_ELEMS_ASYNC  shared-memory elements of the cp.async path (PG_STAGES stages)
 //   PG_PAD          shared-memory row padding in elements (keeps 16-byte alignment)
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN) for every tile kind this entry point runs
@@ -368,15 +367,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     constexpr int GS = BN / NG;                        // column stride of the groups
 
     const int tid = threadIdx.x;
-    // Thread -> micro-tile. PG_WARP_TILE: a warp's lanes form a WY x WX grid (WX = 8
-    // along N), warps tiled over the block, so a warp's 16-byte reads of a B row are 8
-    // distinct groups (one 128-byte wavefront, not two) while a quarter warp still
-    // shares its A rows. Otherwise rows of TX consecutive threads.
-    constexpr int WX = (PG_WARP_TILE && TX % 8 == 0 && NT % 32 == 0 && TY % 4 == 0) ? 8 : TX;
-    constexpr int WY = WX == TX ? 1 : 32 / WX;
-    const int lane = tid % (WX * WY), warp = tid / (WX * WY);
-    const int tx = (WX == TX) ? tid % TX : lane % WX + WX * (warp % (TX / WX));
-    const int ty = (WX == TX) ? tid / TX : lane / WX + WY * (warp / (TX / WX));
+    const int tx = tid % TX, ty = tid / TX;
 
     // What the main loop needs is read here; C, ldc, alpha and beta only in the epilogue,
     // so they hold no registers across the loop.
