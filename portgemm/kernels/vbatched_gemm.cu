@@ -277,6 +277,7 @@ struct PgStage {
 // time; the threads of a quarter warp share their rows there (TX >= 8 in every kind
 // that runs this path), so those reads are broadcasts. Units past the matrix edge are
 // zero-filled by the copy itself (source size 0), as the register path loads zeros.
+#if PG_ASYNC  // its copy helpers exist only there (compat.h)
 template <int BK, int BX, int NT, bool TRANSPOSED>
 struct PgAsync {
     using KMajor = PgStage<BK, BX, NT, false>;          // Xs[k][x] layout and its read
@@ -334,6 +335,7 @@ struct PgAsync {
         }
     }
 };
+#endif
 
 // One workgroup computes one BM x BN tile of C. Thread (ty, tx) holds an RM x RN
 // micro-tile: RM contiguous rows, and RN columns in NG groups of CV contiguous ones,
@@ -462,7 +464,6 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
     PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
 
-
     auto load = [&](int k0) {
 #if PG_TRANS_A
         SA::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
@@ -547,8 +548,9 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     }
 }
 
-// A family with a pipeline had its hint measured on it: the register path (B^T) keeps
-// more registers live and would spill under the same cap.
+// A variant with pipeline stages takes its hint only where the pipeline runs: the
+// register path (B^T, pre-sm_80) keeps more registers live and spilled under the caps
+// measured for the pipeline.
 #if PG_MIN_BLOCKS > 0 && (PG_STAGES == 0 || PG_PIPELINE)
 #define PG_BOUNDS PG_LAUNCH_BOUNDS_MIN(PG_THREADS, PG_MIN_BLOCKS)
 #else
