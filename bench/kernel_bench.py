@@ -237,12 +237,11 @@ def main(argv=None):
     lines.append("max error: " + (f"{max(x[7] for x in rows):.2e}" if not bad else
                                   "FAILED " + "; ".join(f"{x[0]} {x[1]} {x[2]} {x[7]}" for x in bad)))
     lines.append(f"wall time {time.perf_counter() - t0:.0f} s")
-    text = "\n".join(lines)
-    print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "kernel_bench.txt").write_text(text + "\n")
-    (out / "kernel_bench.json").write_text(json.dumps(raw, indent=1))
+    print("\n".join(lines))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    for name, body in (("kernel_bench.txt", "\n".join(lines) + "\n"),
+                       ("kernel_bench.json", json.dumps(raw, indent=1))):
+        (Path(args.out) / name).write_text(body)
 
 
 if __name__ == "__main__":
