@@ -43,10 +43,11 @@ def be(request):
     return backend_or_skip(request.param)
 
 
-def family_plan(shapes, dtype, arch, mode, kind=None, seed=0):
+def family_plan(shapes, dtype, arch, mode, kind=None, seed=0, tiles_per_block=1):
     """A plan over our family for ``dtype``: every GEMM on ``kind`` (its name), or, when
     None, Eq. 10's choice for half the GEMMs and a random kind for the rest (so a fused
-    launch mixes every kind)."""
+    launch mixes every kind); ``tiles_per_block`` consecutive tiles run in one block, one
+    after the other (needs one kind)."""
     kinds = FAMILIES[FAMILY[dtype]]
     shapes = np.ascontiguousarray(shapes, dtype=np.int64)
     shapes.flags.writeable = False
@@ -59,7 +60,8 @@ def family_plan(shapes, dtype, arch, mode, kind=None, seed=0):
         mix = rng.random(batch) < 0.5
         kidx = np.where(mix, rng.integers(0, len(kinds), batch), kidx)
     tiles = build_tiles(shapes, kinds, kidx)
-    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]), shapes[:, 2],
+    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]) // tiles_per_block,
+                                   shapes[:, 2],
                                    by_kind=(mode == "per-kind"))
     req = Request(shapes, dtype, arch, mode)
     return make_plan(req, "test-" + FAMILY[dtype], kinds, tiles, block_ptr, 0.0, 0.0,
@@ -88,7 +90,8 @@ def make_operand(rng, rows, cols, dtype, layout, fill=None):
     return buf, view
 
 
-def run_family_case(be, shapes, dtype, trans_a, trans_b, layouts, mode, kind=None, name=""):
+def run_family_case(be, shapes, dtype, trans_a, trans_b, layouts, mode, kind=None, name="",
+                    tiles_per_block=1):
     """One batch through a family plan; ``layouts`` gives each GEMM's layout (one name
     for all, or a list). Asserts the result, the untouched padding of C, and the seed."""
     seed = stable_seed(name, dtype, trans_a, trans_b, mode, kind, str(layouts),
@@ -123,10 +126,10 @@ def run_family_case(be, shapes, dtype, trans_a, trans_b, layouts, mode, kind=Non
         dev = be.to_device(c)
         dbufs_c.append(dev)
         dC.append(dev[cv])
-    plan = family_plan(shapes, dtype, be.arch(), mode, kind, seed)
+    plan = family_plan(shapes, dtype, be.arch(), mode, kind, seed, tiles_per_block)
     plan.run(dA, dB, dC, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, backend=be)
     what = (f"seed {seed}, {dtype} {'t' if trans_a else 'n'}{'t' if trans_b else 'n'} "
-            f"{mode} kind={kind}")
+            f"{mode} kind={kind} tiles/block={tiles_per_block}")
     whole = [be.to_host(d) for d in dbufs_c]
     got = [w[cv] for w, cv in zip(whole, views_c)]
     for i, (w, cv) in enumerate(zip(whole, views_c)):
@@ -214,3 +217,86 @@ def test_offset_views_of_one_buffer(be, dtype):
             plan.run([a], [b], [c], backend=be)
             err = max_rel_error([cp.asnumpy(c)], ref)
             assert err < TOL[dtype], f"offset {off} kind {kind}: error {err:.3e} (seed {seed})"
+
+
+def pipeline_k(kind):
+    """K around the cp.async pipeline's edges for ``kind`` (render.STAGES stages of BK on
+    sm_80+; the register path sees the same steps): below one step, one step, just past
+    the steps the prologue puts in flight, and many steps with a ragged last one."""
+    from portgemm.kernels import render
+    from portgemm.kernels.variants import Variant
+    bk = kind.tk
+    st = max(render.stages(Variant((kind,), "float64" if kind.family.endswith("f64")
+                                   else "float32")), 2)
+    return sorted({1, bk - 1, bk, bk + 1, (st - 1) * bk, (st - 1) * bk + 1, st * bk - 1,
+                   st * bk, st * bk + 1, 2 * st * bk + 3, 37 * bk + 5})
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype, kind", KIND_CASES, ids=[f"{d}-{k}" for d, k in KIND_CASES])
+def test_pipeline_k_edges(be, dtype, kind, trans):
+    """Every kind over K at the pipeline's edges (K not a multiple of BK * stages, K < BK,
+    K == 0, alpha == 0 among the GEMMs), with M and N one off the tile, in every layout."""
+    k = next(t for t in FAMILIES[FAMILY[dtype]] if t.kind == kind)
+    ks = [0, *pipeline_k(k)]
+    shapes = np.array([[k.tm + 1, k.tn - 1, kk] for kk in ks]
+                      + [[k.tm - 3, 2 * k.tn + 5, kk] for kk in ks], dtype=np.int64)
+    layouts = [LAYOUTS[i % len(LAYOUTS)] for i in range(len(shapes))]
+    run_family_case(be, shapes, dtype, *trans, layouts, "per-kind", kind, name="pipeline-k")
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_several_tiles_per_block(be, dtype, trans):
+    """Three tiles one after the other in each block, so a tile's first copies go into
+    stages the previous tile has just read (the pipeline drains between tiles)."""
+    for kind in kind_names(dtype):
+        k = next(t for t in FAMILIES[FAMILY[dtype]] if t.kind == kind)
+        shapes = np.array([[3 * k.tm - 1, 2 * k.tn, 5 * k.tk + 3], [k.tm, k.tn + 1, 2],
+                           [2 * k.tm, k.tn, 9 * k.tk]], dtype=np.int64)
+        run_family_case(be, shapes, dtype, *trans, "odd", "per-kind", kind,
+                        name="tiles-per-block", tiles_per_block=3)
+        run_family_case(be, shapes, dtype, *trans, "aligned", "per-kind", kind,
+                        name="tiles-per-block", tiles_per_block=3)
+
+
+@pytest.fixture
+def pipelined_be(be):
+    """A CUDA backend whose variants of our families all run the cp.async pipeline
+    (render.STAGES for every kind, 128x128/8x8 under its 2-block cap, as the bench's
+    "allpipe" config), so its edges are tested whatever the committed table enables."""
+    if be.name != "cuda":
+        pytest.skip("the cp.async pipeline is CUDA-only (sm_80+)")
+    from portgemm.backends.cuda import CudaBackend
+    from portgemm.kernels import render, resources
+    saved = dict(render.STAGES), dict(render.MIN_BLOCKS)
+    render.STAGES.update({(FAMILY[d], k, d): 3 for d, k in KIND_CASES})
+    render.MIN_BLOCKS.update({("portgemm", "128x128/8x8", "float32"): 2,
+                              ("portgemm", "128x128/8x8", "float32", "tn"): 0})
+    render.render.cache_clear()
+    try:
+        yield CudaBackend(be.cp)
+    finally:
+        render.STAGES.clear()
+        render.STAGES.update(saved[0])
+        render.MIN_BLOCKS.clear()
+        render.MIN_BLOCKS.update(saved[1])
+        render.render.cache_clear()
+        resources._registered.clear()   # figures of the pipelined variants: forget them
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_forced_pipeline(pipelined_be, dtype, trans):
+    """Every kind on the pipeline: K at its edges, M and N off the tile, every layout,
+    then several tiles per block (B^T falls back to the register path)."""
+    for kind in kind_names(dtype):
+        k = next(t for t in FAMILIES[FAMILY[dtype]] if t.kind == kind)
+        ks = [0, *pipeline_k(k)]
+        shapes = np.array([[k.tm + 1, k.tn - 1, kk] for kk in ks]
+                          + [[k.tm - 3, 2 * k.tn + 5, kk] for kk in ks], dtype=np.int64)
+        layouts = [LAYOUTS[i % len(LAYOUTS)] for i in range(len(shapes))]
+        run_family_case(pipelined_be, shapes, dtype, *trans, layouts, "per-kind", kind,
+                        name="forced-pipeline")
+        run_family_case(pipelined_be, shapes[::3], dtype, *trans, "odd", "per-kind", kind,
+                        name="forced-pipeline-packed", tiles_per_block=3)

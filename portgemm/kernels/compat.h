@@ -1,5 +1,8 @@
 // portgemm vendor-compat header: the only place where CUDA and HIP differ.
 // NVRTC defines __CUDACC_RTC__, hiprtc defines __HIPCC_RTC__; clang's HIP mode __HIP__.
+// A pragma whose argument is macro-expanded first: PG_PRAGMA(unroll PG_K_UNROLL).
+#define PG_PRAGMA_TEXT(x) _Pragma(#x)
+#define PG_PRAGMA(x) PG_PRAGMA_TEXT(x)
 #if defined(__HIPCC_RTC__) || defined(__HIP__) || defined(__HIP_PLATFORM_AMD__)
 #define PG_HIP 1
 #ifndef __HIPCC_RTC__
@@ -15,12 +18,12 @@
 // unroll of the BK loop costs 2-3x the VGPRs (gfx90a, clang 15: large tile 201 -> 108
 // at 4, fused kernel 256 + AGPRs -> 156). Chosen from compiled counts and the occupancy
 // model; not timed on AMD hardware.
-#define PG_UNROLL_K _Pragma("unroll 4")
+#define PG_UNROLL_K_DEFAULT _Pragma("unroll 4")
 #else
 #define PG_HIP 0
 // Read-only cache path for A and B (they are never written by the kernel).
 #define PG_LDG(p) __ldg(p)
-#define PG_UNROLL_K _Pragma("unroll")
+#define PG_UNROLL_K_DEFAULT _Pragma("unroll")
 // The minimum-blocks cap was measured on sm_90; the same cap spills on sm_80 (vendor
 // matrix), so older targets get none.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -28,5 +31,42 @@
 #else
 #define PG_LAUNCH_BOUNDS_MIN(t, b) __launch_bounds__(t, b)
 #endif
+#endif
+
+// Asynchronous global -> shared copies (cp.async, sm_80+): no registers in between, and
+// several k steps in flight. A source size below the copy size fills the rest with
+// zeros (0: nothing is read, the source address is only a placeholder). Elsewhere
+// PG_ASYNC is 0 and the kernel stages through registers.
+#if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define PG_ASYNC 1
+__device__ __forceinline__ unsigned pg_smem_addr(const void* p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+// 16 bytes, cached in L2 only (.cg): operand tiles are read once per block.
+__device__ __forceinline__ void pg_cp_async16(void* dst, const void* src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(pg_smem_addr(dst)), "l"(src), "r"(src_bytes) : "memory");
+}
+// One element of SIZE (4 or 8) bytes, for rows not 16-byte aligned (.ca: .cg is 16 only).
+template <int SIZE>
+__device__ __forceinline__ void pg_cp_async_elem(void* dst, const void* src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                 :: "r"(pg_smem_addr(dst)), "l"(src), "n"(SIZE), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void pg_cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Wait until at most N committed groups of this thread are still in flight.
+template <int N>
+__device__ __forceinline__ void pg_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+#else
+#define PG_ASYNC 0
 #endif
 

@@ -25,9 +25,59 @@ MIN_BLOCKS = {
 }
 
 
-def min_blocks(variant: Variant) -> int:
+# cp.async pipeline stages (sm_80+), same keys as MIN_BLOCKS; absent: 0, the register
+# double buffer everywhere (the paper's kinds keep the kernel they were measured with).
+# Measured on the H100 (bench/kernel_bench.py, bench/NOTES.md): fp64's 32x32 and 64x64
+# kinds run 5-14 % faster on it. The fp32 kinds do not: the 128-thread 8x8 kinds and the
+# small ones ran 0-25 % slower; 128x128/8x8 runs 10-25 % faster with it under a 2-block
+# cap (128 registers), but the planner's cost model then prefers it to 64x128, which
+# is still faster, and the default plan got 5 % slower ("cap128" in the bench).
+STAGES = {
+    ("portgemm-f64", "32x32/4x4", "float64"): 3,
+    ("portgemm-f64", "64x64/4x4", "float64"): 3,
+}
+
+
+# A static __shared__ array may not exceed 48 KiB: fewer stages where more would.
+STATIC_SMEM_BYTES = 48 * 1024
+
+
+def stages(variant: Variant) -> int:
+    """cp.async stages of ``variant`` on sm_80+ (0: the register double buffer)."""
+    s = STAGES.get(_key(variant), 0)
+    elem = np.dtype(variant.dtype).itemsize
+    while s > 2 and smem_elems_async(variant.kinds, variant.dtype, s) * elem > STATIC_SMEM_BYTES:
+        s -= 1
+    return s
+
+
+# Unroll count of the BK loop, same keys; absent: the vendor default (compat.h: full on
+# CUDA, 4 on AMD). A full unroll lets the compiler hoist every k step's shared reads,
+# which costs registers that a resident block more per SM is worth more than.
+K_UNROLL: dict[tuple[str, str, str], int] = {}
+
+
+def _key(variant: Variant) -> tuple[str, str, str]:
     what = "fused" if variant.fused else variant.kinds[0].kind
-    return MIN_BLOCKS.get((variant.kinds[0].family, what, variant.dtype), 0)
+    return (variant.kinds[0].family, what, variant.dtype)
+
+
+def _op(variant: Variant) -> str:
+    return ("t" if variant.trans_a else "n") + ("t" if variant.trans_b else "n")
+
+
+def min_blocks(variant: Variant) -> int:
+    """The hint for ``variant``: an entry keyed with its op ("nn", "tn", ...) after the
+    dtype wins over the entry without (a family's kinds on the cp.async path: the
+    kernel applies their hint only there)."""
+    key = _key(variant)
+    return MIN_BLOCKS.get(key + (_op(variant),), MIN_BLOCKS.get(key, 0))
+
+
+def k_unroll(variant: Variant) -> int:
+    """The BK loop's unroll count (0: the vendor default)."""
+    return K_UNROLL.get(_key(variant), 0)
+
 SOURCE_FILE = HERE / "vbatched_gemm.cu"
 COMPAT_FILE = HERE / "compat.h"
 
@@ -47,10 +97,20 @@ def pad_elems(dtype: str) -> int:
 
 
 def smem_elems(kinds, dtype: str = "float32") -> int:
-    """Shared-memory elements an entry point declares: two stages of the A and B tiles
-    of its largest kind."""
+    """Shared-memory elements an entry point declares on the register path: two stages
+    of the A and B tiles of its largest kind."""
     p = pad_elems(dtype)
     return max(2 * k.tk * (k.tm + p) + 2 * k.tk * (k.tn + p) for k in kinds)
+
+
+def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
+    """Shared-memory elements on the cp.async path (sm_80+) with ``stages`` stages: each
+    operand's stage is k-major (BK rows of BX + pad) or x-major (BX rows of BK + pad);
+    this bounds both. The register path's figure when there is no pipeline."""
+    if stages < 2:
+        return smem_elems(kinds, dtype)
+    p = pad_elems(dtype)
+    return max(stages * (k.tk + p) * (k.tm + p + k.tn + p) for k in kinds)
 
 
 @dataclass(frozen=True)
@@ -78,9 +138,12 @@ def defines(variant: Variant | RaggedPrologue | TileExpand) -> dict[str, str]:
         "PG_TRANS_B": str(int(variant.trans_b)),
         "PG_THREADS": str(variant.threads),
         "PG_MIN_BLOCKS": str(min_blocks(variant)),
+        "PG_K_UNROLL": str(k_unroll(variant)),
         "PG_NAME": variant.name,
         "PG_GRIDZ": str(int(variant.layout == "grid-z")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),
+        "PG_STAGES": str(stages(variant)),
+        "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant))),
         "PG_PAD": str(pad_elems(variant.dtype)),
         "PG_KINDS(X)": kinds,
     }

@@ -4,9 +4,12 @@
 //   PG_TRANS_A/_B   0 | 1: op(X) = X^T
 //   PG_THREADS      block size (max over the kinds)
 //   PG_MIN_BLOCKS   minimum resident blocks per compute unit (caps registers); 0: no hint
+//   PG_K_UNROLL     unroll count of the BK loop; 0: the vendor default (compat.h)
 //   PG_NAME         extern "C" entry point
 //   PG_GRIDZ        0: flat tile list (block -> tiles via block_ptr); 1: MAGMA grid.z layout
-//   PG_SMEM_ELEMS   shared-memory elements (max over the kinds)
+//   PG_SMEM_ELEMS   shared-memory elements of the register path (max over the kinds)
+//   PG_STAGES       cp.async pipeline stages on sm_80+ (0: the register path everywhere)
+//   PG_SMEM_ELEMS_ASYNC  shared-memory elements of the cp.async path (PG_STAGES stages)
 //   PG_PAD          shared-memory row padding in elements (keeps 16-byte alignment)
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN) for every tile kind this entry point runs
 //   PG_RAGGED_PROLOGUE  1: render only the ragged-M prologue (needs PG_T, PG_NAME); the
@@ -124,6 +127,12 @@ PG_NAME(const int* __restrict__ layout, int spans, int n_tiles, PgTile* __restri
     tiles[t] = tile;
 }
 #else
+
+#if PG_K_UNROLL > 0
+#define PG_UNROLL_K PG_PRAGMA(unroll PG_K_UNROLL)
+#else
+#define PG_UNROLL_K PG_UNROLL_K_DEFAULT
+#endif
 
 // 16-byte accesses: PG_V elements of PG_T move as one float4 / double2.
 constexpr int PG_V = 16 / (int)sizeof(PG_T);
@@ -259,19 +268,96 @@ struct PgStage {
     }
 };
 
+// cp.async staging of one operand's BK x BX slice (sm_80+, PG_PIPELINE): every 16-byte
+// unit goes global -> shared unchanged, so the layout follows global memory. An operand
+// with x contiguous (CONT = BX: A^T, B) keeps the register path's Xs[k][x] (PgStage, not
+// transposed); a k-contiguous one (CONT = BK: A) is stored x-major, Xs[x][k], in rows of
+// BK + PG_PAD elements: an odd number of 16-byte groups, so the units a quarter warp
+// copies land on different banks. The compute loop reads Xs[x][k] KV k values at a
+// time; the threads of a quarter warp share their rows there (TX >= 8 in every kind
+// that runs this path), so those reads are broadcasts. Units past the matrix edge are
+// zero-filled by the copy itself (source size 0), as the register path loads zeros.
+#if PG_ASYNC  // its copy helpers exist only there (compat.h)
+template <int BK, int BX, int NT, bool TRANSPOSED>
+struct PgAsync {
+    using KMajor = PgStage<BK, BX, NT, false>;          // Xs[k][x] layout and its read
+    static constexpr int CONT = TRANSPOSED ? BK : BX;
+    static constexpr int W = (CONT % PG_V == 0 && (BK * BX) % (NT * PG_V) == 0) ? PG_V : 1;
+    static constexpr int UNITS = BK * BX / W;
+    static constexpr int L = (UNITS + NT - 1) / NT;
+    static constexpr int S = TRANSPOSED ? BK + PG_PAD : KMajor::S;   // row stride
+    static constexpr int ELEMS = (TRANSPOSED ? BX : BK) * S;         // one stage
+    static_assert(S % PG_V == 0, "rows must keep 16-byte alignment");
+
+    // Issue this thread's copies of the slice whose first stored row and column are
+    // (rbase, cbase); rlim, clim: the stored matrix's rows and columns; `vec`: 16-byte
+    // units are aligned (as in PgStage::load).
+    static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
+                                                int rbase, int cbase, int rlim, int clim,
+                                                bool vec, int tid)
+    {
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            const int u = tid + l * NT;
+            if (UNITS % NT != 0 && u >= UNITS) continue;
+            const int o = u / (CONT / W), c = (u % (CONT / W)) * W;
+            const int row = rbase + o, col = cbase + c;
+            PG_T* dst = xs + o * S + c;
+            const bool live = row < rlim;
+            if (W > 1 && vec) {
+                const int n = live ? max(0, min(W, clim - col)) : 0;
+                pg_cp_async16(dst, n > 0 ? X + row * ld + col : X, n * (int)sizeof(PG_T));
+            } else {
+#pragma unroll
+                for (int j = 0; j < W; ++j) {
+                    const bool in = live && col + j < clim;
+                    pg_cp_async_elem<sizeof(PG_T)>(dst + j, in ? X + row * ld + col + j : X,
+                                                   in ? (int)sizeof(PG_T) : 0);
+                }
+            }
+        }
+    }
+
+    // Xs[x][k]: N rows from x, KV k values from k each (KV * sizeof(PG_T) <= 16, k a
+    // multiple of KV).
+    template <int N, int KV>
+    static __device__ __forceinline__ void read_rows(PG_T (&v)[N][KV], const PG_T* xs, int x, int k)
+    {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            const PG_T* p = xs + (x + i) * S + k;
+            if (KV == PG_V) {
+                pg_get16(p, v[i]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < KV; ++j) v[i][j] = p[j];
+            }
+        }
+    }
+};
+#endif
+
 // One workgroup computes one BM x BN tile of C. Thread (ty, tx) holds an RM x RN
 // micro-tile: RM contiguous rows, and RN columns in NG groups of CV contiguous ones,
 // group g at column g * BN / NG + tx * CV. With CV = 16 bytes a quarter warp's
 // shared-memory reads of B are one contiguous 128-byte line (no bank conflicts) and the
-// epilogue's stores are 16 bytes wide. Global -> register -> shared staging is
-// double-buffered: the next K-step's loads are in flight while the current one is
-// multiplied, with one barrier per step.
+// epilogue's stores are 16 bytes wide.
 //
-// Not done yet: a cp.async multi-stage pipeline (sm_80+, behind compat.h, this double
-// buffer staying on AMD). Staging goes through registers because the "transposed"
-// operand (A, and B^T) is rearranged on its way into shared memory, while cp.async
-// copies 16 bytes unchanged; that operand would first need a k-contiguous shared
-// layout and matching reads in the compute loop.
+// Two main loops fill the accumulators. PG_PIPELINE (cp.async on sm_80+, PG_STAGES
+// stages; B not transposed): copies run PG_STAGES - 1 k steps ahead, one barrier per
+// step. Otherwise (AMD, older NVIDIA, B^T, or a variant rendered with PG_STAGES 0)
+// global -> register -> shared staging, double-buffered: the next k step's loads are in
+// flight while the current one is multiplied, with one barrier per step. B^T stays on the
+// register path: its k-contiguous rows, read CV columns at a time, would put a quarter
+// warp's 16-byte reads 4 rows apart, on the same banks.
+#if PG_ASYNC && PG_STAGES >= 2 && !PG_TRANS_B
+#define PG_PIPELINE 1
+#define PG_SMEM_TILE PG_SMEM_ELEMS_ASYNC
+#else
+#define PG_PIPELINE 0
+#define PG_SMEM_TILE PG_SMEM_ELEMS
+#endif
+
 template <int BM, int BN, int BK, int NT, int RM, int RN>
 __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
 {
@@ -281,13 +367,9 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     constexpr int CV = (RN % PG_V == 0) ? PG_V : RN;   // contiguous columns per group
     constexpr int NG = RN / CV;
     constexpr int GS = BN / NG;                        // column stride of the groups
-    using SA = PgStage<BK, BM, NT, !PG_TRANS_A>;       // As[k][m]
-    using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
 
     const int tid = threadIdx.x;
     const int tx = tid % TX, ty = tid / TX;
-    PG_T* As = smem;                   // [2][BK][SA::S]
-    PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
 
     // What the main loop needs is read here; C, ldc, alpha and beta only in the epilogue,
     // so they hold no registers across the loop.
@@ -307,6 +389,79 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
         for (int j = 0; j < RN; ++j) acc[i][j] = PG_T(0);
 
+#if PG_PIPELINE
+    constexpr int ST = PG_STAGES;
+    using PA = PgAsync<BK, BM, NT, !PG_TRANS_A>;       // As[m][k] (A), As[k][m] (A^T)
+    using PB = PgAsync<BK, BN, NT, false>;             // Bs[k][n]
+    static_assert(ST * (PA::ELEMS + PB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_ELEMS_ASYNC");
+    // k values per read of the x-major A: 16 bytes, but no more than the micro-tile can
+    // hold in registers at once.
+    constexpr int KV = PG_TRANS_A ? 1 : (RM * PG_V <= 32 ? PG_V : PG_V / 2);
+    PG_T* As = smem;                   // [ST][PA::ELEMS]
+    PG_T* Bs = smem + ST * PA::ELEMS;  // [ST][PB::ELEMS]
+
+    auto issue = [&](int stage, int k0) {
+#if PG_TRANS_A
+        PA::copy(As + stage * PA::ELEMS, A, lda, k0, m0, K, M, vec_a, tid);
+#else
+        PA::copy(As + stage * PA::ELEMS, A, lda, m0, k0, M, K, vec_a, tid);
+#endif
+        PB::copy(Bs + stage * PB::ELEMS, B, ldb, k0, n0, K, N, vec_b, tid);
+    };
+
+    const int nk = (K + BK - 1) / BK;
+    if (nk > 0) {
+#pragma unroll
+        for (int s = 0; s < ST - 1; ++s) {      // the first ST - 1 steps in flight
+            if (s < nk) issue(s, s * BK);
+            pg_cp_async_commit();               // empty groups too: the count stays fixed
+        }
+        int rs = 0, ws = ST - 1;                // stages read and written this step
+        for (int kt = 0; kt < nk; ++kt) {
+            // Step kt's group is complete once at most ST - 2 younger ones are pending;
+            // the barrier publishes it and retires step kt - 1's reads of stage ws.
+            pg_cp_async_wait<ST - 2>();
+            __syncthreads();
+            if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK);
+            pg_cp_async_commit();
+            const PG_T* as = As + rs * PA::ELEMS;
+            const PG_T* bs = Bs + rs * PB::ELEMS;
+            PG_UNROLL_K
+            for (int kq = 0; kq < BK; kq += KV) {
+#if !PG_TRANS_A
+                PG_T a4[RM][KV];
+                PA::template read_rows<RM, KV>(a4, as, ty * RM, kq);
+#endif
+#pragma unroll
+                for (int j = 0; j < KV; ++j) {
+                    PG_T a[RM], b[RN];
+#if PG_TRANS_A
+                    PA::KMajor::template read<RM>(a, as, kq + j, ty * RM);
+#else
+#pragma unroll
+                    for (int i = 0; i < RM; ++i) a[i] = a4[i][j];
+#endif
+#pragma unroll
+                    for (int g = 0; g < NG; ++g)
+                        PB::KMajor::template read<CV>(b + g * CV, bs, kq + j, g * GS + tx * CV);
+#pragma unroll
+                    for (int i = 0; i < RM; ++i)
+#pragma unroll
+                        for (int jj = 0; jj < RN; ++jj) acc[i][jj] += a[i] * b[jj];
+                }
+            }
+            rs = rs + 1 == ST ? 0 : rs + 1;
+            ws = ws + 1 == ST ? 0 : ws + 1;
+        }
+        // The block may run another tile next, whose first copies overwrite the stages.
+        pg_cp_async_wait<0>();
+        __syncthreads();
+    }
+#else
+    using SA = PgStage<BK, BM, NT, !PG_TRANS_A>;       // As[k][m]
+    using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
+    PG_T* As = smem;                   // [2][BK][SA::S]
+    PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
     PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
 
     auto load = [&](int k0) {
@@ -354,6 +509,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
             buf ^= 1;
         }
     }
+#endif
 
     const PG_T alpha = PG_T(gp->alpha), beta = PG_T(gp->beta);
     PG_T* __restrict__ C = gp->C;
@@ -392,7 +548,10 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     }
 }
 
-#if PG_MIN_BLOCKS > 0
+// A variant with pipeline stages takes its hint only where the pipeline runs: the
+// register path (B^T, pre-sm_80) keeps more registers live and spilled under the caps
+// measured for the pipeline.
+#if PG_MIN_BLOCKS > 0 && (PG_STAGES == 0 || PG_PIPELINE)
 #define PG_BOUNDS PG_LAUNCH_BOUNDS_MIN(PG_THREADS, PG_MIN_BLOCKS)
 #else
 #define PG_BOUNDS __launch_bounds__(PG_THREADS)
@@ -416,7 +575,7 @@ extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
-    alignas(16) __shared__ PG_T smem[PG_SMEM_ELEMS];  // alignas first: clang (HIP) rejects it after __shared__
+    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
     const PgGemm* g = gemms + base + blockIdx.z;
     const int kind = 0;
     switch (kind) {
@@ -437,7 +596,7 @@ extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
-    alignas(16) __shared__ PG_T smem[PG_SMEM_ELEMS];  // alignas first: clang (HIP) rejects it after __shared__
+    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
     const int b = base + blockIdx.x;
     const int t0 = block_ptr[b], t1 = block_ptr[b + 1];
     if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;

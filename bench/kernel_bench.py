@@ -1,0 +1,248 @@
+"""Our SIMT kinds one at a time, against cuBLAS grouped, on the cells where they lose
+(issue 9).
+
+For each case: the bound call (``Plan.bind``, event-timed, bench/timing.py) of every
+single kind of our family forced on the whole batch (a one-kind family, one launch),
+of our family per kind as the planner assigns it, and of the default plan; cuBLAS
+grouped (arrays prepared) in the same run. Prints TFLOP/s, % of the fp32 (or fp64)
+FMA roofline and the ratio to cuBLAS. Every timed plan's output is checked once
+against a float64 reference (NaN-poisoned C, a few GEMMs of the batch).
+
+``--config`` compares compile settings of the kernels in one process: each named
+config overrides render.py's per-kind tables (minimum blocks, BK unroll, pipeline
+stages) before its variants are compiled; ``base`` is the committed settings.
+
+    python bench/kernel_bench.py [--config base,occ] [--quick] [--out DIR]
+
+About a minute on an H100 per config (compilation included).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import portgemm  # noqa: E402
+from portgemm import tiles  # noqa: E402
+from portgemm.backends import cuda as cuda_backend  # noqa: E402
+from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
+from portgemm.kernels import render, resources  # noqa: E402
+from portgemm.kernels.variants import variants_for  # noqa: E402
+from timing import do_bench, random_batch  # noqa: E402
+
+PEAK = {"float32": 55.6e12, "float64": 31.1e12}   # FMA peaks measured on the H100
+OURS = {"float32": "portgemm", "float64": "portgemm-f64"}
+ONE_KIND = "_one_"    # prefix of the temporary one-kind families (one name per kind:
+                      # the plan cache keys on the family's name)
+
+# (name, MaxMN, MaxK, batch) of random batches (M, N in [16, MaxMN], K in [16, MaxK]),
+# or (name, (M, N, K), batch) of fixed ones.
+CASES = {
+    "float32": [
+        ("512/128 b256", 512, 128, 256), ("512/128 b1024", 512, 128, 1024),
+        ("1024/128 b256", 1024, 128, 256), ("1024/128 b1024", 1024, 128, 1024),
+        ("1024/256 b256", 1024, 256, 256), ("1024/256 b1024", 1024, 256, 1024),
+        ("1024/512 b64", 1024, 512, 64), ("1024/512 b256", 1024, 512, 256),
+        ("128/128 b1024", 128, 128, 1024), ("256/512 b64", 256, 512, 64),
+        ("64x1000^2x512", (1000, 1000, 512), 64), ("64x1008^2x512", (1008, 1008, 512), 64),
+    ],
+    "float64": [
+        ("f64 256/256 b256", 256, 256, 256), ("f64 512/256 b256", 512, 256, 256),
+        ("f64 1024/512 b64", 1024, 512, 64), ("f64 128/128 b1024", 128, 128, 1024),
+    ],
+}
+QUICK = {"512/128 b1024", "1024/128 b1024", "1024/512 b256", "128/128 b1024",
+         "64x1000^2x512", "f64 512/256 b256", "f64 1024/512 b64"}
+
+# Compile settings to compare: {table name in render: {key: value}} merged over the
+# committed tables.
+F32, F64 = "float32", "float64"
+# 128x128/8x8 on the pipeline under a 2-block cap (128 registers; its tn variant spills
+# under the cap, so it keeps none)
+CAP128 = {"STAGES": {("portgemm", "128x128/8x8", F32): 3},
+          "MIN_BLOCKS": {("portgemm", "128x128/8x8", F32): 2,
+                         ("portgemm", "128x128/8x8", F32, "tn"): 0}}
+CONFIGS = {
+    "base": {},
+    # the register double buffer everywhere (the kernel before the pipeline)
+    "regbuf": {"STAGES": {k: 0 for k in render.STAGES}},
+    "cap128": CAP128,
+    # the pipeline for every kind of ours (3 stages), caps where they do not spill
+    "allpipe": {"STAGES": {**{("portgemm", k.kind, F32): 3 for k in tiles.PORTGEMM},
+                           **{("portgemm-f64", k.kind, F64): 3 for k in tiles.PORTGEMM_F64}},
+                "MIN_BLOCKS": {**CAP128["MIN_BLOCKS"], ("portgemm", "128x64/8x8", F32): 3,
+                               ("portgemm", "64x64/8x4", F32): 4}},
+    # pipeline depth (4 falls back to 3 where 4 would pass 48 KiB)
+    "st2": {"STAGES": {k: 2 for k in render.STAGES}},
+    "st4": {"STAGES": {k: 4 for k in render.STAGES}},
+    # measured on the register path (first H100 call): no BK unroll for the 8x8 kinds and
+    # caps for one more block per SM: slower
+    "occ": {"MIN_BLOCKS": {("portgemm", "128x128/8x8", F32): 2,
+                           ("portgemm", "128x64/8x8", F32): 4,
+                           ("portgemm", "64x128/8x8", F32): 4},
+            "K_UNROLL": {("portgemm", "128x128/8x8", F32): 1,
+                         ("portgemm", "128x64/8x8", F32): 1,
+                         ("portgemm", "64x128/8x8", F32): 1}},
+}
+TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES")
+
+
+def apply_config(name, committed):
+    for table, base in committed.items():
+        new = CONFIGS[name].get(table, base)
+        setattr(render, table, {**base, **new} if isinstance(base, dict) else new)
+    render.render.cache_clear()
+    resources._registered.clear()
+    portgemm.planner.clear_cache()
+
+
+def make_batch(cp, rng, case, dtype):
+    name, *spec = case
+    if isinstance(spec[0], tuple):
+        (m, n, k), b = spec
+        shapes = np.tile(np.array([m, n, k], np.int64), (b, 1))
+        A = [cp.asarray(rng.random((m, k)) - 0.5, dtype=dtype) for _ in range(b)]
+        B = [cp.asarray(rng.random((k, n)) - 0.5, dtype=dtype) for _ in range(b)]
+        C = [cp.empty((m, n), dtype=dtype) for _ in range(b)]
+        return shapes, A, B, C
+    mmn, mk, b = spec
+    return random_batch(cp, rng, b, mmn, mk, dtype)
+
+
+class Reference:
+    """float64 products of a few GEMMs of a batch, computed once per case."""
+
+    def __init__(self, cp, A, B, sample=3):
+        self.cp = cp
+        self.idx = np.unique(np.linspace(0, len(A) - 1, sample).astype(int))
+        self.ref = {i: cp.asnumpy(A[i]).astype(np.float64) @ cp.asnumpy(B[i]).astype(np.float64)
+                    for i in self.idx}
+
+    def error(self, C):
+        worst = 0.0
+        for i, r in self.ref.items():
+            got = self.cp.asnumpy(C[i]).astype(np.float64)
+            worst = max(worst, float(np.linalg.norm(got - r) / max(np.linalg.norm(r), 1e-300)))
+        return worst   # NaN (poison left in C) compares false: reported as nan below
+
+
+def checked(cp, call, C, ref):
+    for c in C:
+        c.fill(cp.nan)
+    call()
+    cp.cuda.get_current_stream().synchronize()
+    err = ref.error(C)
+    return err if np.isfinite(err) else float("nan")
+
+
+def methods(dtype):
+    """(label, plan keywords, forced kind or None) of every timed plan."""
+    fam = tiles.FAMILIES[OURS[dtype]]
+    out = [("default", {}, None), ("ours per-kind", dict(family=OURS[dtype], mode="per-kind"), None)]
+    out += [(k.kind, dict(family=ONE_KIND + k.ident, mode="per-kind"), k) for k in fam]
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="base", help=f"comma list of {', '.join(CONFIGS)}")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--dtype", default="float32,float64")
+    ap.add_argument("--rep-ms", type=float, default=25.0)
+    ap.add_argument("--seed", type=int, default=9)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    base = cuda_backend.create()
+    cp = base.cp
+    cublas = CublasGrouped(cp)
+    committed = {t: getattr(render, t) for t in TABLES}
+    configs = args.config.split(",")
+    rng = np.random.default_rng(args.seed)
+    batches = []
+    for dtype in args.dtype.split(","):
+        for case in CASES[dtype]:
+            if args.quick and case[0] not in QUICK:
+                continue
+            shapes, A, B, C = make_batch(cp, rng, case, dtype)
+            batches.append((case[0], dtype, shapes, A, B, C, Reference(cp, A, B)))
+    rows, raw = [], []    # rows: case, config, plan, TFLOP/s, % peak, x cuBLAS, note, err
+    for name, dtype, shapes, A, B, C, ref in batches:
+        flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
+        call = cublas.prepare(A, B, C)
+        cub = do_bench(cp, call, warmup_ms=10.0, rep_ms=args.rep_ms)
+        err = checked(cp, call, C, ref)
+        rows.append([name, "-", "cuBLAS grouped", flops / cub / 1e9,
+                     100 * flops / cub / 1e-3 / PEAK[dtype], 1.0, "", err])
+        raw.append({"case": name, "config": "-", "method": "cublas", "ms": cub, "err": err})
+    for cfg in configs:
+        apply_config(cfg, committed)
+        be = cuda_backend.CudaBackend(cp)       # fresh function cache for this config
+        arch = be.arch()
+        regs = {}
+        for dtype in args.dtype.split(","):     # compile first: the planner reads the figures
+            for v in variants_for(tiles.FAMILIES[OURS[dtype]], "per-kind", dtype):
+                regs[(dtype, v.kinds[0].kind)] = be.function_attributes(be.function(v))["num_regs"]
+        for i, (name, dtype, shapes, A, B, C, ref) in enumerate(batches):
+            flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
+            cub = raw[i]["ms"]
+            for label, kw, kind in methods(dtype):
+                if kind is not None:
+                    tiles.FAMILIES[kw["family"]] = (kind,)
+                    tiles.FAMILY_DTYPES[kw["family"]] = (dtype,)
+                p = portgemm.plan(shapes, dtype, arch=arch, **kw)
+                bound = p.bind(A, B, C, backend=be)
+                err = checked(cp, bound, C, ref)
+                ms = do_bench(cp, bound, warmup_ms=10.0, rep_ms=args.rep_ms)
+                note = (f"{regs[(dtype, kind.kind)]} regs" if kind is not None else
+                        " ".join(f"{k}:{v}" for k, v in p.tiles_per_kind().items()))
+                rows.append([name, cfg, label, flops / ms / 1e9,
+                             100 * flops / ms / 1e-3 / PEAK[dtype], cub / ms, note, err])
+                raw.append({"case": name, "config": cfg, "method": label, "ms": ms,
+                            "err": err, "note": note, "mode": p.mode})
+            print(f"{cfg} {name}: " + ", ".join(f"{r[2]} {r[3]:.0f}" for r in rows[-7:]),
+                  flush=True)
+    for f in [f for f in tiles.FAMILIES if f.startswith(ONE_KIND)]:
+        del tiles.FAMILIES[f], tiles.FAMILY_DTYPES[f]
+    rows.sort(key=lambda r: [b[0] for b in batches].index(r[0]))
+    lines = [f"device: {base.device_name()}; bound calls; TFLOP/s, % of the FMA peak "
+             f"(fp32 {PEAK['float32'] / 1e12} / fp64 {PEAK['float64'] / 1e12} TFLOP/s), "
+             f"speed-up over cuBLAS grouped; err: max relative error vs float64",
+             tabulate(rows, headers=["case", "config", "plan", "TFLOP/s", "% peak",
+                                     "x cuBLAS", "regs / tiles", "err"],
+                      floatfmt=(None, None, None, ".1f", ".1f", ".2f", None, ".1e"))]
+    for cfg in configs:
+        for label in ("default", "ours per-kind"):
+            r = [x for x in rows if x[1] == cfg and x[2] == label]
+            if r:
+                geo = float(np.exp(np.mean(np.log([x[5] for x in r]))))
+                lines.append(f"{cfg} {label}: geomean {geo:.3f}x cuBLAS grouped, below 1.0x in "
+                             f"{sum(x[5] < 1 for x in r)} of {len(r)}")
+        best = {}
+        for x in rows:
+            if x[1] == cfg:
+                best[x[0]] = max(best.get(x[0], 0.0), x[5])
+        if best:
+            geo = float(np.exp(np.mean(np.log(list(best.values())))))
+            lines.append(f"{cfg} best single plan per case: geomean {geo:.3f}x cuBLAS grouped")
+    bad = [x for x in rows if not (x[7] < (1e-5 if "f64" not in x[0] else 1e-12))]
+    lines.append("max error: " + (f"{max(x[7] for x in rows):.2e}" if not bad else
+                                  "FAILED " + "; ".join(f"{x[0]} {x[1]} {x[2]} {x[7]}" for x in bad)))
+    lines.append(f"wall time {time.perf_counter() - t0:.0f} s")
+    print("\n".join(lines))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    for name, body in (("kernel_bench.txt", "\n".join(lines) + "\n"),
+                       ("kernel_bench.json", json.dumps(raw, indent=1))):
+        (Path(args.out) / name).write_text(body)
+
+
+if __name__ == "__main__":
+    main()
