@@ -35,6 +35,9 @@ MIN_BLOCKS = {
 STAGES = {
     ("portgemm-f64", "32x32/4x4", "float64"): 3,
     ("portgemm-f64", "64x64/4x4", "float64"): 3,
+    # the same two tiles among the tuning candidates, so `tune` times what runs
+    ("tune-f64", "32x32/4x4/k8", "float64"): 3,
+    ("tune-f64", "64x64/4x4/k16", "float64"): 3,
 }
 
 
