@@ -5,6 +5,8 @@
 #   ceilings  measure the ceilings (no write)      host      bench/host_overhead.py --grid
 #   packed    bench/packed_overhead.py             sanitize  compute-sanitizer memcheck+racecheck
 #   plantime  bench/plan_time.py on this host      main      the main job
+#   tune      python -m portgemm tune (writes occupancy/tuned/<arch>.json here, copied to $OUT)
+#   grid      bash bench/device_bench.sh grid        kernel    bench/kernel_bench.py
 set -u -o pipefail
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export PORTGEMM_CACHE_DIR=${PORTGEMM_CACHE_DIR:-/tmp/pgcache}
@@ -21,6 +23,10 @@ for part in "$@"; do
     packed) python3 bench/packed_overhead.py --out "$OUT/packed.json" 2>&1 | tee "$OUT/packed.txt" | tail -45 ;;
     plantime) python3 bench/plan_time.py 2>&1 | tee "$OUT/plan_time.txt" | tail -40 ;;
     main) python3 -m portgemm run --batch 1024 2>&1 | tail -20 ;;
+    tune) python3 -m portgemm tune --budget "${TUNE_BUDGET:-180}" --no-progress 2>&1 | tee "$OUT/tune.txt" | tail -40
+          cp portgemm/occupancy/tuned/*.json "$OUT/" ;;
+    grid) bash bench/device_bench.sh grid 2>&1 | tail -40 ;;
+    kernel) python3 bench/kernel_bench.py --out "$OUT" 2>&1 | tail -60 ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 9 python3 tools/sanitize_batches.py \
