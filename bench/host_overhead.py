@@ -104,6 +104,7 @@ def new_memory(cp, shapes, be, sets=None):
     sets = sets or max(api._layouts.kept, reuse.SEEN) + 4
 
     def pool(dims):
+        dims = list(dims)       # read twice below
         sizes = [int(r) * int(c) for r, c in dims]
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
         buf = cp.zeros(int(sum(sizes)) + 16 * sets, cp.float32)

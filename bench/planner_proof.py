@@ -52,6 +52,8 @@ MAX_K = (128, 256, 512)
 BATCHES = (8, 64, 256, 1024)
 METHODS = {   # name -> plan() keywords (mode=None: the default plan chooses its launches)
     "new": dict(strategy="wavefront-tlp", tlp_model="device", mode=None),
+    # the same default without the tuned data file (occupancy/tuned/<arch>.json)
+    "untuned": dict(strategy="wavefront-tlp", tlp_model="device", mode=None, tuned=False),
     "device fused": dict(strategy="wavefront-tlp", tlp_model="device"),
     "old": dict(strategy="wavefront-tlp", tlp_model="paper"),
     "workgroup": dict(strategy="workgroup-tlp", tlp_model="device"),
