@@ -1,4 +1,10 @@
-"""What the sweep measures: uniform batches M = N = S, K, that span the size space.
+"""What the sweep measures: uniform batches M = N = S, K, that span the size space,
+each twice: aligned (S, K powers of two: whole tiles, 16-byte loads) and odd (S - 1,
+K - 1: partial edge tiles, and leading dimensions that are not a multiple of 16 bytes,
+so the kernel's scalar loads). Random batches are mostly the second kind - about 3 in 4
+of their GEMMs have an unaligned leading dimension - and a sweep of aligned sizes alone
+chose a family that ran 0.97x the untuned default on random batches (H100,
+bench/NOTES.md).
 
 Each size gets one batch count for every kind (kinds are compared on the same
 problem): enough GEMMs that a mid-sized tile (64 x 64) fills the device about
@@ -71,5 +77,6 @@ def sizes(compute_units: int, dtype: str, quick: bool = False) -> list[Size]:
     """The sweep's sizes for a device of ``compute_units``, in spread order."""
     elem = 8 if dtype == "float64" else 4
     edges, depths = (QUICK_EDGES, QUICK_DEPTHS) if quick else (EDGES, DEPTHS)
-    grid = [Size(s, s, k, batch_for(s, s, k, compute_units, elem)) for s in edges for k in depths]
+    grid = [Size(s - odd, s - odd, k - odd, batch_for(s, s, k, compute_units, elem))
+            for s in edges for k in depths for odd in (0, 1)]
     return spread(grid)
