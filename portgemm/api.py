@@ -78,10 +78,10 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     difference takes the full path; a refused call is never kept.
     """
     be = backend_of(backend)
-    k = reuse.key(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
-    if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
+    k, X = reuse.key(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
+    if k is not None and reuse.launch(k, X, A, B, C, alpha, beta):
         return C
-    snap = reuse.snapshot(k, A, B, C) if k is not None else None
+    snap = reuse.snapshot(k, X) if k is not None else None
     whole, lk, entry = _layout_lookup(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
     if entry is not None:   # the same memory, layout and scalars as a validated call
         p, (batch, gemms) = entry.plan, _relaunch(entry, A, B, C)
@@ -136,10 +136,10 @@ def run(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backen
     gemm_vbatched's reuse path, and calls on new arrays over the same memory its layout
     cache (the same rules, with this plan in place of the strategy)."""
     be = backend_of(backend)
-    k = reuse.key(be, plan, A, B, C, alpha, beta, trans_a, trans_b)
-    if k is not None and reuse.launch(k, be, A, B, C, alpha, beta):
+    k, X = reuse.key(be, plan, A, B, C, alpha, beta, trans_a, trans_b)
+    if k is not None and reuse.launch(k, X, A, B, C, alpha, beta):
         return C
-    snap = reuse.snapshot(k, A, B, C) if k is not None else None
+    snap = reuse.snapshot(k, X) if k is not None else None
     # keyed by the plan's id: an entry holds its plan, so the id is that plan's while kept
     whole, lk, entry = _layout_lookup(be, id(plan), A, B, C, alpha, beta, trans_a, trans_b)
     if entry is not None:

@@ -54,7 +54,7 @@ _SEQUENCES = (list, tuple)
 _VECTOR = "per-GEMM"        # key part of alpha/beta given as a sequence or an array
 _SHAPE = attrgetter("shape")
 _TORCH_READS = (methodcaller("data_ptr"), _SHAPE, methodcaller("stride"), attrgetter("dtype"),
-                methodcaller("get_device"))
+                methodcaller("get_device"))    # in the order a hit compares them
 
 
 def clear() -> None:
@@ -78,72 +78,87 @@ def _scalar_key(x):
 
 
 def key(be, how, A, B, C, alpha, beta, trans_a, trans_b):
-    """The lookup key of a call, or None when it cannot take the reuse path. ``how``: the
-    strategy name (gemm_vbatched) or the Plan (run)."""
+    """(the lookup key of a call, its arrays as one list A + B + C), or (None, None) when
+    it cannot take the reuse path. ``how``: the strategy name (gemm_vbatched) or the Plan
+    (run). The key holds one flat tuple of ids (one map over the 3n arrays, and one
+    tuple to hash) and the lengths of A and B, which say where each list ends."""
     if type(A) not in _SEQUENCES or type(B) not in _SEQUENCES or type(C) not in _SEQUENCES \
             or type(trans_a) is not bool or type(trans_b) is not bool:
-        return None
+        return None, None
     if isinstance(how, Plan):
         how = id(how)   # an entry holds its plan, so this id is its plan's while it lives
     elif how is not None and not isinstance(how, str):
-        return None     # not a strategy name: the full path raises
+        return None, None   # not a strategy name: the full path raises
+    X = [*A, *B, *C]
     # id(be), not be: a backend object need not be hashable (an entry holds it too)
     return (id(be), how, trans_a, trans_b, _scalar_key(alpha), _scalar_key(beta),
-            tuple(map(id, A)), tuple(map(id, B)), tuple(map(id, C)))
+            len(A), len(B), tuple(map(id, X))), X
 
 
 def _torch_meta(X):
-    return list(zip(*(map(read, X) for read in _TORCH_READS)))
+    """What a hit compares of torch tensors, one list per read (no tuple per tensor),
+    cheapest and likeliest to differ first, so that a miss stops early."""
+    return tuple(list(map(read, X)) for read in _TORCH_READS)
+
+
+def _torch_same(X, meta) -> bool:
+    for read, then in zip(_TORCH_READS, meta):
+        if list(map(read, X)) != then:
+            return False
+    return True
 
 
 def _cupy_meta(X):
     return list(map(_SHAPE, X))
 
 
+def _cupy_same(X, meta) -> bool:
+    return list(map(_SHAPE, X)) == meta
+
+
 class _Entry:
-    __slots__ = ("token", "refs", "readers", "meta", "alpha", "beta", "plan", "call",
+    __slots__ = ("token", "refs", "same", "meta", "alpha", "beta", "plan", "call",
                  "backend", "__weakref__")
 
 
-def launch(k, be, A, B, C, alpha, beta) -> bool:
-    """Run the call whose key is ``k`` from its entry if it hits; False on a miss."""
+def launch(k, X, A, B, C, alpha, beta) -> bool:
+    """Run the call whose key is ``k`` (arrays ``X``: key's answers) from its entry if it
+    hits; False on a miss."""
     e = _entries.get(k)
     if e is None:
         return False
     try:
-        if e.readers[0](A) != e.meta[0] or e.readers[1](B) != e.meta[1] or \
-                e.readers[2](C) != e.meta[2]:
+        if not e.same(X, e.meta):
             return False
     except Exception:  # noqa: BLE001 - e.g. a tensor made sparse in place: the full path says
         return False
-    n = len(A)
-    if k[4] is _VECTOR and _scalars(alpha, n, "alpha").tobytes() != e.alpha.tobytes():
-        return False
-    if k[5] is _VECTOR and _scalars(beta, n, "beta").tobytes() != e.beta.tobytes():
-        return False
+    if k[4] is _VECTOR or k[5] is _VECTOR:
+        n = len(C)
+        if k[4] is _VECTOR and _scalars(alpha, n, "alpha").tobytes() != e.alpha.tobytes():
+            return False
+        if k[5] is _VECTOR and _scalars(beta, n, "beta").tobytes() != e.beta.tobytes():
+            return False
     e.call(A, B, C)
     _stats["hits"] += 1
     return True
 
 
-def snapshot(k, A, B, C):
-    """Before a full call with key ``k``: when this key was seen before and the arrays are
-    of a kind this path can check, their readers and what those read now (taken before
-    validation, so an entry never pairs later metadata with an earlier validation);
-    else None, and the key is noted."""
+def snapshot(k, X):
+    """Before a full call with key ``k`` over arrays ``X`` (A + B + C): when this key was
+    seen before and the arrays are of one kind this path can check, (its comparer, what
+    that compares now), taken before validation, so an entry never pairs later metadata
+    with an earlier validation; else None, and the key is noted."""
     with _lock:
         if k not in _entries and k not in _seen:
             _seen.append(k)
             return None
-    readers = []
-    for X in (A, B, C):
-        types = set(map(type, X))
-        kind = _kind(types.pop()) if len(types) == 1 else None
-        if kind not in ("cupy", "torch"):
-            return None
-        readers.append(_cupy_meta if kind == "cupy" else _torch_meta)
+    types = set(map(type, X))
+    kind = _kind(types.pop()) if len(types) == 1 else None
+    if kind not in ("cupy", "torch"):
+        return None
+    meta, same = (_cupy_meta, _cupy_same) if kind == "cupy" else (_torch_meta, _torch_same)
     try:
-        return tuple(readers), tuple(r(X) for r, X in zip(readers, (A, B, C)))
+        return same, meta(X)
     except Exception:  # noqa: BLE001 - an unreadable array: no entry; validation says why
         return None
 
@@ -155,7 +170,8 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
     if snap is None or not batch.device.startswith("cuda:") or \
             (gemms is None and plan.n_tiles):
         return
-    if (tuple(map(id, batch.A)), tuple(map(id, batch.B)), tuple(map(id, batch.C))) != k[6:]:
+    if tuple(map(id, chain(batch.A, batch.B, batch.C))) != k[8] or len(batch.A) != k[6] \
+            or len(batch.B) != k[7]:
         return   # a list changed while the call ran (another thread): no entry
     e = _Entry()
     e.token = object()
@@ -165,7 +181,7 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
                   {id(x): x for x in chain(batch.A, batch.B, batch.C)}.values()]
     except TypeError:   # an array type without weak references: no entry
         return
-    e.readers, e.meta = snap
+    e.same, e.meta = snap
     e.alpha, e.beta = batch.alpha, batch.beta
     e.plan, e.backend = plan, be
     e.call = _launcher(be, plan, batch, gemms)

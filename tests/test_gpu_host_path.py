@@ -309,3 +309,36 @@ def test_layout_cache_sees_reshaped_views_and_refuses_aliases_every_time(cuda, c
             portgemm.gemm_vbatched([a.view() for a in A], [b.view() for b in B],
                                    [out[:, :n], out[:, n - 1:2 * n - 1]], backend="cuda")
     assert bool(cp.isnan(out).all()), "a refused call wrote"
+
+
+def test_torch_repeated_calls_run_on_torchs_side_stream(cuda, cp):
+    """Every path of a repeated torch call (full, reuse hit, layout hit) launches on
+    torch's current stream (read as a raw handle, one ExternalStream kept per handle):
+    inputs written on a side stream behind a long sleep are seen, which a launch on any
+    other stream would race past."""
+    torch = pytest.importorskip("torch")
+    from portgemm import api, reuse
+    reuse.clear()
+    api._layouts.clear()
+    rng = np.random.default_rng(51)
+    shapes = random_shapes(rng, 24, 100, 70)
+    hA, hB, hC = make_host_batch(rng, shapes, "float32")
+    dA = [torch.from_numpy(x).cuda() for x in hA]
+    A = [torch.zeros(x.shape, device="cuda") for x in hA]
+    B = [torch.from_numpy(x).cuda() for x in hB]
+    C = [torch.full(c.shape, float("nan"), device="cuda") for c in hC]
+    zero = np.zeros(24)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    for i in range(5):
+        scale = float(i + 1)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)   # the inputs land late on this stream
+            for a, d in zip(A, dA):
+                torch.mul(d, scale, out=a)      # device work, ordered after the sleep
+            views = [c[:, :] for c in C] if i == 4 else C   # the last: a layout hit
+            portgemm.gemm_vbatched(A, B, views, backend="cuda")
+        side.synchronize()
+        ref = reference([scale * h for h in hA], hB, hC, np.ones(24), zero, False, False)
+        assert max_rel_error([c.cpu().numpy() for c in C], ref) < 1e-5
+    assert reuse.cache_info()["hits"] >= 2

@@ -5,7 +5,8 @@ are cheaper than CuPy's (about 0.03 us against 0.07-0.12 us per read on the H100
 so per-array costs here are a lower bound; numpy and Python fixed costs are comparable.
 Times are the least process (CPU) time of one call over many, so that other work on a
 shared machine does not inflate them. "new arrays": new array objects (views of the same
-memory) every call, rotated over more sets than the reuse path remembers.
+memory) every call, rotated over more sets than the reuse path remembers. "torch": fake
+torch tensors over the same memory (same tensors every call; "new tensors": new ones).
 
     PYTHONPATH=$PWD python tools/profile_host_fake.py [--batches 8 64 1024 5000] [--profile N]
         [--packed 8 64 1024]
@@ -91,6 +92,43 @@ def empty(shape, dtype=np.uint8):
     return ndarray(_alloc(int(np.prod(shape)) * np.dtype(dtype).itemsize), shape, dtype)
 
 
+class Tensor:
+    """A fake torch CUDA tensor: the reads portgemm makes of one (data_ptr(), shape,
+    stride(), dtype, get_device()), each a Python-level call as torch's are C calls
+    through its argument parser: relative costs only."""
+    __slots__ = ("_ptr", "_shape", "_stride", "dtype", "__weakref__")
+    device = "cuda:0"
+
+    def __init__(self, ptr, shape, dtype):
+        self._ptr, self._shape, self.dtype = ptr, tuple(shape), dtype
+        self._stride = (shape[1], 1)
+
+    shape = property(lambda self: tuple(self._shape))   # torch builds a torch.Size per read
+
+    def data_ptr(self):
+        return self._ptr
+
+    def stride(self):
+        return tuple(self._stride)
+
+    def get_device(self):
+        return 0
+
+
+def fake_torch():
+    """A fake torch module (Tensor above; float32 is its dtype object) in sys.modules."""
+    stream = types.SimpleNamespace(cuda_stream=0)
+    torch = types.SimpleNamespace(Tensor=Tensor, float32="f32", float64="f64", float16="f16",
+                                  cuda=types.SimpleNamespace(current_stream=lambda d: stream))
+    sys.modules["torch"] = torch
+    return torch
+
+
+def tensors(X):
+    """Fake torch tensors over the fake CuPy arrays ``X`` (as torch.from_dlpack gives)."""
+    return [Tensor(x.data.ptr, x._shape, "f32") for x in X]
+
+
 def fake_cupy():
     stream = Stream()
     cuda = types.SimpleNamespace(
@@ -169,6 +207,7 @@ def main(argv=None):
     ap.add_argument("--packed", type=int, nargs="*", default=[], help="group counts")
     args = ap.parse_args(argv)
     be, cp = fake_backend()
+    fake_torch()
     for groups in args.packed:
         res = packed(be, np.random.default_rng(groups), groups)
         print(f"packed, {groups} groups: " + ", ".join(f"{k} {v:.1f}" for k, v in res.items())
@@ -186,6 +225,8 @@ def main(argv=None):
         sets = itertools.cycle([[views(X) for X in (A, B, C)] for _ in range(16)])
         fresh = itertools.cycle([[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)]
                                  for _ in range(20)])   # more sets than the caches keep
+        tl = [tensors(X) for X in (A, B, C)]
+        tsets = itertools.cycle([[tensors(X) for X in (A, B, C)] for _ in range(16)])
         res = {"validate": cpu_us(lambda: _validate(be, A, B, C, 1.0, 0.0, False, False), reps),
                "plan hit": cpu_us(lambda: make_plan(b.shapes, dtype=b.dtype, arch=be.arch()),
                                   reps),
@@ -197,12 +238,16 @@ def main(argv=None):
                "gemm_vbatched (new memory)": cpu_us(
                    lambda: portgemm.gemm_vbatched(*next(fresh), backend=be), reps),
                "Plan.run": cpu_us(lambda: p.run(A, B, C, backend=be), reps),
+               "torch": cpu_us(lambda: portgemm.gemm_vbatched(*tl, backend=be), reps),
+               "torch (new tensors)": cpu_us(
+                   lambda: portgemm.gemm_vbatched(*next(tsets), backend=be), reps),
                "bound": cpu_us(p.bind(A, B, C, backend=be), reps)}
         rows.append((batch, res))
         print(f"batch {batch}: " + ", ".join(f"{k} {v:.1f}" for k, v in res.items()) +
               f" us; per GEMM: gemm_vbatched {res['gemm_vbatched'] / batch:.2f}, new arrays "
               f"{res['gemm_vbatched (new arrays)'] / batch:.2f}, new memory "
-              f"{res['gemm_vbatched (new memory)'] / batch:.2f} us", flush=True)
+              f"{res['gemm_vbatched (new memory)'] / batch:.2f}, torch {res['torch'] / batch:.2f}, "
+              f"torch (new tensors) {res['torch (new tensors)'] / batch:.2f} us", flush=True)
         if batch == args.profile:
             prof = cProfile.Profile()
             prof.enable()

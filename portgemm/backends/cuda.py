@@ -73,6 +73,7 @@ class CudaBackend:
         self._arch: dict[int, object] = {}
         self._ragged = Scratch()
         self._ragged_gemms: dict = {}   # encoded GEMM launches of ragged calls (_ragged_gemm)
+        self._external: dict = {}       # (torch stream handle, device) -> ExternalStream
 
     # -- device ---------------------------------------------------------------------
     def _dev(self) -> int:
@@ -207,7 +208,18 @@ class CudaBackend:
         their device), else CuPy's."""
         if tdev is None:
             return self.cp.cuda.get_current_stream()
-        return self.cp.cuda.ExternalStream(torch_stream(tdev))
+        handle = torch_stream(tdev)
+        # One ExternalStream per (handle, device), kept (making one costs microseconds a
+        # call); it holds only the handle, so one kept past its stream's end names the
+        # same handle a later stream reuses. The device too: the null stream's handle
+        # (0) is every device's.
+        key = (handle, tdev)
+        stream = self._external.get(key)
+        if stream is None:
+            if len(self._external) >= 64:
+                self._external.clear()
+            stream = self._external[key] = self.cp.cuda.ExternalStream(handle)
+        return stream
 
     def execute(self, plan, batch, gemms=None):
         """Launch on the caller's current stream; returns the device descriptors used,

@@ -138,8 +138,16 @@ def torch_device(batch):
 
 
 def torch_stream(device) -> int:
-    """torch's current stream on ``device``, as a raw handle."""
-    return sys.modules["torch"].cuda.current_stream(device).cuda_stream
+    """torch's current stream on ``device``, as a raw handle: read with
+    ``torch._C._cuda_getCurrentRawStream(index)`` where torch has it (what torch's own
+    compiler emits per launch: no Stream object is made), else through
+    ``torch.cuda.current_stream`` (a few microseconds a call)."""
+    torch = sys.modules["torch"]
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    index = getattr(device, "index", None)
+    if raw is not None and type(index) is int:
+        return raw(index)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def descriptors(batch) -> np.ndarray:
