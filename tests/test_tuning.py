@@ -55,6 +55,29 @@ def test_cover_ignores_unmeasured_kinds_and_sizes():
     assert choose.cover(np.full((3, 2), nan)) == []
 
 
+def test_cover_keeps_the_required_kinds_and_adds_the_fewest_others():
+    t = np.array([[1.0, 9.0, 9.0],
+                  [9.0, 1.0, 9.0],
+                  [9.0, 9.0, 1.0],
+                  [1.0, 1.0, 1.02]])
+    assert choose.cover(t) == [3]                       # alone, kind 3 covers all
+    assert choose.cover(t, required=[0]) == [0, 3]      # kept, plus the fewest others
+    assert choose.cover(t, required=[0, 1, 2]) == [0, 1, 2]
+    assert choose.cover(np.array([[np.nan, np.nan], [1.0, 1.0]]), required=[0]) == [1]  # never measured
+
+
+def test_the_sweep_requires_the_candidates_shaped_like_our_family():
+    from portgemm.planner.wavefront_tlp import OUR_FAMILY
+    from portgemm.tiles import family
+    from portgemm.tuning.sweep import DtypeSweep, _shape
+    for dtype, fam in space.CANDIDATES.items():
+        kinds = FAMILIES[fam]
+        sw = DtypeSweep.__new__(DtypeSweep)
+        sw.dtype, sw.kinds = dtype, kinds
+        got = {_shape(kinds[i]) for i in sw.required()}
+        assert got == {_shape(k) for k in family(OUR_FAMILY[dtype])}
+
+
 def test_greedy_cover_when_too_many_kinds(monkeypatch):
     monkeypatch.setattr(choose, "EXACT_MAX_KINDS", 0)
     t = np.array([[1.0, 1.0, 9.0],
@@ -113,6 +136,14 @@ def test_candidate_families_are_made_for_one_dtype_each():
 
 # --- the sweep on the numpy backend ------------------------------------------------
 
+@pytest.fixture
+def no_required(monkeypatch):
+    """The fake sweep's three kinds are all shaped like our family's: without this the
+    cover would keep all three and test nothing of its own choice."""
+    from portgemm.tuning.sweep import DtypeSweep
+    monkeypatch.setattr(DtypeSweep, "required", lambda self: [])
+
+
 SIZES = [space.Size(32, 32, 16, 3), space.Size(64, 64, 40, 2), space.Size(96, 96, 8, 1)]
 KINDS = (KIND["32x32/4x4/k16"], KIND["64x64/8x4/k16"], KIND["128x64/8x8/k8"])
 # fake milliseconds per (kind, M): 32x32 wins small, 64x64 middle, 128x64 within 3 % at 96
@@ -129,7 +160,7 @@ def host(backend=None):
     return HostDevice(backend or NumpyBackend())
 
 
-def test_sweep_measures_checks_and_chooses():
+def test_sweep_measures_checks_and_chooses(no_required):
     sw = sweep_dtype(host(), "float32", SIZES, kinds=KINDS, timer=fake_timer, show_progress=False)
     assert not sw.excluded and not sw.stopped and sw.complete_sizes().all()
     want = [[FAKE[(k.kind, s.m)] for s in SIZES] for k in KINDS]
@@ -178,7 +209,7 @@ def test_a_kind_that_fails_to_compile_is_excluded():
     assert sw.excluded == {bad: f"{SIZES[0].name}: CompileError: line two"}
 
 
-def test_the_budget_stops_the_sweep_with_a_partial_valid_table(tuned_dir):
+def test_the_budget_stops_the_sweep_with_a_partial_valid_table(tuned_dir, no_required):
     ticks = iter(range(1000))
     # the clock advances one second per look: 3 kinds x 3 sizes; stop after 4 measurements
     sw = sweep_dtype(host(), "float32", SIZES, kinds=KINDS, timer=fake_timer,
@@ -203,7 +234,7 @@ def test_nothing_measured_gives_no_entry():
 
 # --- the data file -----------------------------------------------------------------
 
-def test_file_round_trip(tuned_dir):
+def test_file_round_trip(tuned_dir, no_required):
     sw = sweep_dtype(host(), "float32", SIZES, kinds=KINDS, timer=fake_timer, show_progress=False)
     data = data_file([sw], host().info(), 10.0)
     assert data["arch"] == "sm_90" and data["kernel_sha256"] == tuned.kernel_fingerprint()

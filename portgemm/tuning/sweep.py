@@ -71,7 +71,15 @@ class DtypeSweep:
         return t[:, self.complete_sizes()]
 
     def chosen(self, tolerance: float = choose.TOLERANCE) -> list:
-        return [self.kinds[i] for i in choose.cover(self.table(), tolerance)]
+        return [self.kinds[i] for i in choose.cover(self.table(), tolerance, self.required())]
+
+    def required(self) -> list[int]:
+        """Candidates with the shape of a kind of the default plan's own family (the
+        planner's OUR_FAMILY for this dtype): the tuned family keeps them."""
+        from ..planner.wavefront_tlp import OUR_FAMILY
+        from ..tiles import family
+        ours = {_shape(k) for k in family(OUR_FAMILY[self.dtype])} if self.dtype in OUR_FAMILY else set()
+        return [i for i, k in enumerate(self.kinds) if _shape(k) in ours]
 
     def factors(self) -> dict:
         """kind name -> geometric mean over its sizes of the factor that makes the model
@@ -152,3 +160,7 @@ def _one_line(e: Exception) -> str:
     text = str(e).strip().splitlines()
     what = type(e).__name__
     return f"{what}: {text[-1][:200]}" if text else what
+
+
+def _shape(k) -> tuple:
+    return (k.tm, k.tn, k.tk, k.threads, k.rm, k.rn)
