@@ -253,9 +253,15 @@ def test_file_round_trip(tuned_dir, no_required):
     assert fam.factor_of(fam.kinds[::-1]) is None
 
 
-def test_fingerprint_is_the_kernels_own():
+def test_fingerprint_hashes_the_files_the_kernels_are_rendered_from():
+    from pathlib import Path
+
+    from portgemm.kernels import render
     from portgemm.kernels.resources import source_fingerprint
-    assert tuned.kernel_fingerprint() == source_fingerprint()
+    from portgemm.occupancy.resources import KERNEL_FILES
+    rendered_from = (render.COMPAT_FILE, render.SOURCE_FILE, Path(render.__file__))
+    assert [f.resolve() for f in KERNEL_FILES] == [f.resolve() for f in rendered_from]
+    assert tuned.kernel_fingerprint is source_fingerprint   # one hash for both data files
 
 
 def test_a_stale_file_is_ignored_with_a_warning(tuned_dir):

@@ -12,13 +12,13 @@ provider), so neither imports a GPU library and the planner imports nothing from
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from functools import lru_cache
 from pathlib import Path
 
 from ..occupancy.resources import KernelResources
+from ..occupancy.resources import kernel_fingerprint as source_fingerprint  # noqa: F401 (tools, tests)
 from .variants import Variant
 
 RECORDED_PATH = Path(__file__).with_name("recorded_resources.json")
@@ -44,16 +44,6 @@ def register(arch: str, variant_name: str, res: KernelResources) -> None:
         _registered[(arch, variant_name)] = res
         if before is None or _occupancy_inputs(before) != _occupancy_inputs(res):
             _versions[arch] = _versions.get(arch, 0) + 1
-
-
-def source_fingerprint() -> str:
-    """Hash of what decides a compiled variant: the kernel source, the compat header and
-    the renderer (its #defines). Recorded figures carry it; stale ones are not used."""
-    from . import render
-    h = hashlib.sha256()
-    for f in (render.COMPAT_FILE, render.SOURCE_FILE, Path(render.__file__)):
-        h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 @lru_cache(maxsize=1)

@@ -1,7 +1,24 @@
 """What a compiled kernel asks of one compute unit: the input of the occupancy model."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# What decides a compiled kernel: its source, the compat header and the renderer (its
+# #defines). Recorded figures (kernels/resources.py) and tuned data (occupancy/tuned.py)
+# carry this hash and are not used for another source. Read as bytes here, so the
+# planner side needs nothing from the kernels package.
+_KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+KERNEL_FILES = (_KERNELS / "compat.h", _KERNELS / "vbatched_gemm.cu", _KERNELS / "render.py")
+
+
+def kernel_fingerprint() -> str:
+    """sha256 of KERNEL_FILES."""
+    h = hashlib.sha256()
+    for f in KERNEL_FILES:
+        h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)

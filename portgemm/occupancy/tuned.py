@@ -20,7 +20,6 @@ reads them again (the sweep calls it after writing a file).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -32,14 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from ..tiles import CATALOGUE, FAMILY_DTYPES, TileConfig
+from .resources import kernel_fingerprint
 
 DIRECTORY = Path(__file__).with_name("tuned")
 ENV = "PORTGEMM_TUNED"          # "0": ignore every tuned file (reproduce the model's plans)
 FORMAT = 1
-# What decides a compiled kernel (the same files kernels/resources.source_fingerprint
-# hashes; read here as bytes, so the planner imports nothing from the kernels package).
-_KERNELS = Path(__file__).resolve().parents[1] / "kernels"
-KERNEL_FILES = (_KERNELS / "compat.h", _KERNELS / "vbatched_gemm.cu", _KERNELS / "render.py")
 
 
 class TunedDataWarning(UserWarning):
@@ -58,14 +54,6 @@ class TunedFamily:
     def factor_of(self, kinds) -> np.ndarray | None:
         """The factors of ``kinds`` (a tuple of TileConfig) when it is this family, else None."""
         return np.array(self.factors) if tuple(kinds) == self.kinds else None
-
-
-def kernel_fingerprint() -> str:
-    """sha256 of the kernel source, the compat header and the renderer."""
-    h = hashlib.sha256()
-    for f in KERNEL_FILES:
-        h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 def _env_enabled() -> bool:
