@@ -57,14 +57,26 @@ class CallCache:
             self._d.clear()
 
 
-def _scalar_part(x):
-    """A scalar by type and value (the sign of zero too), a sequence or array by its
-    float64 bytes, or None (no key: the full path validates it)."""
+VECTOR = "per-GEMM"        # scalar_key of alpha/beta given as a sequence or an array
+
+
+def scalar_key(x):
+    """alpha or beta in a cache key: a float by value and the sign of zero (-0.0 and 0.0
+    differ), an int by value and type; anything else is VECTOR."""
     t = type(x)
     if t is float:
-        return (t, x, math.copysign(1.0, x) > 0)
+        return (x, math.copysign(1.0, x))
     if t is int:
-        return (t, x)
+        return (x, t)
+    return VECTOR
+
+
+def _scalar_part(x):
+    """scalar_key, with a sequence or array by its float64 bytes, or None (no key: the
+    full path validates it)."""
+    k = scalar_key(x)
+    if k is not VECTOR:
+        return k
     try:
         a = np.asarray(x)
         if a.dtype.kind not in "iuf":

@@ -31,7 +31,6 @@ made from. At most MAX_ENTRIES entries are kept (oldest dropped first).
 """
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 from collections import deque
@@ -39,6 +38,7 @@ from itertools import chain
 from operator import attrgetter, methodcaller
 
 from .arrays import _kind
+from .call_cache import VECTOR, scalar_key
 from .plan import Plan
 from .problem import Batch, _scalars
 
@@ -51,7 +51,6 @@ _lock = threading.RLock()   # re-entrant: a weakref callback may run while it is
 _stats = {"hits": 0, "misses": 0}
 
 _SEQUENCES = (list, tuple)
-_VECTOR = "per-GEMM"        # key part of alpha/beta given as a sequence or an array
 _SHAPE = attrgetter("shape")
 _TORCH_READS = (methodcaller("data_ptr"), _SHAPE, methodcaller("stride"), attrgetter("dtype"),
                 methodcaller("get_device"))    # in the order a hit compares them
@@ -68,15 +67,6 @@ def cache_info() -> dict:
     return {**_stats, "entries": len(_entries)}
 
 
-def _scalar_key(x):
-    t = type(x)
-    if t is float:
-        return (x, math.copysign(1.0, x))   # -0.0 and 0.0 give different signed zeros
-    if t is int:
-        return (x, t)
-    return _VECTOR
-
-
 def key(be, how, A, B, C, alpha, beta, trans_a, trans_b):
     """(the lookup key of a call, its arrays as one list A + B + C), or (None, None) when
     it cannot take the reuse path. ``how``: the strategy name (gemm_vbatched) or the Plan
@@ -91,7 +81,7 @@ def key(be, how, A, B, C, alpha, beta, trans_a, trans_b):
         return None, None   # not a strategy name: the full path raises
     X = [*A, *B, *C]
     # id(be), not be: a backend object need not be hashable (an entry holds it too)
-    return (id(be), how, trans_a, trans_b, _scalar_key(alpha), _scalar_key(beta),
+    return (id(be), how, trans_a, trans_b, scalar_key(alpha), scalar_key(beta),
             len(A), len(B), tuple(map(id, X))), X
 
 
@@ -132,11 +122,11 @@ def launch(k, X, A, B, C, alpha, beta) -> bool:
             return False
     except Exception:  # noqa: BLE001 - e.g. a tensor made sparse in place: the full path says
         return False
-    if k[4] is _VECTOR or k[5] is _VECTOR:
+    if k[4] is VECTOR or k[5] is VECTOR:
         n = len(C)
-        if k[4] is _VECTOR and _scalars(alpha, n, "alpha").tobytes() != e.alpha.tobytes():
+        if k[4] is VECTOR and _scalars(alpha, n, "alpha").tobytes() != e.alpha.tobytes():
             return False
-        if k[5] is _VECTOR and _scalars(beta, n, "beta").tobytes() != e.beta.tobytes():
+        if k[5] is VECTOR and _scalars(beta, n, "beta").tobytes() != e.beta.tobytes():
             return False
     e.call(A, B, C)
     _stats["hits"] += 1
