@@ -213,13 +213,8 @@ class CudaBackend:
         # call); it holds only the handle, so one kept past its stream's end names the
         # same handle a later stream reuses. The device too: the null stream's handle
         # (0) is every device's.
-        key = (handle, tdev)
-        stream = self._external.get(key)
-        if stream is None:
-            if len(self._external) >= 64:
-                self._external.clear()
-            stream = self._external[key] = self.cp.cuda.ExternalStream(handle)
-        return stream
+        return _kept(self._external, (handle, tdev), 64,
+                     lambda: self.cp.cuda.ExternalStream(handle))
 
     def execute(self, plan, batch, gemms=None):
         """Launch on the caller's current stream; returns the device descriptors used,
@@ -292,13 +287,8 @@ class CudaBackend:
     def _encoded(self, st, gemms):
         """Encoded launches for one descriptor buffer, kept per plan state by address
         (they hold only addresses, so a reused address encodes the same arguments)."""
-        cache = st.setdefault("encoded", {})
-        enc = cache.get(gemms.data.ptr)
-        if enc is None:
-            if len(cache) >= 4 * DESCRIPTOR_CACHE:
-                cache.clear()
-            enc = cache[gemms.data.ptr] = self._encode(st, gemms)
-        return enc
+        return _kept(st.setdefault("encoded", {}), gemms.data.ptr, 4 * DESCRIPTOR_CACHE,
+                     lambda: self._encode(st, gemms))
 
     def _encode(self, st, gemms):
         """The plan's launches, encoded once (_encoded; tinygrad's CUDAProgram way)."""
@@ -384,15 +374,10 @@ class CudaBackend:
         on new buffers encodes only its prologue)."""
         key = (self._dev(), variant.name, n_tiles, gemms.data.ptr, tiles.data.ptr,
                bptr.data.ptr)
-        enc = self._ragged_gemms.get(key)
-        if enc is None:
-            if len(self._ragged_gemms) >= 64:
-                self._ragged_gemms.clear()
-            gemm = (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr),
-                    ("i", 0))
-            enc = self._ragged_gemms[key] = _encoded(self.function(variant).ptr, n_tiles,
-                                                      variant.threads, gemm, variant.name)
-        return enc
+        return _kept(self._ragged_gemms, key, 64, lambda: _encoded(
+            self.function(variant).ptr, n_tiles, variant.threads,
+            (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr), ("i", 0)),
+            variant.name))
 
 
 class _Staging:
@@ -471,6 +456,18 @@ def _capturing(stream) -> bool:
 
 def _nothing():
     pass
+
+
+def _kept(cache: dict, key, most: int, make):
+    """cache[key], made by ``make()`` on a miss; the cache is emptied when it holds
+    ``most`` entries (they are cheap to make again, and the ones in use live on in
+    their callers)."""
+    value = cache.get(key)
+    if value is None:
+        if len(cache) >= most:
+            cache.clear()
+        value = cache[key] = make()
+    return value
 
 
 def _ptr(buf) -> int:
