@@ -129,9 +129,7 @@ def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
     Fused: one launch, every tile counts; per-kind: each kind's launch on its own."""
     n = np.asarray(n_per_kind, dtype=np.float64)
     if per_kind:
-        r = np.minimum(np.maximum(n / kc.cus, 1.0), kc.active)   # np.clip's result, cheaper
-        u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
-        return r, u
+        return tiles_sharing(kc, n, kc.active, kc.tile_warps)
     total = float(n.sum())
     r_all = min(max(total / kc.cus, 1.0), float(kc.active.max()))
     warps = float(np.dot(n, kc.tile_warps) / total) if total else float(kc.tile_warps.max())
@@ -147,11 +145,11 @@ def last_sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
     n = np.asarray(n_per_kind, dtype=np.float64)
     if per_kind:
         _, last = waves_of(n, kc.slots)
-        return last_wave_sharing(kc, last, kc.active, kc.tile_warps)
+        return tiles_sharing(kc, last, kc.active, kc.tile_warps)
     total = float(n.sum())
     _, last = waves_of(total, kc.slots_max)
     warps = float(np.dot(n, kc.tile_warps) / total) if total else float(kc.tile_warps.max())
-    r, u = last_wave_sharing(kc, last, kc.active_max, warps)
+    r, u = tiles_sharing(kc, last, kc.active_max, warps)
     return np.full(kc.n_kinds, float(r)), np.full(kc.n_kinds, float(u))
 
 
@@ -182,10 +180,11 @@ def waves_of(n, slots):
     return waves, n - np.maximum(waves - 1.0, 0.0) * slots
 
 
-def last_wave_sharing(kc: KindCosts, last, active, tile_warps):
-    """(r, u) of a launch's last wave of ``last`` tiles: its tiles per CU (at least 1, at
-    most ``active``) and the issue share their warps can use (module docstring)."""
-    r = np.minimum(np.maximum(np.asarray(last, dtype=np.float64) / kc.cus, 1.0), active)
+def tiles_sharing(kc: KindCosts, tiles, active, tile_warps):
+    """(r, u) of ``tiles`` tiles resident at once (a launch, or its last wave): tiles per
+    CU (at least 1, at most ``active``) and the issue share their warps can use (module
+    docstring). Every sharing of the model is this one formula."""
+    r = np.minimum(np.maximum(np.asarray(tiles, dtype=np.float64) / kc.cus, 1.0), active)
     return r, np.minimum(1.0, r * tile_warps / SATURATING_WARPS)
 
 
@@ -319,15 +318,13 @@ def sharing_rows(kc: KindCosts, n: np.ndarray, per_kind: bool):
     (r, u), each (C, kinds) or, fused, (C, 1) (one sharing for every kind); the same
     arithmetic, row by row."""
     if per_kind:
-        r = np.minimum(np.maximum(n / kc.cus, 1.0), kc.active)   # np.clip's result, cheaper
-        return r, np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
+        return tiles_sharing(kc, n, kc.active, kc.tile_warps)
     total = n.sum(axis=1, keepdims=True)
-    r_all = np.minimum(np.maximum(total / kc.cus, 1.0), kc.active_max)
     busy = total > 0
     # integers: exact in any summation order
     warps = np.where(busy, (n @ kc.tile_warps)[:, None] / np.where(busy, total, 1.0),
                      kc.tile_warps_max)
-    return r_all, np.minimum(1.0, r_all * warps / SATURATING_WARPS)
+    return tiles_sharing(kc, total, kc.active_max, warps)
 
 
 def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, per_kind: bool,
@@ -344,7 +341,7 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
     tile_sum = pe * n + step * S
     if per_kind:
         waves, last = waves_of(n, kc.slots)
-        pro, step, epi = stage_times(kc, *last_wave_sharing(kc, last, kc.active, kc.tile_warps))
+        pro, step, epi = stage_times(kc, *tiles_sharing(kc, last, kc.active, kc.tile_warps))
         safe = np.where(busy, n, 1.0)
         mean = tile_sum / safe
         mean_last = ((pro + epi) * n + step * S) / safe
@@ -359,7 +356,7 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
         mean = tile_sum.sum(axis=1) / safe
         waves, last = waves_of(total, kc.slots_max)
         warps = np.where(total > 0, (n @ kc.tile_warps) / safe, kc.tile_warps_max)
-        rl, ul = last_wave_sharing(kc, last, kc.active_max, warps)
+        rl, ul = tiles_sharing(kc, last, kc.active_max, warps)
         pro, step, epi = stage_times(kc, rl[:, None], ul[:, None])
         mean_last = ((pro + epi) * n + step * S).sum(axis=1) / safe
         exec_s = np.maximum(longest.max(axis=1), np.maximum(waves - 1.0, 0.0) * mean + mean_last)
