@@ -7,7 +7,6 @@ backend's ``execute_ragged`` runs a prologue kernel that reads them (backends/ra
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -17,6 +16,7 @@ from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from ..planner import DEFAULT_STRATEGY
 from ..problem import _flag, _layout
 from ..api import backend_of
+from ..arrays import _kind as array_kind
 from .operands import (CallCache, Views, call_key, check_operands, first, group_error,
                        group_scalars, host_call, make_batch, operand_key, read, value_key)
 from .ragged_kind import choose_kind
@@ -150,17 +150,11 @@ def _torch_geometry(x):
 
 
 class _Geometry(dict):
-    """Array type -> its geometry reader, found on first sight of a type: CuPy's ndarray
-    and torch's Tensor (and its subclasses), from the modules already loaded (an array
-    of theirs means they are); None for any other type."""
+    """Array type -> its geometry reader, found on first sight of a type (arrays._kind:
+    CuPy's ndarray, torch's Tensor and its subclasses); None for any other type."""
 
     def __missing__(self, cls):
-        cupy, torch = sys.modules.get("cupy"), sys.modules.get("torch")
-        reader = None
-        if cupy is not None and cls is getattr(cupy, "ndarray", None):
-            reader = _cupy_geometry
-        elif torch is not None and isinstance(cls, type) and issubclass(cls, torch.Tensor):
-            reader = _torch_geometry
+        reader = {"cupy": _cupy_geometry, "torch": _torch_geometry}.get(array_kind(cls))
         if len(self) < 64:   # a bounded memo: types are few
             self[cls] = reader
         return reader
