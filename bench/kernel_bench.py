@@ -2,7 +2,7 @@
 (issue 9).
 
 For each case: the bound call (``Plan.bind``, event-timed, bench/timing.py) of every
-single kind of our family forced on the whole batch (a one-kind family, one launch),
+single kind of our family forced on the whole batch (tuning.model.one_kind_plan),
 of our family per kind as the planner assigns it, and of the default plan; cuBLAS
 grouped (arrays prepared) in the same run. Prints TFLOP/s, % of the fp32 (or fp64)
 FMA roofline and the ratio to cuBLAS. Every timed plan's output is checked once
@@ -36,12 +36,12 @@ from portgemm.backends import cuda as cuda_backend  # noqa: E402
 from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
 from portgemm.kernels import render, resources  # noqa: E402
 from portgemm.kernels.variants import variants_for  # noqa: E402
+from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
+from portgemm.tuning.model import one_kind_plan  # noqa: E402
 from timing import do_bench, random_batch  # noqa: E402
 
 PEAK = {"float32": 55.6e12, "float64": 31.1e12}   # FMA peaks measured on the H100
-OURS = {"float32": "portgemm", "float64": "portgemm-f64"}
-ONE_KIND = "_one_"    # prefix of the temporary one-kind families (one name per kind:
-                      # the plan cache keys on the family's name)
+OURS = OUR_FAMILY      # our families, per dtype (what the default plan weighs)
 
 # (name, MaxMN, MaxK, batch) of random batches (M, N in [16, MaxMN], K in [16, MaxK]),
 # or (name, (M, N, K), batch) of fixed ones.
@@ -147,7 +147,7 @@ def methods(dtype):
     """(label, plan keywords, forced kind or None) of every timed plan."""
     fam = tiles.FAMILIES[OURS[dtype]]
     out = [("default", {}, None), ("ours per-kind", dict(family=OURS[dtype], mode="per-kind"), None)]
-    out += [(k.kind, dict(family=ONE_KIND + k.ident, mode="per-kind"), k) for k in fam]
+    out += [(k.kind, None, k) for k in fam]
     return out
 
 
@@ -195,10 +195,8 @@ def main(argv=None):
             flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
             cub = raw[i]["ms"]
             for label, kw, kind in methods(dtype):
-                if kind is not None:
-                    tiles.FAMILIES[kw["family"]] = (kind,)
-                    tiles.FAMILY_DTYPES[kw["family"]] = (dtype,)
-                p = portgemm.plan(shapes, dtype, arch=arch, **kw)
+                p = (one_kind_plan(shapes, kind, dtype, arch) if kind is not None
+                     else portgemm.plan(shapes, dtype, arch=arch, **kw))
                 bound = p.bind(A, B, C, backend=be)
                 err = checked(cp, bound, C, ref)
                 ms = do_bench(cp, bound, warmup_ms=10.0, rep_ms=args.rep_ms)
@@ -210,8 +208,6 @@ def main(argv=None):
                             "err": err, "note": note, "mode": p.mode})
             print(f"{cfg} {name}: " + ", ".join(f"{r[2]} {r[3]:.0f}" for r in rows[-7:]),
                   flush=True)
-    for f in [f for f in tiles.FAMILIES if f.startswith(ONE_KIND)]:
-        del tiles.FAMILIES[f], tiles.FAMILY_DTYPES[f]
     rows.sort(key=lambda r: [b[0] for b in batches].index(r[0]))
     lines = [f"device: {base.device_name()}; bound calls; TFLOP/s, % of the FMA peak "
              f"(fp32 {PEAK['float32'] / 1e12} / fp64 {PEAK['float64'] / 1e12} TFLOP/s), "

@@ -15,12 +15,12 @@ import numpy as np
 
 from ..planner.cost_model import floors, kind_costs, predict_rows, steps_of
 from ..planner.parallelism import kind_table
+from ..planner.wavefront_tlp import FAMILY, OUR_FAMILY
 from ..tiles import FAMILIES
 
-# The families a device-offsets call picks from, per dtype (tiles.FAMILY_DTYPES): the
-# paper's kinds and our own, as the default planner weighs them.
-CANDIDATE_FAMILIES = {"float32": ("zhang2025", "portgemm"),
-                      "float64": ("zhang2025", "portgemm-f64")}
+# The families a device-offsets call picks from, per dtype: the two the default planner
+# weighs, the paper's kinds and our own.
+CANDIDATE_FAMILIES = {dtype: (FAMILY[0].family, ours) for dtype, ours in OUR_FAMILY.items()}
 
 
 def candidate_kinds(dtype) -> tuple:

@@ -218,7 +218,7 @@ def _nudges(kinds: tuple, top_dividing: int):
     (``top_dividing``, -1: none divides) or else by the largest kind's."""
     fk = _family_keys(kinds)
     n_k, key = fk["n"], fk["order_key"]
-    key_max = int(key.max())
+    key_max = max(int(key.max()), 1)    # 0 only for one kind, where no tie is to break
     if top_dividing >= 0:
         key_max = max(key_max, n_k * n_k + top_dividing)
     out = tuple((1 + 1e-10 * (1 - (key + d * n_k * n_k) / key_max))[:, None] for d in (0, 1))
@@ -652,7 +652,8 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     chosen = _choose(req, tlp_formula, kinds)
     if not auto:
         return _build(req, strategy, tlp_formula, chosen)
-    # a tuned family for this device (occupancy/tuned.py) replaces ours, unless tuned=False
+    # a tuned family for this device (occupancy/tuned.py: ours plus the sweep's additions)
+    # stands in for ours, unless tuned=False
     tuned = tuned_family(req.arch.name, req.dtype) if use_tuned else None
     name = "tuned" if tuned else OUR_FAMILY[req.dtype]
     ours_req = dataclasses.replace(req, mode="per-kind", options={

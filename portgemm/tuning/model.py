@@ -25,9 +25,7 @@ def _shapes(shapes) -> np.ndarray:
 def one_kind_plan(shapes, kind, dtype: str, arch, resources=None):
     """A per-kind plan of ``shapes`` that tiles every GEMM with ``kind``."""
     req = Request(_shapes(shapes), dtype, arch, "per-kind", {}, resources, mode_given=True)
-    # one kind leaves nothing to choose; the rule's tie-break nudges divide by zero then
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return algorithm1(req, "wavefront-tlp", "wavefront", kinds=(kind,))
+    return algorithm1(req, "wavefront-tlp", "wavefront", kinds=(kind,))
 
 
 def predicted_seconds(shapes, kind, dtype: str, arch, factor: float = 1.0,
