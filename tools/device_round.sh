@@ -7,6 +7,8 @@
 #   plantime  bench/plan_time.py on this host      main      the main job
 #   tune      python -m portgemm tune (writes occupancy/tuned/<arch>.json here, copied to $OUT)
 #   grid      bash bench/device_bench.sh grid        kernel    bench/kernel_bench.py
+#   ncu       Nsight Compute (--set full) of NCU_CASES (tools/ncu_case.py args, ';'-separated)
+#   profile   tools/profile_host.py (attribute costs, stage times, cProfile of a call)
 set -u -o pipefail
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export PORTGEMM_CACHE_DIR=${PORTGEMM_CACHE_DIR:-/tmp/pgcache}
@@ -27,6 +29,15 @@ for part in "$@"; do
           cp portgemm/occupancy/tuned/*.json "$OUT/" ;;
     grid) bash bench/device_bench.sh grid 2>&1 | tail -40 ;;
     kernel) python3 bench/kernel_bench.py --out "$OUT" 2>&1 | tail -60 ;;
+    profile) python3 tools/profile_host.py > "$OUT/profile_host.txt" 2>&1; tail -30 "$OUT/profile_host.txt" ;;
+    ncu) IFS=';' read -ra cases <<< "${NCU_CASES:-1024/128/256;1024/128/256 --peer cublas}"
+         for c in "${cases[@]}"; do
+           echo "===== ncu: $c" >> "$OUT/ncu.txt"
+           # shellcheck disable=SC2086
+           "$(command -v ncu || echo /usr/local/cuda/bin/ncu)" --profile-from-start off --set full --import-source no ${NCU_ARGS:-} \
+             python3 tools/ncu_case.py $c >> "$OUT/ncu.txt" 2>&1
+           echo "  $c: exit $?"
+         done ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 9 python3 tools/sanitize_batches.py \
