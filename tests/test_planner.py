@@ -701,3 +701,53 @@ def test_ceilings_measured_then_modelled(tmp_path, monkeypatch):
         monkeypatch.undo()
         ceilings_mod.reload()
     assert ceilings_mod.ceilings_for(get_arch("gfx90a")).origin == "modelled"
+
+
+# --- the hit path (looked up from the arguments as given, before validation) ----------
+
+def test_hit_path_returns_the_cached_plan_and_counts_it():
+    planner.clear_cache()
+    s = np.array([[64, 32, 16], [17, 18, 19]] * 50)
+    a = planner.plan(s, arch="sm_90")
+    hits = planner.cache_info()["hits"]
+    assert planner.plan(s.copy(), arch="sm_90") is a                  # equal bytes
+    assert planner.plan(np.asfortranarray(s), arch="sm_90") is a      # any layout
+    assert planner.plan(s.astype(np.int32), arch="sm_90") is a        # the full key's hit
+    assert planner.plan(s.astype(np.int32), arch="sm_90") is a        # then the hit path's
+    assert planner.cache_info()["hits"] == hits + 4
+    assert planner.plan(s, arch="sm_90", tlp_factor=1) is not a
+    with pytest.raises(ValidationError):                              # a bool is no number
+        planner.plan(s, arch="sm_90", tlp_factor=True)
+
+
+def test_hit_path_never_returns_a_stale_plan(monkeypatch):
+    planner.clear_cache()
+    s = np.array([[300, 200, 64]] * 40)
+    a = planner.plan(s)
+    s[3, 0] = 301                                    # the caller's array changed in place
+    b = planner.plan(s)
+    assert b is not a and b.shapes[3, 0] == 301
+    s[3, 0] = 300
+    assert planner.plan(s) is a
+    monkeypatch.setenv("PORTGEMM_ARCH", "gfx90a")    # arch=None reads the variable
+    assert planner.plan(s).arch.name == "gfx90a"
+    monkeypatch.delenv("PORTGEMM_ARCH")
+    assert planner.plan(s) is a
+    monkeypatch.setattr(parallelism, "TLP_FACTOR", parallelism.TLP_FACTOR * 0.5)
+    assert planner.plan(s) is not a                  # a factor read at call time
+    monkeypatch.undo()
+    assert planner.plan(s) is a
+    for i in range(planner.CACHE_SIZE):              # evicted from the LRU: planned again
+        planner.plan(np.array([[i + 1, 16, 16]]))
+    c = planner.plan(s)
+    assert c is not a and c.n_tiles == a.n_tiles
+
+
+def test_hit_path_sample_collisions_cost_a_probe_not_a_wrong_plan(monkeypatch):
+    planner.clear_cache()
+    monkeypatch.setattr(planner._Raw, "__hash__", lambda self: 0)
+    batches = [np.array([[16 * (i + 1), 64, 64]] * 8) for i in range(5)]
+    plans = [planner.plan(b) for b in batches]
+    for b, p in zip(batches, plans):
+        assert planner.plan(b.copy()) is p and np.array_equal(p.shapes, b)
+    planner.clear_cache()

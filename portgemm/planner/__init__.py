@@ -185,6 +185,7 @@ _stats = {"hits": 0, "misses": 0}
 def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
+        _fast.clear()
         _stats.update(hits=0, misses=0)
 
 
@@ -228,6 +229,88 @@ def _key(shapes, dtype, arch, strategy, mode, options, resources):
     return key
 
 
+# --- the hit path -------------------------------------------------------------------
+# A hit is looked up before any validation, from the arguments as given: the raw bytes
+# of a NumPy shapes array (its dtype and shape beside them) and the other arguments by
+# value (arch and resources by identity, kept alive by the entry so an id is never
+# reused while it is there). Everything the full key reads at call time (the factors,
+# the provider's and the files' versions) is compared on the way out, and the entry
+# must still be in the cache proper (the same LRU), so a hit here returns exactly what
+# the full path would. Anything else (lists, unhashable options, a first sight of
+# these bytes) takes the full path, which then records the entry.
+
+class _Raw(bytes):
+    """A shapes array's bytes as a dict key, hashed on a sample (a few hundred bytes,
+    whatever the batch) instead of every byte: equal keys still compare every byte
+    (memcmp, which stops at the first difference), so a sample shared by two batches
+    costs a probe, never a wrong plan."""
+    __slots__ = ()
+
+    def __hash__(self):
+        n = len(self)
+        return hash((n, self[:96], self[-96:], self[::(n >> 6) | 1]))
+
+
+_fast: dict = {}   # hit path's key -> (full key, _fast_check(), plan, objects held)
+
+
+def _fast_key(shapes: np.ndarray, dtype, arch, strategy, mode, resources, options):
+    """The hit path's key for a NumPy shapes array of numbers, or None where only the
+    full path can tell (unhashable arguments, an arch that is neither a name nor an
+    Arch, an array of objects)."""
+    if shapes.ndim != 2 or shapes.dtype.kind not in "iuf":
+        return None
+    if arch is None:
+        where = os.environ.get("PORTGEMM_ARCH")
+    elif isinstance(arch, str):
+        where = arch
+    elif isinstance(arch, Arch):
+        where = id(arch)
+    else:
+        return None
+    args = (type(dtype), dtype, strategy, mode, id(resources),
+            tuple(sorted((k, type(v), v) for k, v in options.items())) if options else ())
+    try:
+        hash(args)
+    except TypeError:
+        return None
+    raw = _Raw(shapes.data if shapes.flags.c_contiguous else shapes.tobytes())
+    return raw, shapes.dtype.str, shapes.shape, where, args
+
+
+def _fast_check(provider, arch_name: str):
+    """What a plan depends on that may change between calls with equal arguments."""
+    return (parallelism.TLP_FACTOR, parallelism.LI2019_FACTOR, id(provider),
+            provider_version(provider, arch_name), ceilings.version(), tuned.version())
+
+
+def _fast_hit(fkey, resources):
+    """The cached plan for ``fkey`` if it is still what the full path would return."""
+    with _cache_lock:
+        entry = _fast.get(fkey)
+        if entry is None:
+            return None
+        key, check, p, _ = entry
+        if (check != _fast_check(resolve_provider(resources), p.arch.name)
+                or _cache.get(key) is not p):
+            del _fast[fkey]
+            return None
+        _cache.move_to_end(key)
+        _stats["hits"] += 1
+        return p
+
+
+def _fast_store(fkey, key, provider, p, keep) -> None:
+    """Record ``p`` under the hit path's key; ``keep``: the objects the key names by id,
+    held so that their ids stay theirs while the entry lives. Bounded like the cache
+    (oldest entries out first; an entry whose plan left the cache is dropped when met)."""
+    with _cache_lock:
+        _fast.pop(fkey, None)
+        _fast[fkey] = (key, _fast_check(provider, p.arch.name), p, keep)
+        while len(_fast) > CACHE_SIZE:
+            del _fast[next(iter(_fast))]
+
+
 # --- the entry point ----------------------------------------------------------------
 
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
@@ -258,6 +341,12 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     ArgumentTypeError for a provider that is not callable or returns no KernelResources.
     These checks run before any tile is built.
     """
+    fkey = None
+    if use_cache and type(shapes) is np.ndarray:
+        fkey = _fast_key(shapes, dtype, arch, strategy, mode, resources, options)
+        hit = None if fkey is None else _fast_hit(fkey, resources)
+        if hit is not None:
+            return hit
     s = _shapes(shapes)
     dt = _dtype(dtype)
     a = resolve_arch(arch)
@@ -282,7 +371,12 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
             if hit is not None and np.array_equal(hit.shapes, s):
                 _cache.move_to_end(key)
                 _stats["hits"] += 1
-                return hit
+            else:
+                hit = None
+        if hit is not None:
+            if fkey is not None:
+                _fast_store(fkey, key, provider, hit, (arch, resources))
+            return hit
     # None (the default provider) stays None in the request: strategies pass it on
     p = info.fn(Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None))
     if key is not None:
@@ -292,6 +386,8 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
             _cache.move_to_end(key)
             while len(_cache) > CACHE_SIZE:
                 _cache.popitem(last=False)
+        if fkey is not None:
+            _fast_store(fkey, key, provider, p, (arch, resources))
     return p
 
 
