@@ -332,33 +332,37 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
     """Seconds of C assignments from per-kind aggregates only: ``n`` tiles, ``S`` tiles x
     K steps, ``Mx`` the most K steps of a live GEMM, each (C, kinds). The same model as
     :meth:`BatchModel.predict` (sum of tile times = pe n + step S per kind; the longest
-    tile = pe + step Mx), so no candidate pays a pass over the GEMMs here."""
-    r, u = sharing_rows(kc, n, per_kind)
-    pro, step, epi = stage_times(kc, r, u)
-    pe = pro + epi
+    tile = pe + step Mx), so no candidate pays a pass over the GEMMs here. The launch's
+    sharing and its last wave's are priced together, stacked (2C rows), so the stage
+    times cost one evaluation (elementwise: the same numbers as one each)."""
+    C = n.shape[0]
     busy = n > 0
-    longest = np.where(busy, pe + Mx * step, 0.0)
-    tile_sum = pe * n + step * S
     if per_kind:
         waves, last = waves_of(n, kc.slots)
-        pro, step, epi = stage_times(kc, *tiles_sharing(kc, last, kc.active, kc.tile_warps))
+        r, u = tiles_sharing(kc, np.concatenate([n, last]), kc.active, kc.tile_warps)
         safe = np.where(busy, n, 1.0)
-        mean = tile_sum / safe
-        mean_last = ((pro + epi) * n + step * S) / safe
-        span = np.maximum(longest, np.maximum(waves - 1.0, 0.0) * mean + mean_last)
-        exec_s = span[:, 0].copy()
-        for k in range(1, span.shape[1]):      # kinds one after another, in order
-            exec_s += span[:, k]
-        launches = busy.sum(axis=1)
     else:
         total = n.sum(axis=1)
-        safe = np.where(total > 0, total, 1.0)
-        mean = tile_sum.sum(axis=1) / safe
+        busy_t = total > 0
+        safe = np.where(busy_t, total, 1.0)
+        # integers: exact in any summation order
+        warps = np.where(busy_t, (n @ kc.tile_warps) / safe, kc.tile_warps_max)
         waves, last = waves_of(total, kc.slots_max)
-        warps = np.where(total > 0, (n @ kc.tile_warps) / safe, kc.tile_warps_max)
-        rl, ul = tiles_sharing(kc, last, kc.active_max, warps)
-        pro, step, epi = stage_times(kc, rl[:, None], ul[:, None])
-        mean_last = ((pro + epi) * n + step * S).sum(axis=1) / safe
-        exec_s = np.maximum(longest.max(axis=1), np.maximum(waves - 1.0, 0.0) * mean + mean_last)
-        launches = total > 0
+        r, u = tiles_sharing(kc, np.concatenate([total, last]), kc.active_max,
+                             np.concatenate([warps, warps]))
+        r, u = r[:, None], u[:, None]
+    pro, step, epi = stage_times(kc, r, u)
+    pe = (pro + epi).reshape(2, C, -1)        # [0]: the launch's sharing, [1]: its last wave's
+    step = step.reshape(2, C, -1)
+    sums = pe * n + step * S                  # sum of tile times per kind, at each sharing
+    longest = np.where(busy, pe[0] + Mx * step[0], 0.0)
+    if per_kind:
+        means = sums / safe
+        span = np.maximum(longest, np.maximum(waves - 1.0, 0.0) * means[0] + means[1])
+        exec_s = np.add.accumulate(span, axis=1)[:, -1]   # kinds one after another, in order
+        launches = busy.sum(axis=1)
+    else:
+        means = sums.sum(axis=2) / safe
+        exec_s = np.maximum(longest.max(axis=1), np.maximum(waves - 1.0, 0.0) * means[0] + means[1])
+        launches = busy_t
     return np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)

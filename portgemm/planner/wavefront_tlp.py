@@ -382,20 +382,39 @@ def _typed_candidates(fk, start, least, from_least: bool, allowed, counts, cs, s
     return agg, chains
 
 
+# Passes that build (candidates x batch) temporaries sweep the batch in chunks of at most
+# this many GEMMs: larger temporaries are fresh pages every call (the allocator hands big
+# blocks back to the system when they are freed, and faults them in again), which costs
+# more than the arithmetic on them. The chunks' sums are of integers, so exact in any
+# order.
+CHUNK = 2048
+
+
 def _aggregates(cands, counts, cs, steps_live, one_tk: bool):
     """Per-kind (tiles, tiles x steps, most steps of a live GEMM), each (C, kinds), of
-    the C candidates ``cands`` (C, batch): one bincount each over all of them."""
+    the C candidates ``cands`` (C, batch): one bincount each over all of them (per chunk
+    of CHUNK GEMMs, added up)."""
     C, B = cands.shape
     n_k = counts.shape[0]
-    flat = (cands * B + np.arange(B)).reshape(-1)
-    g = (cands + (np.arange(C) * n_k)[:, None]).reshape(-1)
-    n = np.bincount(g, weights=counts.reshape(-1).take(flat), minlength=C * n_k)
-    S = np.bincount(g, weights=cs.reshape(-1).take(flat), minlength=C * n_k)
-    Mx = np.zeros(C * n_k)
-    # flat index and values of its shape: numpy 2.4's ufunc.at reads past values
-    # broadcast against a 2-D index
-    vals = np.concatenate([steps_live] * C) if one_tk else steps_live.reshape(-1).take(flat)
-    np.maximum.at(Mx, g, vals)
+    flat_counts, flat_cs = counts.reshape(-1), cs.reshape(-1)
+    g0 = (np.arange(C) * n_k)[:, None]
+    n = S = Mx = None
+    for a in range(0, max(B, 1), CHUNK):
+        part = cands[:, a:a + CHUNK]
+        flat = (part * B + np.arange(a, a + part.shape[1])).reshape(-1)
+        g = (part + g0).reshape(-1)
+        n_c = np.bincount(g, weights=flat_counts.take(flat), minlength=C * n_k)
+        S_c = np.bincount(g, weights=flat_cs.take(flat), minlength=C * n_k)
+        # flat index and values of its shape: numpy 2.4's ufunc.at reads past values
+        # broadcast against a 2-D index
+        vals = (np.concatenate([steps_live[a:a + CHUNK]] * C) if one_tk
+                else steps_live.reshape(-1).take(flat))
+        if n is None:
+            n, S, Mx = n_c, S_c, np.zeros(C * n_k)
+        else:
+            n += n_c
+            S += S_c
+        np.maximum.at(Mx, g, vals)
     return n.reshape(C, n_k), S.reshape(C, n_k), Mx.reshape(C, n_k)
 
 
