@@ -4,6 +4,7 @@ with a breakdown of where it goes.
     python bench/plan_time.py [--arch sm_90] [--reps 50] [--batches 1024,8192]
                               [--max-mn 128,256,1024] [--strategies wavefront-tlp]
                               [--all-modes] [--no-breakdown] [--clock wall|cpu]
+                              [--count-calls]
 
 Rows: "default" (plan() with neither strategy nor mode: what a call that names none
 pays, two launch structures weighed), then each strategy in its default mode (named).
@@ -17,13 +18,21 @@ rest of the strategy (its loop). Steps may nest (coordinated's tiling_engine cal
 tile_counts), so parts can add up past the total. Wrapping adds a few µs per step.
 ``--clock cpu`` times this thread's CPU time instead of wall time: steadier on a shared,
 loaded machine. Last, a cache hit.
+
+``--count-calls`` adds, per cell, the NumPy calls one plan makes (CallCounter): calls of
+NumPy functions, ufuncs and array methods, and, apart, the operator expressions
+evaluated in portgemm's code (``a * b``, ``a[i]``, ``a < b``: an upper bound on the
+array operations among them, since Python has no hook that tells an array's operator
+from a float's).
 """
 from __future__ import annotations
 
 import argparse
+import dis
 import statistics
 import sys
 import time
+import types
 
 import numpy as np
 from tabulate import tabulate
@@ -112,6 +121,104 @@ class Breakdown:
         return total, parts
 
 
+_OPERATORS = {dis.opmap[n] for n in ("BINARY_OP", "COMPARE_OP", "UNARY_NEGATIVE",
+                                      "UNARY_INVERT", "BINARY_SUBSCR") if n in dis.opmap}
+
+
+class _CountedUfunc:
+    """A ufunc that counts its calls (methods such as ``.at`` pass through, counted by
+    the profiler as C methods)."""
+
+    def __init__(self, fn, counter):
+        self._fn, self._counter = fn, counter
+
+    def __call__(self, *a, **k):
+        self._counter.numpy += 1
+        return self._fn(*a, **k)
+
+    def __getattr__(self, name):
+        return getattr(self._fn, name)
+
+
+class _CountingNumpy(types.ModuleType):
+    """Stands in for ``np`` in portgemm's modules while counting: ufuncs come back
+    counted; everything else is NumPy's own (its functions are counted by the profiler)."""
+
+    def __init__(self, counter):
+        super().__init__("numpy")
+        self._counter = counter
+
+    def __getattr__(self, name):
+        v = getattr(np, name)
+        return _CountedUfunc(v, self._counter) if isinstance(v, np.ufunc) else v
+
+
+class CallCounter:
+    """Counts NumPy calls made while it is active: NumPy's C functions and array / ufunc
+    methods (profiler ``c_call`` events), its Python functions (outermost only), ufuncs
+    called by name (portgemm's modules see a counting ``np``), and operator opcodes run
+    in portgemm's frames (``operators``: an upper bound on the array operations)."""
+
+    def __init__(self):
+        self.numpy = 0
+        self.operators = 0
+        self._depth = 0
+        self._swapped = []
+
+    def _is_numpy(self, fn) -> bool:
+        owner = getattr(fn, "__self__", None)
+        if isinstance(owner, (np.ndarray, np.ufunc, np.generic)):
+            return True
+        return (getattr(fn, "__module__", None) or "").startswith("numpy")
+
+    def _profile(self, frame, event, arg):
+        if event == "c_call" and not self._depth and self._is_numpy(arg):
+            self.numpy += 1
+        elif event == "call" and frame.f_code.co_filename.startswith(self._np_dir):
+            if not self._depth:
+                self.numpy += 1
+            self._depth += 1
+        elif event == "return" and frame.f_code.co_filename.startswith(self._np_dir):
+            self._depth -= 1
+
+    def _trace(self, frame, event, arg):
+        if event == "call":
+            if "portgemm" not in frame.f_code.co_filename:
+                return None
+            frame.f_trace_opcodes = True
+            return self._trace
+        if event == "opcode" and frame.f_code.co_code[frame.f_lasti] in _OPERATORS:
+            self.operators += 1
+        return self._trace
+
+    def __enter__(self):
+        import os
+        self._np_dir = os.path.dirname(np.__file__)
+        fake = _CountingNumpy(self)
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("portgemm") and getattr(mod, "np", None) is np:
+                self._swapped.append(mod)
+                mod.np = fake
+        sys.setprofile(self._profile)
+        sys.settrace(self._trace)
+        return self
+
+    def __exit__(self, *exc):
+        sys.settrace(None)
+        sys.setprofile(None)
+        for mod in self._swapped:
+            mod.np = np
+        return False
+
+
+def count_calls(fn):
+    """(NumPy calls, operator expressions) of one call of ``fn`` (after a warm-up)."""
+    fn()
+    with CallCounter() as c:
+        fn()
+    return c.numpy, c.operators
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="sm_90")
@@ -123,6 +230,8 @@ def main(argv=None):
     ap.add_argument("--all-modes", action="store_true", help="every mode, not just the default")
     ap.add_argument("--no-breakdown", action="store_true")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--count-calls", action="store_true",
+                    help="also count the NumPy calls of one plan per cell")
     args = ap.parse_args(argv)
     global _clock
     _clock = time.thread_time_ns if args.clock == "cpu" else time.perf_counter_ns
@@ -148,6 +257,8 @@ def main(argv=None):
                     rows.append([strategy, mode or p.mode, max_mn, batch, p.n_tiles, p.n_blocks,
                                  f"{med:,.0f}", f"{least:,.0f}",
                                  f"{1e3 * med / max(1, p.n_tiles):.1f}"])
+                    if args.count_calls:
+                        rows[-1] += list(count_calls(call))
                     if args.no_breakdown:
                         continue
                     b = Breakdown(info.name)
@@ -165,7 +276,8 @@ def main(argv=None):
     print(f"arch {args.arch}; {args.clock} clock; {args.reps} non-cached calls per cell; cache hit "
           f"(default strategy, 1024 GEMMs): {hit:,.1f} µs")
     print(tabulate(rows, headers=["strategy", "mode", "MaxMN", "batch", "tiles", "blocks",
-                                  "median µs", "least µs", "ns/tile"],
+                                  "median µs", "least µs", "ns/tile"]
+                   + (["numpy calls", "operators (<=)"] if args.count_calls else []),
                    colalign=("left", "left")))
     if parts_rows:
         print("\nbreakdown (median µs per step, wrapped calls):")

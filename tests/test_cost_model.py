@@ -153,3 +153,67 @@ def test_ceilings_in_memory_replace_the_files_for_this_process_only():
         ceilings.reload()
     assert ceilings.PATH.read_text() == text
     assert planner.plan(shapes, arch=ARCH).predicted_ms == pytest.approx(before.predicted_ms)
+
+
+# --- predict_rows as it was before its sharings were stacked (a frozen reference) -----
+
+def _predict_rows_reference(kc, n, S, Mx, per_kind, floor):
+    """cost_model.predict_rows before the speed work: each sharing's stage times
+    evaluated on their own, the kinds' spans added one by one."""
+    from portgemm.planner.cost_model import sharing_rows, tiles_sharing, waves_of
+    r, u = sharing_rows(kc, n, per_kind)
+    pro, step, epi = stage_times(kc, r, u)
+    pe = pro + epi
+    busy = n > 0
+    longest = np.where(busy, pe + Mx * step, 0.0)
+    tile_sum = pe * n + step * S
+    if per_kind:
+        waves, last = waves_of(n, kc.slots)
+        pro, step, epi = stage_times(kc, *tiles_sharing(kc, last, kc.active, kc.tile_warps))
+        safe = np.where(busy, n, 1.0)
+        mean = tile_sum / safe
+        mean_last = ((pro + epi) * n + step * S) / safe
+        span = np.maximum(longest, np.maximum(waves - 1.0, 0.0) * mean + mean_last)
+        exec_s = span[:, 0].copy()
+        for k in range(1, span.shape[1]):
+            exec_s += span[:, k]
+        launches = busy.sum(axis=1)
+    else:
+        total = n.sum(axis=1)
+        safe = np.where(total > 0, total, 1.0)
+        mean = tile_sum.sum(axis=1) / safe
+        waves, last = waves_of(total, kc.slots_max)
+        warps = np.where(total > 0, (n @ kc.tile_warps) / safe, kc.tile_warps_max)
+        rl, ul = tiles_sharing(kc, last, kc.active_max, warps)
+        pro, step, epi = stage_times(kc, rl[:, None], ul[:, None])
+        mean_last = ((pro + epi) * n + step * S).sum(axis=1) / safe
+        exec_s = np.maximum(longest.max(axis=1), np.maximum(waves - 1.0, 0.0) * mean + mean_last)
+        launches = total > 0
+    return np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "gfx90a"])
+@pytest.mark.parametrize("family", ["zhang2025", "portgemm", "li2019-128", "tune"])
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+def test_predict_rows_gives_the_reference_numbers_exactly(arch, family, mode):
+    """Rows with idle kinds, one wave to many, with and without a floor: the same
+    floats, bit for bit, as the unstacked evaluation."""
+    from portgemm.errors import ResourceError
+    from portgemm.tiles import FAMILIES
+    a = get_arch(arch)
+    kinds = tuple(sorted(FAMILIES[family], key=lambda k: k.area))
+    rng = np.random.default_rng(17)
+    for dtype in ("float32", "float64"):
+        try:
+            kc = kind_costs(a, kinds, kind_table(a, kinds, mode, dtype), dtype)
+        except ResourceError:   # a kind this arch cannot hold in this dtype
+            continue
+        for trial in range(20):
+            C, k = int(rng.integers(1, 20)), len(kinds)
+            n = (rng.integers(0, 3, (C, k)) * rng.integers(0, 200_000, (C, k))).astype(float)
+            S = n * rng.integers(1, 60, (C, k))
+            Mx = np.where(n > 0, rng.integers(1, 60, (C, k)), 0).astype(float)
+            floor = float(rng.random() * 1e-3) if trial % 2 else 0.0
+            want = _predict_rows_reference(kc, n, S, Mx, mode == "per-kind", floor)
+            got = predict_rows(kc, n, S, Mx, mode == "per-kind", floor)
+            assert got.tobytes() == want.tobytes()

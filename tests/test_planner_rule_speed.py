@@ -332,3 +332,21 @@ def test_within_caps_counts_the_tiles_no_longer_than_each_cap():
     for n_caps in (1, 3, 8):
         want = np.stack([(T <= t_long / 2.0 ** j).sum(axis=0) for j in range(1, n_caps + 1)])
         np.testing.assert_array_equal(wavefront_tlp._within_caps(T, t_long, n_caps), want)
+
+
+def test_chunked_sweeps_plan_the_same(monkeypatch):
+    """The device rule's chunked passes (wavefront_tlp.CHUNK GEMMs at a time) give the
+    plans of one pass over the whole batch, for both families' paths."""
+    rng = np.random.default_rng(5)
+    batches = [np.stack([rng.integers(1, 1025, b), rng.integers(1, 1025, b),
+                         rng.integers(1, 600, b)], axis=1) for b in (37, 300, 1000)]
+    configs = [dict(), dict(mode="fused"), dict(mode="per-kind", family="portgemm"),
+               dict(mode="per-kind", family="li2019-128"), dict(dtype="float64")]
+    whole = [[planner.plan(s, use_cache=False, **kw) for kw in configs] for s in batches]
+    monkeypatch.setattr(wavefront_tlp, "CHUNK", 16)
+    for s, ps in zip(batches, whole):
+        for kw, p in zip(configs, ps):
+            q = planner.plan(s, use_cache=False, **kw)
+            assert q.notes == p.notes and q.predicted_ms == p.predicted_ms
+            assert q.layout.kind.tobytes() == p.layout.kind.tobytes()
+            assert q.layout.gemm.tobytes() == p.layout.gemm.tobytes()
