@@ -217,3 +217,28 @@ def test_predict_rows_gives_the_reference_numbers_exactly(arch, family, mode):
             want = _predict_rows_reference(kc, n, S, Mx, mode == "per-kind", floor)
             got = predict_rows(kc, n, S, Mx, mode == "per-kind", floor)
             assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("mode", ["fused", "per-kind"])
+@pytest.mark.parametrize("family", ["zhang2025", "portgemm", "tune"])
+def test_start_stage_times_match_the_array_model_exactly(mode, family):
+    """The device rule's start sharing in Python floats (cost_model.start_stage_times)
+    gives the array model's numbers bit for bit: sharing (per kind: every kind as
+    shared as the busiest launch), stage times, the tuned correction factor."""
+    from dataclasses import replace as dc_replace
+    from portgemm.planner.cost_model import SATURATING_WARPS, start_stage_times
+    from portgemm.tiles import FAMILIES
+    kinds = tuple(sorted(FAMILIES[family], key=lambda k: k.area))
+    kc = kind_costs(ARCH, kinds, kind_table(ARCH, kinds, mode, "float32"), "float32")
+    rng = np.random.default_rng(23)
+    for trial in range(40):
+        n = (rng.integers(0, 2, len(kinds)) * rng.integers(0, 100_000, len(kinds))).astype(float)
+        k = kc if trial % 2 else dc_replace(kc, factor=rng.random(len(kinds)) + 0.5)
+        r, u = sharing(k, n, mode == "per-kind")
+        if mode == "per-kind":
+            r = np.full_like(r, r.max())
+            u = np.minimum(1.0, r * k.tile_warps / SATURATING_WARPS)
+        pro, step, epi = stage_times(k, r, u)
+        pe, st = start_stage_times(k, n.tolist(), mode == "per-kind")
+        assert np.array(pe).tobytes() == (pro + epi).tobytes()
+        assert np.array(st).tobytes() == step.tobytes()

@@ -168,6 +168,42 @@ def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     return prologue, step, epilogue
 
 
+def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
+    """(prologue + epilogue, step) per kind, as lists of floats, at the sharing the
+    device rule weighs alternatives in: the start's tiles ``n_per_kind`` (integers);
+    fused, every kind at the one launch's sharing; per kind, every kind as shared as the
+    busiest kind's launch. The same IEEE operations, in the same order, as
+    :func:`sharing` and :func:`stage_times` on arrays, so the same numbers; on the few
+    kinds of a family, Python floats cost a fraction of NumPy's per-call overhead."""
+    cus, n = kc.cus, [float(x) for x in n_per_kind]
+    tw, act = kc.tile_warps.tolist(), kc.active.tolist()
+    if per_kind:   # an alternative kind's launch: as shared as the busiest one
+        r1 = max(min(max(x / cus, 1.0), a) for x, a in zip(n, act))
+        r = [r1] * len(n)
+        u = [min(1.0, r1 * w / SATURATING_WARPS) for w in tw]
+    else:
+        total = sum(n)   # integers: exact in any order, as is the dot product below
+        warps = sum(x * w for x, w in zip(n, tw)) / total if total > 0 else kc.tile_warps_max
+        r1 = min(max(total / cus, 1.0), kc.active_max)
+        r, u = [r1] * len(n), [min(1.0, r1 * warps / SATURATING_WARPS)] * len(n)
+    c = kc.ceil
+    lat, per_cu = c.latency_s, c.copy_bytes_per_s / kc.cus
+    smem, fma = c.smem_bytes_per_s_per_cu, kc.flops_per_s / 2.0 / kc.cus
+    factor = kc.factor.tolist() if kc.factor is not None else None
+    pe, steps = [], []
+    for k, (g, s, f, cb) in enumerate(zip(kc.g_bytes.tolist(), kc.s_bytes.tolist(),
+                                          kc.fmas.tolist(), kc.c_bytes.tolist())):
+        bw = per_cu / r[k]
+        glob = g / bw
+        step = max(max(lat, glob), max(s / (smem * u[k] / r[k]), f / (fma * u[k] / r[k])))
+        pro, epi = PROLOGUE_LATENCIES * lat + glob, cb / bw
+        if factor is not None:
+            pro, step, epi = pro * factor[k], step * factor[k], epi * factor[k]
+        pe.append(pro + epi)
+        steps.append(step)
+    return pe, steps
+
+
 def steps_of(K: np.ndarray, tk: np.ndarray) -> np.ndarray:
     """ceil(K / tk) K steps (0 for K == 0), broadcasting."""
     return np.ceil(np.asarray(K, dtype=np.float64) / tk)

@@ -53,8 +53,7 @@ from ..errors import ValidationError
 from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, FAMILY_DTYPES, ZHANG2025
 from . import register
-from .cost_model import (SATURATING_WARPS, kind_costs, predict_assignment, predict_rows,
-                         sharing_rows, stage_times)
+from .cost_model import kind_costs, predict_assignment, predict_rows, start_stage_times
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
 from .tiling import (cdiv_array, gemm_lpt_order, kind_counts, kind_edges, make_plan,
@@ -497,15 +496,10 @@ def device_rule(req, tlp_formula: str, kinds, table):
     def aggregates(cands):
         return _aggregates(cands, counts, cs, steps_live, fk["one_tk"])
 
-    n0 = np.bincount(start, weights=flat_counts.take(start * B + cols), minlength=n_k)[None]
+    n0 = np.bincount(start, weights=flat_counts.take(start * B + cols), minlength=n_k)
     # tile times at the start's sharing (the context in which alternatives are weighed)
-    r, u = sharing_rows(kc, n0, per_kind)
-    r, u = r[0], u[0]
-    if per_kind:   # an alternative kind's launch: as shared as the busiest one
-        r = np.full_like(r, r.max())
-        u = np.minimum(1.0, r * kc.tile_warps / SATURATING_WARPS)
-    pro, step, epi = stage_times(kc, r, u)
-    T = (pro + epi)[:, None] + steps * step[:, None]      # (kinds, batch)
+    pe_k, step_k = start_stage_times(kc, n0.tolist(), per_kind)
+    T = np.array(pe_k)[:, None] + steps * np.array(step_k)[:, None]     # (kinds, batch)
     # for equal predicted work, the one that divides, then the larger: a relative
     # nudge far below any real gap
     dk = divides.any(axis=1)
@@ -515,9 +509,8 @@ def device_rule(req, tlp_formula: str, kinds, table):
     # as tiles grow (every GEMM's fastest tile is the smallest, and the tiles no longer
     # than a cap are a prefix too), every candidate is a least-work-among-a-prefix
     # lookup in one table; otherwise argmins over the masked table.
-    pe_k = pro + epi
-    prefix = fk["simple"] and fk["one_tk"] and bool(
-        (pe_k[1:] >= pe_k[:-1]).all() and (step[1:] >= step[:-1]).all())
+    prefix = fk["simple"] and fk["one_tk"] and all(
+        a <= b for a, b in zip(pe_k, pe_k[1:])) and all(a <= b for a, b in zip(step_k, step_k[1:]))
     if prefix:
         P = _prefix_argmin(work).reshape(-1)          # least work among kinds 0..m
         fastest = np.zeros(B, dtype=np.int64)
