@@ -70,6 +70,12 @@ MAX_CAPS = 8          # tau = longest tile / 2**j, j = 1..MAX_CAPS
 # 2^kinds of them: 16,384 at 8); larger ones per GEMM.
 MAX_TYPED_KINDS = 8
 DEVICE_FACTOR = 1.0   # device rule: threshold = launch capacity x this (tlp_factor overrides)
+# Passes that build (candidates x batch) temporaries sweep the batch in chunks of at most
+# this many GEMMs: larger temporaries are fresh pages every call (the allocator hands big
+# blocks back to the system when they are freed, and faults them in again), which costs
+# more than the arithmetic on them. The chunks' sums are of integers, so exact in any
+# order.
+CHUNK = 2048
 
 
 def initial_kinds(shapes: np.ndarray, kinds, grid=None) -> np.ndarray:
@@ -254,9 +260,16 @@ def _one_down_chains(bases, counts, cs, steps_live, one_tk: bool):
     n_k = counts.shape[0]
     kinds = np.arange(n_k)
     # per (start kind b, kind k): tiles and tiles x steps of the GEMMs starting at b,
-    # as one product with the starts' indicators (integers: exact in any order)
-    onehot = np.concatenate([kidx == kinds[:, None] for kidx in bases]).astype(np.float64)
-    tab = onehot @ np.concatenate([counts, cs]).T        # (starts x b, [counts | cs] by k)
+    # as one product with the starts' indicators (integers: exact in any order), per
+    # chunk of CHUNK GEMMs
+    X = np.concatenate([counts, cs])
+    B = X.shape[1]
+    tab = None
+    for a in range(0, B, CHUNK):
+        onehot = np.concatenate([kidx[a:a + CHUNK] == kinds[:, None]
+                                 for kidx in bases]).astype(np.float64)
+        part = onehot @ X[:, a:a + CHUNK].T       # (starts x b, [counts | cs] by k)
+        tab = part if tab is None else tab + part
     out = []
     for i, kidx in enumerate(bases):
         rounds = min(n_k - 1, int(kidx.max()))
@@ -379,14 +392,6 @@ def _typed_candidates(fk, start, least, from_least: bool, allowed, counts, cs, s
         return where[0]
     chains = [[[lambda r=r: r.take(type_of_gemm()) for r in rs]] if rs else [] for rs in rounds]
     return agg, chains
-
-
-# Passes that build (candidates x batch) temporaries sweep the batch in chunks of at most
-# this many GEMMs: larger temporaries are fresh pages every call (the allocator hands big
-# blocks back to the system when they are freed, and faults them in again), which costs
-# more than the arithmetic on them. The chunks' sums are of integers, so exact in any
-# order.
-CHUNK = 2048
 
 
 def _aggregates(cands, counts, cs, steps_live, one_tk: bool):
