@@ -199,13 +199,14 @@ class CallCounter:
             if name.startswith("portgemm") and getattr(mod, "np", None) is np:
                 self._swapped.append(mod)
                 mod.np = fake
+        self._before = (sys.gettrace(), sys.getprofile())   # a debugger's or coverage's
         sys.setprofile(self._profile)
         sys.settrace(self._trace)
         return self
 
     def __exit__(self, *exc):
-        sys.settrace(None)
-        sys.setprofile(None)
+        sys.settrace(self._before[0])
+        sys.setprofile(self._before[1])
         for mod in self._swapped:
             mod.np = np
         return False

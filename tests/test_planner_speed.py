@@ -433,3 +433,18 @@ def test_portgemm_plan_is_the_planner_with_the_default_provider():
     assert portgemm.plan is planner.plan
     assert launches.resolve_provider(None) is kres.DEFAULT_PROVIDER
     assert get_arch("sm_90").name == "sm_90"
+
+
+def test_plan_time_counts_numpy_calls_and_puts_numpy_back():
+    """bench/plan_time.py --count-calls: a plan makes NumPy calls the counter sees, and
+    portgemm's modules see NumPy itself again afterwards (the counting stand-in is gone)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import plan_time
+    from portgemm.planner import cost_model, wavefront_tlp
+    calls, operators = plan_time.count_calls(
+        lambda: planner.plan([[300, 200, 64]] * 8, use_cache=False))
+    assert calls > 50 and operators > 0
+    assert wavefront_tlp.np is np and cost_model.np is np
+    assert sys.getprofile() is None
