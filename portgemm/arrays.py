@@ -88,6 +88,9 @@ class Operand(NamedTuple):
     dtype: np.dtype
     device: str
     readonly: np.ndarray     # (n,) bool
+    # Every matrix says it is row-major contiguous (CuPy's flag), so ``strides`` were
+    # derived from the shapes, not read: checks those strides imply may be skipped.
+    contiguous: bool = False
 
 
 _TORCH_DTYPES: dict = {}     # torch dtype -> numpy dtype, filled on first use
@@ -142,7 +145,8 @@ def gather(X) -> Operand | None:
     shape = _pairs(list(map(_SHAPE, X)), n)
     if shape is None:
         return None
-    if kind == "cupy" and _all_c_contiguous(X):
+    contiguous = kind == "cupy" and _all_c_contiguous(X)
+    if contiguous:
         # Row-major with unit columns: the strides follow from the shapes, so they are
         # not read (CuPy builds a tuple per read). A length-1 dimension's stride, which
         # C-contiguity leaves free, is never used (problem._layout).
@@ -165,7 +169,8 @@ def gather(X) -> Operand | None:
         device = f"cuda:{devices.pop()}"
         ptr = map(_PTR, mem)
         readonly = np.zeros(n, bool)
-    return Operand(np.fromiter(ptr, np.int64, n), shape, strides, dtype, device, readonly)
+    return Operand(np.fromiter(ptr, np.int64, n), shape, strides, dtype, device, readonly,
+                   contiguous)
 
 
 _C_CONTIGUOUS = attrgetter("_c_contiguous")   # CuPy's flag: a plain slot, no tuple built
