@@ -150,8 +150,8 @@ def gather(X) -> Operand | None:
         # Row-major with unit columns: the strides follow from the shapes, so they are
         # not read (CuPy builds a tuple per read). A length-1 dimension's stride, which
         # C-contiguity leaves free, is never used (problem._layout).
-        strides = np.empty_like(shape)
-        strides[:, 0], strides[:, 1] = shape[:, 1], 1
+        strides = shape[:, ::-1].copy()   # (cols, rows), then (cols, 1): two numpy calls
+        strides[:, 1] = 1
     else:
         bstrides = _pairs(list(map(_STRIDES, X)), n)
         if bstrides is None or np.count_nonzero(bstrides % dtype.itemsize):
@@ -168,7 +168,7 @@ def gather(X) -> Operand | None:
             return None
         device = f"cuda:{devices.pop()}"
         ptr = map(_PTR, mem)
-        readonly = np.zeros(n, bool)
+        readonly = _writable(n)
     return Operand(np.fromiter(ptr, np.int64, n), shape, strides, dtype, device, readonly,
                    contiguous)
 
@@ -230,7 +230,23 @@ def _gather_torch(X, n):
         return None
     ptr = np.fromiter(map(_DATA_PTR, X), np.int64, n)
     device = f"cuda:{dev}" if dev >= 0 else "torch-cpu"   # host tensors: per-array path
-    return Operand(ptr, shape, strides, dtype, device, np.zeros(n, bool))
+    return Operand(ptr, shape, strides, dtype, device, _writable(n))
+
+
+def _writable(n):
+    """(n,) False: the readonly flags of arrays that cannot be read-only (CuPy, torch);
+    one read-only array per n, kept."""
+    out = _WRITABLE.get(n)
+    if out is None:
+        out = np.zeros(n, bool)
+        out.flags.writeable = False
+        if len(_WRITABLE) >= _PACKERS_KEPT:
+            _WRITABLE.clear()
+        _WRITABLE[n] = out
+    return out
+
+
+_WRITABLE: dict = {}
 
 
 def _pairs(tuples, n):

@@ -221,15 +221,22 @@ class CudaBackend:
         which a caller repeating the same batch may pass back as ``gemms``."""
         if plan.n_tiles == 0:
             return None
-        stream = self._stream(torch_device(batch))
-        # Given descriptors and a made state (a repeated call), nothing is uploaded, so the
-        # stream need not be made current (CuPy's stream context costs about a microsecond).
-        st = self._state(plan, batch, upload=False) if gemms is not None else None
-        if st is None:
-            with stream:  # uploads go to the same stream as the launch
+        tdev = torch_device(batch)
+        stream = self._stream(tdev)
+        st = self._state(plan, batch, upload=False)
+        if st is None or (gemms is None and tdev is not None):
+            # Uploads go to the launch's stream, and torch's stream is made CuPy's current
+            # one while they allocate: CuPy's pool hands a freed block only to later
+            # allocations on the stream it was allocated on, so a descriptor buffer
+            # freed while a launch on torch's stream reads it is not reused early. For
+            # CuPy arrays the stream *is* CuPy's current one: no stream context (about a
+            # microsecond) on a call whose plan state is made.
+            with stream:
                 st = self._state(plan, batch)
                 if gemms is None:
                     gemms = cached_descriptors(st, batch, self._upload)
+        elif gemms is None:
+            gemms = cached_descriptors(st, batch, self._upload)
         self._launch(st, self._encoded(st, gemms), stream)
         return gemms
 
@@ -298,9 +305,8 @@ class CudaBackend:
         for which, base, grid in st["launches"]:
             variant = st["variants"][which]
             fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
-            out.append(_encoded(fn.ptr, grid, variant.threads,
-                                (("p", gemms.data.ptr), ("p", tiles), ("p", bptr), ("i", base)),
-                                variant.name))
+            out.append(_encoded_gemm(fn.ptr, grid, variant.threads, gemms.data.ptr, tiles, bptr,
+                                     base, variant.name))
         return out
 
     def _launch(self, st, enc, stream):
@@ -434,6 +440,27 @@ def _encoded(fn_ptr, grid, threads, args, name):
     (launch.ARG_CTYPES)."""
     values = typed_args(args)
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
+    return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, params,
+            values, name)
+
+
+class _GemmArgs(ctypes.Structure):
+    """The GEMM kernels' four arguments (descriptors, tile list, block pointers, first
+    block) in one ctypes object: a launch encodes as two ctypes objects, not five."""
+    _fields_ = [("gemms", ctypes.c_void_p), ("tiles", ctypes.c_void_p),
+                ("block_ptr", ctypes.c_void_p), ("base", ctypes.c_int32)]
+
+
+_GEMM_OFFSETS = tuple(getattr(_GemmArgs, f).offset for f, _ in _GemmArgs._fields_)
+_GemmParams = ctypes.c_void_p * len(_GEMM_OFFSETS)
+
+
+def _encoded_gemm(fn_ptr, grid, threads, gemms, tiles, block_ptr, base, name):
+    """_encoded for a GEMM kernel's (gemms, tiles, block_ptr, base): the same launch
+    item, its argument values held in one _GemmArgs."""
+    values = _GemmArgs(gemms, tiles, block_ptr, base)
+    at = ctypes.addressof(values)
+    params = _GemmParams(*(at + off for off in _GEMM_OFFSETS))
     return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, params,
             values, name)
 
