@@ -14,8 +14,22 @@ array object lives):
   - CuPy arrays: each array's ``shape``. A CuPy array's data pointer, dtype and device
     are read-only; its strides change only with its shape (``x.shape = ...``).
   - torch tensors: each tensor's ``data_ptr()``, ``shape``, ``stride()``, ``dtype`` and
-    ``get_device()``, all of which in-place operations (``set_``, ``resize_``,
-    ``as_strided_``, ``t_``, ``.data = ...``) can change.
+    ``get_device()``, all of which in-place operations can change, and none of which
+    another of them covers:
+      ``data_ptr()``  ``set_`` (another storage or offset), ``resize_`` growing the
+                      storage, ``as_strided_`` with a storage offset, ``.data = y``;
+      ``shape``       ``resize_``, ``as_strided_``, ``squeeze_``/``unsqueeze_``,
+                      ``t_``/``transpose_`` of a non-square matrix, ``set_``;
+      ``stride()``    ``t_``/``transpose_`` of a square matrix and ``as_strided_`` over
+                      the same size (pointer and shape unchanged);
+      ``dtype``       ``.data = x.data.view(torch.int32)`` (same pointer, shape and
+                      strides; another element type);
+      ``get_device()`` ``.data = y`` with ``y`` on another GPU (a different pointer
+                      under unified addressing, but nothing here relies on that).
+    ``_version`` would be one read, but it counts writes to the elements (a caller
+    updating A in place would miss every call), and ``.data = y`` is not such a write:
+    the tensor keeps its version counter, so it can replace none of the five. (On the H100 host the five cost about 0.6 us a
+    tensor, the floor of this path for torch: 1.9 us a GEMM.)
   - per-GEMM alpha/beta (sequences or arrays): their values, validated again and
     compared bit for bit; scalars are part of the key (type and value, sign of zero
     included).
