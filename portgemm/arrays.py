@@ -130,18 +130,17 @@ def gather(X) -> Operand | None:
     (mixed types, not 2-D, mixed dtypes or devices, odd byte strides, an unsupported
     torch dtype), so that the caller takes the per-array path, which names the offender."""
     n = len(X)
-    types = set(map(type, X))
-    if len(types) != 1:
+    if not n:
         return None
-    kind = _kind(types.pop())
+    t = _one(list(map(type, X)))
+    kind = _kind(t) if t is not None else None
     if kind is None:
         return None
     if kind == "torch":
         return _gather_torch(X, n)
-    dtypes = set(map(_DTYPE, X))   # map with attrgetter: no bytecode per element
-    if len(dtypes) != 1:
+    dtype = _one(list(map(_DTYPE, X)))   # map with attrgetter: no bytecode per element
+    if dtype is None:
         return None
-    dtype = dtypes.pop()
     shape = _pairs(list(map(_SHAPE, X)), n)
     if shape is None:
         return None
@@ -171,6 +170,14 @@ def gather(X) -> Operand | None:
         readonly = _writable(n)
     return Operand(np.fromiter(ptr, np.int64, n), shape, strides, dtype, device, readonly,
                    contiguous)
+
+
+def _one(values):
+    """The one value every element of ``values`` equals, else None. list.count compares
+    by identity first, so a list of one type or dtype object costs no hashing (a set
+    of them hashes each)."""
+    first = values[0]
+    return first if values.count(first) == len(values) else None
 
 
 _C_CONTIGUOUS = attrgetter("_c_contiguous")   # CuPy's flag: a plain slot, no tuple built

@@ -187,3 +187,14 @@ def test_cupy_calls_upload_on_the_current_stream_and_torch_calls_on_torchs(backe
     assert torch_stream.ptr == 555 and ("copy", 128) in torch_stream.log
     assert ("copy", 128) not in FAKE["null"].log
     check([c.a for c in tC], reference(hA, hB, hC, [2, 2], [0, 0], False, False), "float32")
+
+
+def test_gather_declines_mixed_types_and_dtypes(monkeypatch):
+    install_fake_torch(monkeypatch)   # a loaded torch: type tests must not trip on None
+    a, b = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float64)
+    assert arrays.gather([]) is None
+    assert arrays.gather([a, object()]) is None
+    assert arrays.gather([object(), a]) is None
+    assert arrays.gather([a, b]) is None
+    op = arrays.gather([a, a.copy()])
+    assert op.dtype == np.float32 and op.device == "cpu" and not op.contiguous
