@@ -6,12 +6,13 @@ order), its scalars, transposes, backend and strategy (or plan). An entry is mad
 second call with the same key, and holds what that call's validation and planning produced, as the backend's bound call
 (``prepare``: descriptors uploaded and launch arguments encoded once, addresses only, not
 the arrays) and the Plan. A hit then costs ``map(id)`` over the lists, the checks below
-and the raw launch. A call is first told apart by its sampled key: the key with only
-the ids of its first, middle and last array. When that matches no entry and no call
-seen before, the call can neither hit nor make an entry, so the ids of the others are
-never read (a call on new arrays pays for three ids, not 3n); "seen" and "the second
-call with the same key" are judged by the sampled key (a call sharing it with an
-earlier one by chance gets an entry one call early, nothing worse).
+and the raw launch. A call is first told apart by its sampled key: the lengths of A
+and B and the ids of its first, middle and last array. When that matches no entry and
+no call seen before, the call can neither hit nor make an entry, so the ids of the
+others are never read (a call on new arrays pays for three ids, not 3n); "seen" and
+"the second call with the same key" are judged by the sampled key (a call sharing it
+with an earlier one, e.g. the same arrays with other scalars, gets an entry one call
+early, nothing worse).
 
 What a hit checks (everything a validation result depends on that can change while an
 array object lives):
@@ -102,13 +103,12 @@ def key(be, how, A, B, C, alpha, beta, trans_a, trans_b):
     elif how is not None and not isinstance(how, str):
         return None, None   # not a strategy name: the full path raises
     X = [*A, *B, *C]
-    # id(be), not be: a backend object need not be hashable (an entry holds it too)
-    head = (id(be), how, trans_a, trans_b, scalar_key(alpha), scalar_key(beta), len(A),
-            len(B))
-    sample = head + _ends(X)
+    sample = (len(A), len(B), id(X[0]), id(X[len(X) // 2]), id(X[-1])) if X else ()
     if sample not in _hot and not _maybe_seen(sample):
         return _Cold(sample), X   # no entry and not seen: no pass over the ids
-    return head + (tuple(map(id, X)),), X
+    # id(be), not be: a backend object need not be hashable (an entry holds it too)
+    return (id(be), how, trans_a, trans_b, scalar_key(alpha), scalar_key(beta), len(A),
+            len(B), tuple(map(id, X))), X
 
 
 def _maybe_seen(sample) -> bool:
@@ -122,24 +122,20 @@ def _maybe_seen(sample) -> bool:
 
 class _Cold:
     """The key of a call that can neither hit nor make an entry: a call whose sampled key
-    (_sample) matches no entry and no call seen before. It holds only that sample, so a
-    call on new arrays pays for three ids, not one per array."""
+    (_sample: the lengths of A and B and the ids of the first, middle and last array)
+    matches no entry and no call seen before. It holds only that sample, so a call on
+    new arrays pays for three ids, not one per array."""
     __slots__ = ("sample",)
 
     def __init__(self, sample):
         self.sample = sample
 
 
-def _ends(X):
-    """The ids of a call's first, middle and last array: with the rest of the key, what
-    a call is first told apart by (equal keys have equal samples)."""
-    return (id(X[0]), id(X[len(X) // 2]), id(X[-1])) if X else ()
-
-
 def _sample(k):
-    """The sampled key of a full key ``k`` (as key() builds it for the same call)."""
+    """The sampled key of a full key ``k`` (as key() builds it for the same call; equal
+    keys have equal samples)."""
     ids = k[8]
-    return k[:8] + ((ids[0], ids[len(ids) // 2], ids[-1]) if ids else ())
+    return (k[6], k[7], ids[0], ids[len(ids) // 2], ids[-1]) if ids else ()
 
 
 def _torch_meta(X):
