@@ -198,3 +198,23 @@ def test_gather_declines_mixed_types_and_dtypes(monkeypatch):
     assert arrays.gather([a, b]) is None
     op = arrays.gather([a, a.copy()])
     assert op.dtype == np.float32 and op.device == "cpu" and not op.contiguous
+
+
+def test_layout_key_of_contiguous_arrays_holds_their_shapes_not_their_strides(flagged):
+    from portgemm.call_cache import layout_key
+    hA, hB, hC = host_batch(np.random.default_rng(2), [(4, 6, 3), (2, 2, 5)], "float32",
+                            False, False)
+
+    def key(A, B, C):
+        whole = problem.gather_lists(A, B, C, flagged.fast_devices)
+        return whole and layout_key(flagged, None, whole, C, 1.0, 0.0, False, False)
+    lists = lambda: [[Flagged(x) for x in xs] for xs in (hA, hB, hC)]  # noqa: E731
+    first = key(*lists())
+    assert first == key(*lists())    # new objects over the same memory: the same key
+    A, B, C = lists()
+    C[0] = Flagged(hC[0].reshape(6, 4))   # same pointer, another shape
+    assert key(A, B, C) != first
+    A, B, C = lists()
+    C[1] = Flagged(hC[1][:, :1])   # a column: same pointer, strides of the parent
+    assert not problem.gather_lists(A, B, C, flagged.fast_devices).contiguous
+    assert key(A, B, C) != first
