@@ -218,3 +218,28 @@ def test_layout_key_of_contiguous_arrays_holds_their_shapes_not_their_strides(fl
     C[1] = Flagged(hC[1][:, :1])   # a column: same pointer, strides of the parent
     assert not problem.gather_lists(A, B, C, flagged.fast_devices).contiguous
     assert key(A, B, C) != first
+
+
+def test_descriptors_go_to_raw_device_memory_where_cupy_has_alloc(backend, monkeypatch):
+    """With cupy.cuda.alloc the descriptors are uploaded into bare device memory (no
+    array around it); every entry point still computes the right C."""
+    sizes = []
+
+    def alloc(n):
+        sizes.append(n)
+        return backend.cp.empty(n, np.uint8).data   # a MemoryPointer-like of the fake
+    monkeypatch.setattr(backend.cp.cuda, "alloc", alloc, raising=False)
+    shapes = [(8, 9, 10), (3, 4, 5), (6, 2, 7)]
+    hA, hB, hC = host_batch(np.random.default_rng(8), shapes, "float32", False, False)
+    A, B, C = ([FakeArray(x) for x in xs] for xs in (hA, hB, hC))
+    p = portgemm.plan(shapes, dtype="float32", arch=backend.arch())
+    for alpha, call in ((1.5, lambda: portgemm.gemm_vbatched(A, B, C, alpha=1.5,
+                                                            backend=backend)),
+                        (-2.0, lambda: p.run(A, B, C, alpha=-2.0, backend=backend)),
+                        (0.5, p.bind(A, B, C, alpha=0.5, backend=backend))):
+        for c in C:
+            c.a[...] = np.nan
+        call()
+        check(C, reference(hA, hB, [np.zeros_like(c) for c in hC], [alpha] * 3, [0] * 3,
+                           False, False), "float32")
+    assert sizes and set(sizes) == {3 * 64}   # descriptors only: 64 bytes a GEMM

@@ -177,6 +177,11 @@ class CudaBackend:
         """A device copy of ``host``, enqueued on the current stream (no synchronisation)."""
         return self._staging.upload(host, self.cp.cuda.get_current_stream())
 
+    def _upload_descriptors(self, host: np.ndarray):
+        """_upload for per-GEMM descriptors, which are only ever used by address: no
+        CuPy array is made around them (a microsecond or more a call on the full path)."""
+        return self._staging.upload(host, self.cp.cuda.get_current_stream(), raw=True)
+
     def _state(self, plan, batch, upload=True):
         """The plan's launch state on the current device (made, with its uploads, when
         missing; with upload=False only looked up: None when missing)."""
@@ -234,9 +239,9 @@ class CudaBackend:
             with stream:
                 st = self._state(plan, batch)
                 if gemms is None:
-                    gemms = cached_descriptors(st, batch, self._upload)
+                    gemms = cached_descriptors(st, batch, self._upload_descriptors)
         elif gemms is None:
-            gemms = cached_descriptors(st, batch, self._upload)
+            gemms = cached_descriptors(st, batch, self._upload_descriptors)
         self._launch(st, self._encoded(st, gemms), stream)
         return gemms
 
@@ -275,7 +280,7 @@ class CudaBackend:
         with here:
             st = self._state(plan, batch)
             if gemms is None:
-                gemms = self._upload(descriptors(batch))
+                gemms = self._upload_descriptors(descriptors(batch))
         # Later calls may come on other streams: wait here, once, until the uploads have
         # landed, so no call can read them early. Not while ``here`` is being captured
         # (a graph may not synchronise; the captured uploads precede the launches in it).
@@ -399,11 +404,16 @@ class _Staging:
         self.next = 0
         self.lock = threading.Lock()
 
-    def upload(self, host: np.ndarray, stream):
+    def upload(self, host: np.ndarray, stream, raw: bool = False):
+        """A device copy of ``host``, enqueued on ``stream``: a CuPy uint8 array, or with
+        ``raw`` a _DeviceBytes (CuPy's allocator without an ndarray around the memory:
+        what descriptor buffers need is their address) where CuPy has cuda.alloc."""
         cp = self.cp
         data = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
         n = data.size
-        dev = cp.empty(max(n, 1), dtype=cp.uint8)
+        alloc = getattr(cp.cuda, "alloc", None) if raw else None
+        dev = _DeviceBytes(alloc(max(n, 1))) if alloc is not None else \
+            cp.empty(max(n, 1), dtype=cp.uint8)
         if not n:
             return dev
         with self.lock:
@@ -420,6 +430,16 @@ class _Staging:
             dev.data.copy_from_host_async(ctypes.c_void_p(slot[0].ptr), n, stream)
             slot[2].record(stream)
         return dev
+
+
+class _DeviceBytes:
+    """Device memory from CuPy's allocator (its pool, on the current stream, as an
+    array's), held as ``data`` (a MemoryPointer, as an ndarray's ``data`` is): freed when
+    this object goes, like an array."""
+    __slots__ = ("data",)
+
+    def __init__(self, mem):
+        self.data = mem
 
 
 def _cu_launch_kernel():
