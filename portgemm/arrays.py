@@ -225,12 +225,11 @@ _host_pointers = _pick_host_pointers()
 
 def _gather_torch(X, n):
     torch = sys.modules["torch"]
-    dtypes = set(map(_DTYPE, X))
-    devices = set(map(_GET_DEVICE, X))   # -1 on the host
-    if len(dtypes) != 1 or len(devices) != 1:
+    tdtype = _one(list(map(_DTYPE, X)))
+    dev = _one(list(map(_GET_DEVICE, X)))   # -1 on the host
+    if tdtype is None or dev is None:
         return None
-    dtype = _torch_dtype(torch, dtypes.pop())
-    dev = devices.pop()
+    dtype = _torch_dtype(torch, tdtype)
     shape = _pairs(list(map(_SHAPE, X)), n)
     strides = _pairs(list(map(_STRIDE, X)), n)   # torch strides are in elements
     if dtype is None or shape is None or strides is None:
