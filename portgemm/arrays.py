@@ -168,8 +168,8 @@ def gather(X) -> Operand | None:
         device = f"cuda:{devices.pop()}"
         ptr = map(_PTR, mem)
         readonly = _writable(n)
-    return Operand(np.fromiter(ptr, np.int64, n), shape, strides, dtype, device, readonly,
-                   contiguous)
+    return _new(Operand, (np.fromiter(ptr, np.int64, n), shape, strides, dtype, device,
+                          readonly, contiguous))
 
 
 def _one(values):
@@ -236,7 +236,7 @@ def _gather_torch(X, n):
         return None
     ptr = np.fromiter(map(_DATA_PTR, X), np.int64, n)
     device = f"cuda:{dev}" if dev >= 0 else "torch-cpu"   # host tensors: per-array path
-    return Operand(ptr, shape, strides, dtype, device, _writable(n))
+    return _new(Operand, (ptr, shape, strides, dtype, device, _writable(n), False))
 
 
 def _writable(n):
