@@ -333,7 +333,8 @@ def _shapes(shp, n, trans_a, trans_b):
 
 def _shape_index(n, trans_a, trans_b):
     """Flat indices into the (3n, 2) shapes: (M N K), and the pairs that must agree,
-    (K of A, C's rows, C's columns) against (K of B, M, N); kept per (n, flags)."""
+    (K of A, C's rows, C's columns) against (K of B, M, N); kept per (n, flags) up to
+    _SHAPE_INDEX_N GEMMs (beyond, making them is small beside reading the arrays)."""
     key = (n, trans_a, trans_b)
     idx = _SHAPE_INDEX.get(key)
     if idx is None:
@@ -342,13 +343,15 @@ def _shape_index(n, trans_a, trans_b):
         m, k = (a + 1, a) if trans_a else (a, a + 1)
         kb, nn = (b + 1, b) if trans_b else (b, b + 1)
         idx = (np.hstack([m, nn, k]), np.hstack([k, c, c + 1]), np.hstack([kb, m, nn]))
-        if len(_SHAPE_INDEX) >= 64:
-            _SHAPE_INDEX.clear()
-        _SHAPE_INDEX[key] = idx
+        if n <= _SHAPE_INDEX_N:
+            if len(_SHAPE_INDEX) >= 16:
+                _SHAPE_INDEX.clear()
+            _SHAPE_INDEX[key] = idx
     return idx
 
 
 _SHAPE_INDEX: dict = {}
+_SHAPE_INDEX_N = 4096
 
 
 def _shape_error(shp, n, trans_a, trans_b):
