@@ -184,7 +184,7 @@ def overhead_table(cp, be, cublas, torch, rng, quick):
         res["gemm_vbatched (new memory)"] = {"host_us_per_gemm": host_us(cp, fresh, reps) / batch,
                                              "err": None}   # timed only (new_memory)
         del fresh
-        _over_bound(res, batch)
+        _over_bound(res)
         names = names or list(res)
         rows.append([batch] + [v for n in names for v in _cells(res.get(n), n)])
         raw.append({"batch": batch, "max_mn": 128, "max_k": 128, **res})
@@ -199,7 +199,7 @@ def overhead_table(cp, be, cublas, torch, rng, quick):
     return raw
 
 
-def _over_bound(res, batch):
+def _over_bound(res):
     """Add to each entry point its host time beyond the bound call's, per GEMM: what the
     entry point costs on top of the launches (the fixed launch cost shows in "bound")."""
     bound = res.get("bound", {}).get("host_us_per_gemm")

@@ -25,7 +25,7 @@ def test_over_bound_is_the_per_gemm_time_beyond_the_bound_call(ho):
     batch = 8
     res = {"gemm_vbatched": {"host_us_per_gemm": 16.0 / batch},
            "bound": {"host_us_per_gemm": 9.0 / batch}}
-    ho._over_bound(res, batch)
+    ho._over_bound(res)
     assert res["gemm_vbatched"]["over_bound_us_per_gemm"] == pytest.approx(7.0 / batch)
     assert "over_bound_us_per_gemm" not in res["bound"]
     assert ho._headers("gemm_vbatched") == ["gemm_vbatched", "over bound"]
@@ -36,5 +36,5 @@ def test_over_bound_is_the_per_gemm_time_beyond_the_bound_call(ho):
 
 def test_no_bound_call_leaves_the_column_empty(ho):
     res = {"gemm_vbatched": {"host_us_per_gemm": 1.0}}
-    ho._over_bound(res, 8)
+    ho._over_bound(res)
     assert ho._cells(res["gemm_vbatched"], "gemm_vbatched") == [1.0, None]
