@@ -134,6 +134,7 @@ def fake_cupy():
     cuda = types.SimpleNamespace(
         get_current_stream=lambda: stream, ExternalStream=lambda p: stream,
         Stream=lambda **kw: stream, Event=Event, alloc_pinned_memory=Pinned,
+        alloc=lambda nbytes: Mem(_alloc(nbytes)),   # CuPy's allocator: a MemoryPointer
         runtime=types.SimpleNamespace(
             getDevice=lambda: 0, getDeviceCount=lambda: 1,
             getDeviceProperties=lambda d: {"name": b"Fake H100", "major": 9, "minor": 0,
