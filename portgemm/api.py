@@ -119,7 +119,7 @@ def _relaunch(entry, A, B, C):
 
 
 def _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, backend, whole=_READ):
-    be = get_backend(backend)
+    be = backend_of(backend)   # run() passes its backend object: checked once, not again
     batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b, whole)
     if batch.size and batch.dtype != plan.dtype:
         raise DtypeError(f"plan was made for {plan.dtype}, arrays are {batch.dtype}")

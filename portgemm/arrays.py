@@ -88,6 +88,9 @@ class Operand(NamedTuple):
     dtype: np.dtype
     device: str
     readonly: np.ndarray     # (n,) bool
+    # Every matrix says it is row-major contiguous (CuPy's flag), so ``strides`` were
+    # derived from the shapes, not read: checks those strides imply may be skipped.
+    contiguous: bool = False
 
 
 _TORCH_DTYPES: dict = {}     # torch dtype -> numpy dtype, filled on first use
@@ -127,27 +130,27 @@ def gather(X) -> Operand | None:
     (mixed types, not 2-D, mixed dtypes or devices, odd byte strides, an unsupported
     torch dtype), so that the caller takes the per-array path, which names the offender."""
     n = len(X)
-    types = set(map(type, X))
-    if len(types) != 1:
+    if not n:
         return None
-    kind = _kind(types.pop())
+    t = _one(list(map(type, X)))
+    kind = _kind(t) if t is not None else None
     if kind is None:
         return None
     if kind == "torch":
         return _gather_torch(X, n)
-    dtypes = set(map(_DTYPE, X))   # map with attrgetter: no bytecode per element
-    if len(dtypes) != 1:
+    dtype = _one(list(map(_DTYPE, X)))   # map with attrgetter: no bytecode per element
+    if dtype is None:
         return None
-    dtype = dtypes.pop()
     shape = _pairs(list(map(_SHAPE, X)), n)
     if shape is None:
         return None
-    if kind == "cupy" and _all_c_contiguous(X):
+    contiguous = kind == "cupy" and _all_c_contiguous(X)
+    if contiguous:
         # Row-major with unit columns: the strides follow from the shapes, so they are
         # not read (CuPy builds a tuple per read). A length-1 dimension's stride, which
         # C-contiguity leaves free, is never used (problem._layout).
-        strides = np.empty_like(shape)
-        strides[:, 0], strides[:, 1] = shape[:, 1], 1
+        strides = shape[:, ::-1].copy()   # (cols, rows), then (cols, 1): two numpy calls
+        strides[:, 1] = 1
     else:
         bstrides = _pairs(list(map(_STRIDES, X)), n)
         if bstrides is None or np.count_nonzero(bstrides % dtype.itemsize):
@@ -164,8 +167,17 @@ def gather(X) -> Operand | None:
             return None
         device = f"cuda:{devices.pop()}"
         ptr = map(_PTR, mem)
-        readonly = np.zeros(n, bool)
-    return Operand(np.fromiter(ptr, np.int64, n), shape, strides, dtype, device, readonly)
+        readonly = _writable(n)
+    return _new(Operand, (np.fromiter(ptr, np.int64, n), shape, strides, dtype, device,
+                          readonly, contiguous))
+
+
+def _one(values):
+    """The one value every element of ``values`` equals, else None. list.count compares
+    by identity first, so a list of one type or dtype object costs no hashing (a set
+    of them hashes each)."""
+    first = values[0]
+    return first if values.count(first) == len(values) else None
 
 
 _C_CONTIGUOUS = attrgetter("_c_contiguous")   # CuPy's flag: a plain slot, no tuple built
@@ -213,19 +225,34 @@ _host_pointers = _pick_host_pointers()
 
 def _gather_torch(X, n):
     torch = sys.modules["torch"]
-    dtypes = set(map(_DTYPE, X))
-    devices = set(map(_GET_DEVICE, X))   # -1 on the host
-    if len(dtypes) != 1 or len(devices) != 1:
+    tdtype = _one(list(map(_DTYPE, X)))
+    dev = _one(list(map(_GET_DEVICE, X)))   # -1 on the host
+    if tdtype is None or dev is None:
         return None
-    dtype = _torch_dtype(torch, dtypes.pop())
-    dev = devices.pop()
+    dtype = _torch_dtype(torch, tdtype)
     shape = _pairs(list(map(_SHAPE, X)), n)
     strides = _pairs(list(map(_STRIDE, X)), n)   # torch strides are in elements
     if dtype is None or shape is None or strides is None:
         return None
     ptr = np.fromiter(map(_DATA_PTR, X), np.int64, n)
     device = f"cuda:{dev}" if dev >= 0 else "torch-cpu"   # host tensors: per-array path
-    return Operand(ptr, shape, strides, dtype, device, np.zeros(n, bool))
+    return _new(Operand, (ptr, shape, strides, dtype, device, _writable(n), False))
+
+
+def _writable(n):
+    """(n,) False: the readonly flags of arrays that cannot be read-only (CuPy, torch);
+    one read-only array per n, kept."""
+    out = _WRITABLE.get(n)
+    if out is None:
+        out = np.zeros(n, bool)
+        out.flags.writeable = False
+        if len(_WRITABLE) >= _PACKERS_KEPT:
+            _WRITABLE.clear()
+        _WRITABLE[n] = out
+    return out
+
+
+_WRITABLE: dict = {}
 
 
 def _pairs(tuples, n):

@@ -81,7 +81,7 @@ def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
 
     whole = _gathered(A, B, C, fast_devices) if gathered is _READ else gathered
     if whole is not None:   # the common case: one pass over all 3n arrays
-        dtype, device = whole.dtype, whole.device
+        dtype, device, contiguous = whole.dtype, whole.device, whole.contiguous
         shp, st, ptr, c_readonly = whole.shape, whole.strides, whole.ptr, whole.readonly[2 * n:]
     else:
         ops = [_operand(X, name, array_info, fast_devices) for X, name in ((A, "A"), (B, "B"),
@@ -92,9 +92,10 @@ def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
         st = np.concatenate([op.strides for op in ops])  # (3n, 2) in elements
         ptr = np.concatenate([op.ptr for op in ops])     # user/device addresses are < 2**63
         c_readonly = ops[2].readonly
+        contiguous = False
 
     shapes_mnk = _shapes(shp, n, trans_a, trans_b)
-    ld, lo, hi = _layout(shp, st, ptr, c_readonly, dtype.itemsize, n)
+    ld, lo, hi = _layout(shp, st, ptr, c_readonly, dtype.itemsize, n, contiguous)
     _overlaps(shp, ld, lo, hi, dtype.itemsize, n)
 
     return Batch(A, B, C, shapes_mnk, np.ascontiguousarray(ptr.view(np.uint64).reshape(3, n).T),
@@ -150,7 +151,7 @@ def _scalars(x, n, name):
         if not math.isfinite(v):
             raise ValidationError(f"{name} = {x} is not finite (a scalar {name} applies to "
                                   f"every GEMM)", gemm=0 if n else None)
-        return np.full(n, v)
+        return _filled(n, v)
     try:
         arr = np.asarray(x)
     except ValueError as e:  # ragged nested lists
@@ -181,6 +182,24 @@ def _scalars(x, n, name):
         i = int(bad[0])
         raise ValidationError(f"{name} = {arr[i]} is not finite", gemm=i)
     return v
+
+
+def _filled(n, v):
+    """np.full(n, v), read-only and kept per (n, v, sign of v): a scalar alpha or beta of
+    a repeated batch size costs a dict read, not an allocation (nothing writes a Batch's
+    scalars; read-only makes sure)."""
+    key = (n, v, math.copysign(1.0, v))   # 0.0 == -0.0 as keys: the sign keeps them apart
+    out = _FILLED.get(key)
+    if out is None:
+        out = np.full(n, v)
+        out.flags.writeable = False
+        if len(_FILLED) >= 64:
+            _FILLED.clear()
+        _FILLED[key] = out
+    return out
+
+
+_FILLED: dict = {}
 
 
 def gather_lists(A, B, C, fast_devices) -> Operand | None:
@@ -302,29 +321,71 @@ def _first(mask):
 
 
 def _shapes(shp, n, trans_a, trans_b):
+    """(n, 3) M, N, K of op(A) @ op(B) from the (3n, 2) stored shapes; ShapeMismatch
+    naming the first GEMM whose K or C disagrees. Three gathers from the flat shapes
+    (indices made once per n and flags): every pair compared in one test."""
+    flat = shp.reshape(-1)
+    mnk, lhs, rhs = _shape_index(n, trans_a, trans_b)
+    if np.count_nonzero(flat[lhs] != flat[rhs]):
+        _shape_error(shp, n, trans_a, trans_b)
+    return flat[mnk]
+
+
+def _shape_index(n, trans_a, trans_b):
+    """Flat indices into the (3n, 2) shapes: (M N K), and the pairs that must agree,
+    (K of A, C's rows, C's columns) against (K of B, M, N); kept per (n, flags) up to
+    _SHAPE_INDEX_N GEMMs (beyond, making them is small beside reading the arrays)."""
+    key = (n, trans_a, trans_b)
+    idx = _SHAPE_INDEX.get(key)
+    if idx is None:
+        g = np.arange(n, dtype=np.intp)[:, None]
+        a, b, c = 2 * g, 2 * (n + g), 2 * (2 * n + g)   # rows of A_i, B_i, C_i
+        m, k = (a + 1, a) if trans_a else (a, a + 1)
+        kb, nn = (b + 1, b) if trans_b else (b, b + 1)
+        idx = (np.hstack([m, nn, k]), np.hstack([k, c, c + 1]), np.hstack([kb, m, nn]))
+        if n <= _SHAPE_INDEX_N:
+            if len(_SHAPE_INDEX) >= 16:
+                _SHAPE_INDEX.clear()
+            _SHAPE_INDEX[key] = idx
+    return idx
+
+
+_SHAPE_INDEX: dict = {}
+_SHAPE_INDEX_N = 4096
+
+
+def _shape_error(shp, n, trans_a, trans_b):
     a, b, c = shp[:n], shp[n:2 * n], shp[2 * n:]
     M, K = (a[:, 1], a[:, 0]) if trans_a else (a[:, 0], a[:, 1])
     Kb, N = (b[:, 1], b[:, 0]) if trans_b else (b[:, 0], b[:, 1])
     bad_k = K != Kb
-    bad_c = (c[:, 0] != M) | (c[:, 1] != N)
-    if _any(bad_k | bad_c):   # one test on the common path; the first offender below
-        i = _first(bad_k | bad_c)
-        if bad_k[i]:
-            raise ShapeMismatch(f"inner dimensions differ: op(A) is {M[i]}x{K[i]}, op(B) is "
-                                f"{Kb[i]}x{N[i]}", gemm=i)
-        raise ShapeMismatch(f"C is {c[i, 0]}x{c[i, 1]}, op(A) @ op(B) is {M[i]}x{N[i]}", gemm=i)
-    out = np.empty((n, 3), np.int64)
-    out[:, 0], out[:, 1], out[:, 2] = M, N, K
-    return out
+    i = _first(bad_k | (c[:, 0] != M) | (c[:, 1] != N))
+    if bad_k[i]:
+        raise ShapeMismatch(f"inner dimensions differ: op(A) is {M[i]}x{K[i]}, op(B) is "
+                            f"{Kb[i]}x{N[i]}", gemm=i)
+    raise ShapeMismatch(f"C is {c[i, 0]}x{c[i, 1]}, op(A) @ op(B) is {M[i]}x{N[i]}", gemm=i)
 
 
-def _layout(shp, st, ptr, c_readonly, isz, n):
-    """Stride and alignment checks; returns (ld in elements, span start, span end in bytes)."""
+def _layout(shp, st, ptr, c_readonly, isz, n, contiguous=False):
+    """Stride and alignment checks; returns (ld in elements, span start, span end in bytes).
+    ``contiguous``: every matrix is row-major contiguous (``st`` derived from the shapes,
+    arrays.Operand.contiguous), so only alignment, span and writability are left to check
+    where every matrix has 2+ rows and columns."""
     if shp.min() > 1:   # every matrix has 2+ rows and columns: fewer numpy calls
-        ends = _layout_2x2(shp, st, ptr, c_readonly, isz, n)
+        ends = (_layout_contiguous if contiguous else _layout_2x2)(shp, st, ptr, c_readonly,
+                                                                  isz, n)
         if ends is not None:
             return st[:, 0], ptr, ends
     return _layout_general(shp, st, ptr, c_readonly, isz, n)
+
+
+def _layout_contiguous(shp, st, ptr, c_readonly, isz, n):
+    """_layout_2x2 for row-major contiguous matrices (row stride = columns, unit column
+    stride: no stride can be negative or let C's rows overlap); None when a check fails."""
+    span = shp[:, 0] * shp[:, 1]
+    if np.count_nonzero((ptr & (isz - 1)) | (span > MAX_SPAN)) or np.count_nonzero(c_readonly):
+        return None
+    return ptr + span * isz
 
 
 def _layout_general(shp, st, ptr, c_readonly, isz, n):
@@ -422,11 +483,13 @@ def _overlaps(shp, ld, lo, hi, isz, n):
 
 
 def _disjoint(lo, hi):
-    """Whether no two of the byte spans [lo, hi) share a byte (empty spans share none): the
-    common case of separately allocated arrays, in a handful of numpy calls."""
-    order = np.argsort(lo)
+    """Whether no two of the byte spans [lo, hi) share a byte (False when any span is
+    empty: the full sweep handles those): the common case of separately allocated arrays,
+    in a handful of numpy calls. Sorted by start, non-empty spans are disjoint iff each
+    ends by the next one's start (then the ends are sorted too, so no running maximum)."""
+    order = lo.argsort()
     s, e = lo[order], hi[order]
-    return not _any(s[1:] < np.maximum.accumulate(e)[:-1]) if not _any(e <= s) else False
+    return not np.count_nonzero(e <= s) and not np.count_nonzero(s[1:] < e[:-1])
 
 
 def _any_span_meets_c(lo, hi, n):

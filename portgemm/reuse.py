@@ -3,19 +3,39 @@
 ``gemm_vbatched`` and ``Plan.run`` look each call up here before validating. A call is
 looked up by the identity of its arrays (``id`` of every element of A, B and C, in
 order), its scalars, transposes, backend and strategy (or plan). An entry is made on the
-second call with the same key (a call on new arrays pays only for its key), and
-holds what that call's validation and planning produced, as the backend's bound call
+second call with the same key, and holds what that call's validation and planning produced, as the backend's bound call
 (``prepare``: descriptors uploaded and launch arguments encoded once, addresses only, not
 the arrays) and the Plan. A hit then costs ``map(id)`` over the lists, the checks below
-and the raw launch.
+and the raw launch. A call is first told apart by its sampled key: the lengths of A
+and B and the ids of its first, middle and last array. When that matches no entry and
+no call seen before, the call can neither hit nor make an entry, so the ids of the
+others are never read (a call on new arrays pays for three ids, not 3n); "seen" and
+"the second call with the same key" are judged by the sampled key (a call sharing it
+with an earlier one, e.g. the same arrays with other scalars, gets an entry one call
+early, nothing worse).
 
 What a hit checks (everything a validation result depends on that can change while an
 array object lives):
   - CuPy arrays: each array's ``shape``. A CuPy array's data pointer, dtype and device
     are read-only; its strides change only with its shape (``x.shape = ...``).
   - torch tensors: each tensor's ``data_ptr()``, ``shape``, ``stride()``, ``dtype`` and
-    ``get_device()``, all of which in-place operations (``set_``, ``resize_``,
-    ``as_strided_``, ``t_``, ``.data = ...``) can change.
+    ``get_device()``, all of which in-place operations can change, and none of which
+    another of them covers:
+      ``data_ptr()``  ``set_`` (another storage or offset), ``resize_`` growing the
+                      storage, ``as_strided_`` with a storage offset, ``.data = y``;
+      ``shape``       ``resize_``, ``as_strided_``, ``squeeze_``/``unsqueeze_``,
+                      ``t_``/``transpose_`` of a non-square matrix, ``set_``;
+      ``stride()``    ``t_``/``transpose_`` of a square matrix and ``as_strided_`` over
+                      the same size (pointer and shape unchanged);
+      ``dtype``       ``.data = x.data.view(torch.int32)`` (same pointer, shape and
+                      strides; another element type);
+      ``get_device()`` ``.data = y`` with ``y`` on another GPU (a different pointer
+                      under unified addressing, but nothing here relies on that).
+    ``_version`` would be one read, but it counts writes to the elements (a caller
+    updating A in place would miss every call), and ``.data = y`` is not such a write:
+    the tensor keeps its version counter, so it can replace none of the five. (On the
+    H100 host the five cost about 0.6 us a tensor, the floor of this path for torch:
+    1.9 us a GEMM.)
   - per-GEMM alpha/beta (sequences or arrays): their values, validated again and
     compared bit for bit; scalars are part of the key (type and value, sign of zero
     included).
@@ -43,10 +63,11 @@ from .plan import Plan
 from .problem import Batch, _scalars
 
 MAX_ENTRIES = 8     # array sets kept at once (over all backends)
-SEEN = 8            # keys remembered from first calls, to make an entry on the second
+SEEN = 8            # sampled keys remembered from first calls, to make an entry on the second
 
 _entries: dict = {}
-_seen: deque = deque(maxlen=SEEN)
+_seen: deque = deque(maxlen=SEEN)   # sampled keys (_sample) of calls seen once
+_hot: frozenset = frozenset()       # sampled keys of the entries (replaced, never mutated)
 _lock = threading.RLock()   # re-entrant: a weakref callback may run while it is held
 _stats = {"hits": 0, "misses": 0}
 
@@ -57,9 +78,11 @@ _TORCH_READS = (methodcaller("data_ptr"), _SHAPE, methodcaller("stride"), attrge
 
 
 def clear() -> None:
+    global _hot
     with _lock:
         _entries.clear()
         _seen.clear()
+        _hot = frozenset()
         _stats.update(hits=0, misses=0)
 
 
@@ -80,9 +103,39 @@ def key(be, how, A, B, C, alpha, beta, trans_a, trans_b):
     elif how is not None and not isinstance(how, str):
         return None, None   # not a strategy name: the full path raises
     X = [*A, *B, *C]
+    sample = (len(A), len(B), id(X[0]), id(X[len(X) // 2]), id(X[-1])) if X else ()
+    if sample not in _hot and not _maybe_seen(sample):
+        return _Cold(sample), X   # no entry and not seen: no pass over the ids
     # id(be), not be: a backend object need not be hashable (an entry holds it too)
-    return (id(be), how, trans_a, trans_b, scalar_key(alpha), scalar_key(beta),
-            len(A), len(B), tuple(map(id, X))), X
+    return (id(be), how, trans_a, trans_b, scalar_key(alpha), scalar_key(beta), len(A),
+            len(B), tuple(map(id, X))), X
+
+
+def _maybe_seen(sample) -> bool:
+    """Whether ``sample`` is in _seen, read without the lock: a deque another thread
+    changes meanwhile raises, and then the answer is yes (the full key is computed)."""
+    try:
+        return sample in _seen
+    except RuntimeError:   # deque mutated during iteration
+        return True
+
+
+class _Cold:
+    """The key of a call that can neither hit nor make an entry: a call whose sampled key
+    (_sample: the lengths of A and B and the ids of the first, middle and last array)
+    matches no entry and no call seen before. It holds only that sample, so a call on
+    new arrays pays for three ids, not one per array."""
+    __slots__ = ("sample",)
+
+    def __init__(self, sample):
+        self.sample = sample
+
+
+def _sample(k):
+    """The sampled key of a full key ``k`` (as key() builds it for the same call; equal
+    keys have equal samples)."""
+    ids = k[8]
+    return (k[6], k[7], ids[0], ids[len(ids) // 2], ids[-1]) if ids else ()
 
 
 def _torch_meta(X):
@@ -114,6 +167,8 @@ class _Entry:
 def launch(k, X, A, B, C, alpha, beta) -> bool:
     """Run the call whose key is ``k`` (arrays ``X``: key's answers) from its entry if it
     hits; False on a miss."""
+    if type(k) is _Cold:
+        return False
     e = _entries.get(k)
     if e is None:
         return False
@@ -139,8 +194,11 @@ def snapshot(k, X):
     that compares now), taken before validation, so an entry never pairs later metadata
     with an earlier validation; else None, and the key is noted."""
     with _lock:
-        if k not in _entries and k not in _seen:
-            _seen.append(k)
+        if type(k) is _Cold:
+            _seen.append(k.sample)
+            return None
+        if k not in _entries and _sample(k) not in _seen:
+            _seen.append(_sample(k))
             return None
     types = set(map(type, X))
     kind = _kind(types.pop()) if len(types) == 1 else None
@@ -157,7 +215,7 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
     """After a full call with key ``k`` that succeeded: make its entry from ``snap``
     (snapshot's answer; None: no entry)."""
     _stats["misses"] += 1
-    if snap is None or not batch.device.startswith("cuda:") or \
+    if snap is None or type(k) is _Cold or not batch.device.startswith("cuda:") or \
             (gemms is None and plan.n_tiles):
         return
     if tuple(map(id, chain(batch.A, batch.B, batch.C))) != k[8] or len(batch.A) != k[6] \
@@ -179,6 +237,7 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
         _entries[k] = e
         while len(_entries) > MAX_ENTRIES:
             del _entries[next(iter(_entries))]
+        _rehot()
 
 
 def _launcher(be, plan, batch, gemms):
@@ -200,4 +259,13 @@ def _dropper(k, token):
             e = _entries.get(k)
             if e is not None and e.token is token:
                 del _entries[k]
+                _rehot()
     return drop
+
+
+def _rehot() -> None:
+    """Make _hot the entries' sampled keys again (under _lock): a new set, swapped in
+    whole, so key() reads one without the lock. A reader that sees the old set at worst
+    misses a new entry (and takes the full path) or computes a full key in vain."""
+    global _hot
+    _hot = frozenset(map(_sample, _entries))

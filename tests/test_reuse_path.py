@@ -311,3 +311,35 @@ def test_an_unreadable_tensor_is_validations_to_report(backend, torch_fake):
     with pytest.raises(RuntimeError, match="no data pointer"):   # from validation's read
         portgemm.gemm_vbatched(A, B, C, backend=backend)
     assert hits() == 1
+
+
+# ---- the sampled key ----------------------------------------------------------------------------
+
+def test_a_first_call_reads_no_ids_past_its_sample(backend):
+    A, B, C = arrays()
+    k, _ = reuse.key(backend, None, A, B, C, 1.0, 0.0, False, False)
+    assert type(k) is reuse._Cold          # never seen: three ids, no full key
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+    k, _ = reuse.key(backend, None, A, B, C, 1.0, 0.0, False, False)
+    assert type(k) is tuple and len(k[8]) == 3 * len(A)   # seen once: the full key
+
+
+def test_arrays_sharing_the_sample_do_not_hit_each_others_entry(backend):
+    """Lists whose first, middle and last arrays are the same objects (one sampled key)
+    but which differ elsewhere are different calls: the full key tells them apart."""
+    A, B, C = arrays(shapes=SHAPES * 2)
+    call = lambda A, B, C: portgemm.gemm_vbatched(A, B, C, backend=backend)  # noqa: E731
+    for _ in range(3):
+        run_checked(lambda: call(A, B, C), A, B, C)
+    assert hits() == 1
+    _, B2, _ = arrays(shapes=SHAPES * 2, seed=5)
+    B_mixed = list(B)
+    B_mixed[1] = B2[1]   # not the first, middle (B[0] of 8) or last array of A + B + C
+    k1, _ = reuse.key(backend, None, A, B, C, 1.0, 0.0, False, False)
+    k2, _ = reuse.key(backend, None, A, B_mixed, C, 1.0, 0.0, False, False)
+    assert reuse._sample(k1) == reuse._sample(k2) and k1 != k2
+    for _ in range(3):
+        run_checked(lambda: call(A, B_mixed, C), A, B_mixed, C)
+    # its own entry, made on its first call (its sample was seen: one call early, as
+    # reuse.py says), and every result right: never the first list's entry
+    assert hits() == 3 and reuse.cache_info()["entries"] == 2

@@ -2,7 +2,9 @@
 
 Prints: the cost of each attribute read on a CuPy array (and a torch tensor, where torch
 is installed), whether weak references work on them, the stage times of one call
-(validate, plan-cache hit, execute) and a cProfile of gemm_vbatched at batches 8 and 1024.
+(validate, plan-cache hit, execute), the full-miss path's parts (calls on new array
+objects and at new addresses, a descriptor upload step by step) and a cProfile of
+gemm_vbatched at batches 8 and 1024.
 
     python tools/profile_host.py
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import cProfile
 import io
+import itertools
 import pstats
 import sys
 import time
@@ -79,6 +82,7 @@ def stages(be, cp, batch, rng):
            "gemm_vbatched": t(lambda: portgemm.gemm_vbatched(A, B, C, backend=be)),
            "bound": t(p.bind(A, B, C, backend=be))}
     print(f"batch {batch}: " + ", ".join(f"{k} {v:.1f} us" for k, v in res.items()))
+    miss_stages(be, cp, batch, A, B, C, p, t)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(20):
@@ -88,6 +92,57 @@ def stages(be, cp, batch, rng):
     s = io.StringIO()
     pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
     print("\n".join(s.getvalue().splitlines()[:45]))
+
+
+def miss_stages(be, cp, batch, A, B, C, p, t):
+    """The full-miss path's parts on this device: the calls on new array objects (views
+    of the same memory: the layout cache) and at new addresses (read, validated, planned,
+    uploaded), and the upload's own steps, so that what the host spends beside the
+    launch is visible stage by stage."""
+    from portgemm import api, reuse
+    from portgemm.problem import gather_lists
+    from portgemm.backends.launch import DESCRIPTOR_CACHE, descriptors
+    sets = max(api._layouts.kept, reuse.SEEN, DESCRIPTOR_CACHE) + 4
+    views = itertools.cycle([[[x.view() for x in X] for X in (A, B, C)] for _ in range(sets)])
+    # arrays at new addresses: each set one pool per operand, shifted by 64 bytes a set
+    fresh = itertools.cycle([[_shifted(cp, X, j) for X in (A, B, C)] for j in range(sets)])
+    batches = itertools.cycle([_validate(be, *next(fresh), 1.0, 0.0, False, False)
+                               for _ in range(sets)])
+    host = descriptors(next(batches))
+    stream = cp.cuda.get_current_stream()
+    parts = {
+        "gather_lists (one pass of reads)": lambda: gather_lists(A, B, C, be.fast_devices),
+        "gemm_vbatched (new arrays)": lambda: portgemm.gemm_vbatched(*next(views), backend=be),
+        "gemm_vbatched (new memory)": lambda: portgemm.gemm_vbatched(*next(fresh), backend=be),
+        "execute (new descriptors)": lambda: be.execute(p, next(batches)),
+        "descriptors()": lambda: descriptors(next(batches)),
+        "staging upload": lambda: be._staging.upload(host, stream),
+        "cp.empty(n, uint8)": lambda: cp.empty(host.nbytes, dtype=cp.uint8),
+        "cp.cuda.alloc(n)": lambda: cp.cuda.alloc(host.nbytes),
+        "get_current_stream": cp.cuda.get_current_stream,
+        "with stream: pass": lambda: _enter(stream),
+    }
+    out = []
+    for name, fn in parts.items():
+        try:
+            fn()
+            out.append(f"{name} {t(fn):.1f} us")
+        except Exception as e:  # noqa: BLE001 - a part this CuPy lacks: say so, go on
+            out.append(f"{name} n/a ({type(e).__name__})")
+    print(f"batch {batch}, full-miss parts: " + ", ".join(out))
+
+
+def _shifted(cp, X, j):
+    """Views like X's matrices in one new pool, the set's start shifted by 16 j elements."""
+    sizes = [int(x.size) for x in X]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+    buf = cp.zeros(int(sum(sizes)) + 16 * (j + 1), X[0].dtype)
+    return [buf[s + 16 * j:s + 16 * j + x.size].reshape(x.shape) for s, x in zip(starts, X)]
+
+
+def _enter(stream):
+    with stream:
+        pass
 
 
 def main():

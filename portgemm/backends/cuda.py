@@ -177,6 +177,11 @@ class CudaBackend:
         """A device copy of ``host``, enqueued on the current stream (no synchronisation)."""
         return self._staging.upload(host, self.cp.cuda.get_current_stream())
 
+    def _upload_descriptors(self, host: np.ndarray):
+        """_upload for per-GEMM descriptors, which are only ever used by address: no
+        CuPy array is made around them (a microsecond or more a call on the full path)."""
+        return self._staging.upload(host, self.cp.cuda.get_current_stream(), raw=True)
+
     def _state(self, plan, batch, upload=True):
         """The plan's launch state on the current device (made, with its uploads, when
         missing; with upload=False only looked up: None when missing)."""
@@ -221,15 +226,22 @@ class CudaBackend:
         which a caller repeating the same batch may pass back as ``gemms``."""
         if plan.n_tiles == 0:
             return None
-        stream = self._stream(torch_device(batch))
-        # Given descriptors and a made state (a repeated call), nothing is uploaded, so the
-        # stream need not be made current (CuPy's stream context costs about a microsecond).
-        st = self._state(plan, batch, upload=False) if gemms is not None else None
-        if st is None:
-            with stream:  # uploads go to the same stream as the launch
+        tdev = torch_device(batch)
+        stream = self._stream(tdev)
+        st = self._state(plan, batch, upload=False)
+        if st is None or (gemms is None and tdev is not None):
+            # Uploads go to the launch's stream, and torch's stream is made CuPy's current
+            # one while they allocate: CuPy's pool hands a freed block only to later
+            # allocations on the stream it was allocated on, so a descriptor buffer
+            # freed while a launch on torch's stream reads it is not reused early. For
+            # CuPy arrays the stream *is* CuPy's current one: no stream context (about a
+            # microsecond) on a call whose plan state is made.
+            with stream:
                 st = self._state(plan, batch)
                 if gemms is None:
-                    gemms = cached_descriptors(st, batch, self._upload)
+                    gemms = cached_descriptors(st, batch, self._upload_descriptors)
+        elif gemms is None:
+            gemms = cached_descriptors(st, batch, self._upload_descriptors)
         self._launch(st, self._encoded(st, gemms), stream)
         return gemms
 
@@ -268,7 +280,7 @@ class CudaBackend:
         with here:
             st = self._state(plan, batch)
             if gemms is None:
-                gemms = self._upload(descriptors(batch))
+                gemms = self._upload_descriptors(descriptors(batch))
         # Later calls may come on other streams: wait here, once, until the uploads have
         # landed, so no call can read them early. Not while ``here`` is being captured
         # (a graph may not synchronise; the captured uploads precede the launches in it).
@@ -298,9 +310,8 @@ class CudaBackend:
         for which, base, grid in st["launches"]:
             variant = st["variants"][which]
             fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
-            out.append(_encoded(fn.ptr, grid, variant.threads,
-                                (("p", gemms.data.ptr), ("p", tiles), ("p", bptr), ("i", base)),
-                                variant.name))
+            out.append(_encoded_gemm(fn.ptr, grid, variant.threads, gemms.data.ptr, tiles, bptr,
+                                     base, variant.name))
         return out
 
     def _launch(self, st, enc, stream):
@@ -393,11 +404,16 @@ class _Staging:
         self.next = 0
         self.lock = threading.Lock()
 
-    def upload(self, host: np.ndarray, stream):
+    def upload(self, host: np.ndarray, stream, raw: bool = False):
+        """A device copy of ``host``, enqueued on ``stream``: a CuPy uint8 array, or with
+        ``raw`` a _DeviceBytes (CuPy's allocator without an ndarray around the memory:
+        what descriptor buffers need is their address) where CuPy has cuda.alloc."""
         cp = self.cp
         data = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
         n = data.size
-        dev = cp.empty(max(n, 1), dtype=cp.uint8)
+        alloc = getattr(cp.cuda, "alloc", None) if raw else None
+        dev = _DeviceBytes(alloc(max(n, 1))) if alloc is not None else \
+            cp.empty(max(n, 1), dtype=cp.uint8)
         if not n:
             return dev
         with self.lock:
@@ -414,6 +430,16 @@ class _Staging:
             dev.data.copy_from_host_async(ctypes.c_void_p(slot[0].ptr), n, stream)
             slot[2].record(stream)
         return dev
+
+
+class _DeviceBytes:
+    """Device memory from CuPy's allocator (its pool, on the current stream, as an
+    array's), held as ``data`` (a MemoryPointer, as an ndarray's ``data`` is): freed when
+    this object goes, like an array."""
+    __slots__ = ("data",)
+
+    def __init__(self, mem):
+        self.data = mem
 
 
 def _cu_launch_kernel():
@@ -434,6 +460,27 @@ def _encoded(fn_ptr, grid, threads, args, name):
     (launch.ARG_CTYPES)."""
     values = typed_args(args)
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
+    return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, params,
+            values, name)
+
+
+class _GemmArgs(ctypes.Structure):
+    """The GEMM kernels' four arguments (descriptors, tile list, block pointers, first
+    block) in one ctypes object: a launch encodes as two ctypes objects, not five."""
+    _fields_ = [("gemms", ctypes.c_void_p), ("tiles", ctypes.c_void_p),
+                ("block_ptr", ctypes.c_void_p), ("base", ctypes.c_int32)]
+
+
+_GEMM_OFFSETS = tuple(getattr(_GemmArgs, f).offset for f, _ in _GemmArgs._fields_)
+_GemmParams = ctypes.c_void_p * len(_GEMM_OFFSETS)
+
+
+def _encoded_gemm(fn_ptr, grid, threads, gemms, tiles, block_ptr, base, name):
+    """_encoded for a GEMM kernel's (gemms, tiles, block_ptr, base): the same launch
+    item, its argument values held in one _GemmArgs."""
+    values = _GemmArgs(gemms, tiles, block_ptr, base)
+    at = ctypes.addressof(values)
+    params = _GemmParams(*(at + off for off in _GEMM_OFFSETS))
     return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, params,
             values, name)
 
