@@ -1,11 +1,13 @@
 """Planners: shapes -> Plan. One module per strategy, registered here by name.
 
     plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *,
-         resources=None, **options) -> Plan
+         resources=None, split_k=None, **options) -> Plan
 
 Strategies: "wavefront-tlp" (default; zhang2025 Algorithm 1 with Eq. 4), "workgroup-tlp"
 (the same with Eq. 3), "coordinated" (li2019 tiling + batching), "magma" (one config,
-grid.z, early exit). Identical requests return the same Plan object from a small LRU
+grid.z, early exit). The default strategy (strategy=None: wavefront-tlp) may also split
+K where the tiles cannot fill the device (split_k.py); the strategies named never do.
+Identical requests return the same Plan object from a small LRU
 cache, so backends can keep per-plan device state (backends/launch.py, keyed weakly by
 the Plan, which is immutable).
 
@@ -16,6 +18,7 @@ as the default (set_default_resources).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
@@ -27,7 +30,7 @@ import numpy as np
 from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
 from ..occupancy import Arch, ceilings, get_arch, tuned
 from ..problem import MAX_SPAN
-from . import parallelism
+from . import parallelism, split_k as split_k_rule
 from .launches import provider_version, resolve_provider
 from .launches import set_default_provider as set_default_resources  # noqa: F401 (API)
 from .tiling import Request
@@ -230,8 +233,21 @@ def _key(shapes, dtype, arch, strategy, mode, options, resources):
 
 # --- the entry point ----------------------------------------------------------------
 
+def _split_option(split_k, strategy) -> bool:
+    """Whether to weigh split-K: by default for the default strategy only (the named
+    strategies reproduce their papers, which never split)."""
+    if split_k is None:
+        return strategy is None
+    if not isinstance(split_k, (bool, np.bool_)):
+        raise ValidationError(f"split_k must be True, False or None, got {split_k!r}")
+    if split_k and strategy is not None:
+        raise ValidationError(f"strategy {strategy!r} never splits K (it reproduces its "
+                              f"paper); split_k=True needs the default strategy (None)")
+    return bool(split_k)
+
+
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
-         resources=None, **options):
+         resources=None, split_k=None, **options):
     """Plan a batch of GEMMs with shapes (batch, 3) = M, N, K of op(A) @ op(B).
 
     dtype: float32 | float64. arch: an occupancy Arch or a name (None: $PORTGEMM_ARCH,
@@ -257,6 +273,10 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     option, or an option out of range; DtypeError; UnknownArch; UnknownStrategy;
     ArgumentTypeError for a provider that is not callable or returns no KernelResources.
     These checks run before any tile is built.
+
+    split_k: None (default: weigh split-K for the default strategy, strategy=None, only),
+    False (never split), True (weigh it; ValidationError with a named strategy: those
+    never split). A split plan carries ``plan.split`` (plan.SplitK, planner/split_k.py).
     """
     s = _shapes(shapes)
     dt = _dtype(dtype)
@@ -273,8 +293,9 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                               f"it takes {', '.join(info.options) or 'none'}")
     _check_options(options)
     provider = resolve_provider(resources)
+    split = _split_option(split_k, strategy)
     # a mode named and the same mode by default may plan differently (Request.mode_given)
-    key = _key(s, dt, a, info.name, (m, mode is not None), options, provider) \
+    key = _key(s, dt, a, info.name, (m, mode is not None, split), options, provider) \
         if use_cache else None
     if key is not None:
         with _cache_lock:
@@ -284,7 +305,10 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                 _stats["hits"] += 1
                 return hit
     # None (the default provider) stays None in the request: strategies pass it on
-    p = info.fn(Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None))
+    req = Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None)
+    p = info.fn(req)
+    if split:
+        p = split_k_rule.consider(p, lambda vs: info.fn(dataclasses.replace(req, shapes=vs)))
     if key is not None:
         with _cache_lock:
             _stats["misses"] += 1
