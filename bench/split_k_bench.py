@@ -110,7 +110,8 @@ def main(argv=None):
         raw.append(out)
         rows.append([name, out.get("splits", "-"),
                      f"{out['pred_unsplit_ms'] / out['pred_split_ms']:.2f}x",
-                     out["split_ms"], out["unsplit_ms"], f"{out['unsplit_ms'] / out['split_ms']:.2f}x",
+                     out["split_ms"], out["unsplit_ms"],
+                     f"{out['unsplit_ms'] / out['split_ms']:.2f}x",
                      f"{out['unsplit_graph_ms'] / out['split_graph_ms']:.2f}x",
                      out["cublas_ms"], f"{out['cublas_ms'] / out['split_ms']:.2f}x",
                      flops / out["split_ms"] / 1e9,

@@ -155,6 +155,26 @@ def test_plan_run_in_a_cuda_graph(cuda, cp):  # CUDA only
     assert max_rel_error([cp.asnumpy(c) for c in C], ref) < 1e-5
 
 
+def test_plan_run_captured_on_another_stream(cuda, cp):  # CUDA only
+    """Warmed up on one stream, captured on another: the capture allocates nothing (it
+    takes the workspace the plan has on the device) and the replay is right."""
+    _, hA, hB, hC, A, B, C, p = long_k_case(cuda, cp, 45)
+    warm, cap = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with warm:
+        p.run(A, B, C, backend="cuda")
+    warm.synchronize()
+    with cap:
+        cap.begin_capture()
+        p.run(A, B, C, backend="cuda")
+        graph = cap.end_capture()
+        for c in C:
+            c.fill(cp.nan)
+        graph.launch()
+    cap.synchronize()
+    ref = reference(hA, hB, hC, np.ones(4), np.zeros(4), False, False)
+    assert max_rel_error([cp.asnumpy(c) for c in C], ref) < 1e-5
+
+
 def test_split_calls_on_two_streams_at_once(cuda, cp):  # CUDA only
     """Unbound calls of one split plan on two streams use a workspace each."""
     shapes = [(64, 64, 8192)] * 4

@@ -104,7 +104,8 @@ def test_split_k_option_is_checked_and_cached_apart():
     shapes = [(64, 64, 8192)] * 4
     with pytest.raises(ValidationError, match="split_k"):
         portgemm.plan(shapes, split_k="yes")
-    on, off = portgemm.plan(shapes, arch="sm_90"), portgemm.plan(shapes, arch="sm_90", split_k=False)
+    on = portgemm.plan(shapes, arch="sm_90")
+    off = portgemm.plan(shapes, arch="sm_90", split_k=False)
     assert on is portgemm.plan(shapes, arch="sm_90", split_k=True)
     assert off is not on and off.split is None
     # the split plan's own tiling is the unsplit plan's (what a backend without split runs)
@@ -196,13 +197,23 @@ def test_gemm_vbatched_splits_by_default(monkeypatch):
         np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
-def _fake_run(backend, wrap, entry, ta, tb, dtype):
+def strided(x):
+    """``x`` copied into a view with a padded row stride and an offset start (NaN
+    around it), so pointer arithmetic that ignores the leading dimension shows."""
+    r, c = x.shape
+    buf = np.full((2 * r + 1, c + 5), np.nan, x.dtype)
+    view = buf[1::2, 3:3 + c]
+    view[...] = x
+    return view
+
+
+def _fake_run(backend, wrap, entry, ta, tb, dtype, layout=np.copy):
     rng = np.random.default_rng(5)
     A, B, C = operands(rng, SHAPES, dtype, ta, tb)
     want = reference(A, B, C, ta, tb)
     p = portgemm.plan(SHAPES, dtype=dtype, arch=backend.arch())
     assert p.split is not None
-    dA, dB, dC = ([wrap(x) for x in xs] for xs in (A, B, [c.copy() for c in C]))
+    dA, dB, dC = ([wrap(layout(x)) for x in xs] for xs in (A, B, C))
     kw = dict(alpha=ALPHA, beta=BETA, trans_a=ta, trans_b=tb, backend=backend)
     if entry == "gemm_vbatched":
         portgemm.gemm_vbatched(dA, dB, dC, **kw)
@@ -217,8 +228,9 @@ def _fake_run(backend, wrap, entry, ta, tb, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("trans", TRANS)
 @pytest.mark.parametrize("entry", ["gemm_vbatched", "run", "bind"])
-def test_fake_cuda_split_equals_reference(cuda_backend, dtype, trans, entry):
-    p = _fake_run(cuda_backend, FakeArray, entry, *trans, dtype)
+@pytest.mark.parametrize("layout", [np.copy, strided], ids=["dense", "strided"])
+def test_fake_cuda_split_equals_reference(cuda_backend, dtype, trans, entry, layout):
+    p = _fake_run(cuda_backend, FakeArray, entry, *trans, dtype, layout)
     assert len(cuda_backend.reductions) == 1
     _, writes = cuda_backend.reductions[0]
     assert len(writes) == p.split.split_gemms.size
@@ -260,6 +272,25 @@ def test_fake_cuda_repeats_reuse_the_call_and_follow_the_stream(cuda_backend):
     assert names[-1].endswith("_split_reduce") and names.count(names[-1]) == 3
     for a, b, c in zip(hA, hB, C):
         np.testing.assert_allclose(c.a, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_fake_cuda_workspace_per_stream_but_none_allocated_in_a_capture(cuda_backend,
+                                                                       monkeypatch):
+    monkeypatch.setattr(FakeStream, "is_capturing", lambda self: self.ptr == 99, raising=False)
+    shapes = [(64, 64, 8192)] * 4
+    rng = np.random.default_rng(2)
+    hA = [(rng.random((m, k)) - 0.5).astype(np.float32) for m, n, k in shapes]
+    hB = [(rng.random((k, n)) - 0.5).astype(np.float32) for m, n, k in shapes]
+    A, B = [FakeArray(x) for x in hA], [FakeArray(x) for x in hB]
+    p = portgemm.plan(shapes, dtype="float32", arch=cuda_backend.arch())
+    for ptr in (5, 99, 7):
+        C = [FakeArray(np.full((m, n), np.nan, np.float32)) for m, n, k in shapes]
+        with FakeStream(ptr):
+            p.run(A, B, C, backend=cuda_backend)
+        for a, b, c in zip(hA, hB, C):
+            np.testing.assert_allclose(c.a, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    states = splitbe._STATES[p]
+    assert sorted(k[1] for k in states) == [5, 7]   # the capture took stream 5's
 
 
 def test_grouped_api_does_not_split(monkeypatch):

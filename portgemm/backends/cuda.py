@@ -395,6 +395,10 @@ class _SplitOps(split.Ops):
         super().__init__(be, be._stream)
 
     @staticmethod
+    def capturing(stream) -> bool:
+        return _capturing(stream)
+
+    @staticmethod
     def stream_key(stream) -> int:
         return stream.ptr
 

@@ -22,8 +22,11 @@ encode(variant, blocks, args) and launch(encoded, stream).
 
 Workspace: unbound calls (execute) share one per plan, device and calling stream
 (calls on one stream run in order, so they may share it; calls on others get their
-own); a bound call (prepare) allocates its own at bind time and holds it, so a CUDA
-graph captured from it stays valid while it lives.
+own), except that a call on a stream being captured into a graph, with none of its own
+yet, takes one the plan already has on that device rather than allocate during the
+capture (so replays of that graph must not overlap calls on the stream it came from);
+a bound call (prepare) allocates its own at bind time and holds it, so a CUDA graph
+captured from it stays valid while it lives and never shares it.
 """
 from __future__ import annotations
 
@@ -78,7 +81,8 @@ def reduce_table(split, batch, ws_ptr: int, chunk: int = SplitReduce.chunk):
     g = split.split_gemms
     rec = np.zeros(g.shape[0], REDUCE_DTYPE)
     rec["C"] = batch.ptr[g, 2]
-    rec["W"] = np.uint64(ws_ptr) + (split.workspace_offset[g] * batch.dtype.itemsize).astype(np.uint64)
+    isz = batch.dtype.itemsize
+    rec["W"] = np.uint64(ws_ptr) + (split.workspace_offset[g] * isz).astype(np.uint64)
     rec["ldc"] = batch.ld[g, 2]
     rec["M"], rec["N"] = batch.shapes[g, 0], batch.shapes[g, 1]
     rec["s"] = split.splits[g]
@@ -169,6 +173,11 @@ class Ops:
     def device(self) -> int:
         return self.be._dev()
 
+    @staticmethod
+    def capturing(stream) -> bool:
+        """Whether ``stream`` is being captured into a graph (no graphs: never)."""
+        return False
+
     def stream_of(self, batch):
         """A callable giving the caller's current stream for ``batch`` at call time
         (it keeps the torch device, not the arrays)."""
@@ -196,6 +205,8 @@ def _stream_state(plan, key, ops, stream) -> dict:
     with _lock:
         per = _STATES.setdefault(plan, {})
         st = per.get(key)
+        if st is None and ops.capturing(stream):   # no allocation inside a capture
+            st = next((v for k, v in reversed(per.items()) if k[0] == key[0]), None)
         if st is None:
             nbytes = plan.split.workspace_elems * plan.dtype.itemsize
             st = per[key] = {"ws": ops.alloc(nbytes, stream), "reduce": OrderedDict()}
