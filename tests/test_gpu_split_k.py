@@ -13,6 +13,7 @@ import portgemm
 
 from conftest import backend_or_skip
 from gpu_batches import TOL, make_host_batch, max_rel_error, reference, stable_seed
+from test_gpu_host_path import _check_replay
 
 pytestmark = pytest.mark.gpu
 
@@ -123,17 +124,14 @@ def test_bound_split_call_in_a_cuda_graph(cuda, cp):  # CUDA only
         call()
         graph = stream.end_capture()
     # ``call`` stays alive: it holds the workspace and tables the graph's launches read
-    for trial in range(2):
-        hA = [(rng.random(a.shape) - 0.5).astype(np.float32) for a in hA]
-        for d, h in zip(A, hA):
-            d.set(h)
-        for c in C:
-            c.fill(cp.nan)
+
+    def replay():
         with stream:
             graph.launch()
         stream.synchronize()
-        ref = reference(hA, hB, hC, np.full(4, 1.5), np.zeros(4), False, False)
-        assert max_rel_error([cp.asnumpy(c) for c in C], ref) < 1e-5
+    for trial in range(2):
+        _check_replay(rng, hA, hB, hC, np.full(4, 1.5), A, C, lambda d, h: d.set(h),
+                      lambda c: c.fill(cp.nan), cp.asnumpy, replay)
 
 
 def test_plan_run_in_a_cuda_graph(cuda, cp):  # CUDA only
