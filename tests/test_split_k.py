@@ -101,7 +101,7 @@ def test_named_strategies_and_split_k_false_never_split(strategy):
 
 
 def test_split_k_option_is_checked_and_cached_apart():
-    shapes = [(64, 64, 8192)] * 4
+    shapes = np.array([(64, 64, 8192)] * 4)   # an array: every cache path sees it
     with pytest.raises(ValidationError, match="split_k"):
         portgemm.plan(shapes, split_k="yes")
     on = portgemm.plan(shapes, arch="sm_90")

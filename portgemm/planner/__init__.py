@@ -1,7 +1,7 @@
 """Planners: shapes -> Plan. One module per strategy, registered here by name.
 
     plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *,
-         resources=None, split_k=None, **options) -> Plan
+         resources=None, **options) -> Plan        (options include split_k)
 
 Strategies: "wavefront-tlp" (default; zhang2025 Algorithm 1 with Eq. 4), "workgroup-tlp"
 (the same with Eq. 3), "coordinated" (li2019 tiling + batching), "magma" (one config,
@@ -247,7 +247,7 @@ def _split_option(split_k, strategy) -> bool:
 
 
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
-         resources=None, split_k=None, **options):
+         resources=None, **options):
     """Plan a batch of GEMMs with shapes (batch, 3) = M, N, K of op(A) @ op(B).
 
     dtype: float32 | float64. arch: an occupancy Arch or a name (None: $PORTGEMM_ARCH,
@@ -274,9 +274,11 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     ArgumentTypeError for a provider that is not callable or returns no KernelResources.
     These checks run before any tile is built.
 
-    split_k: None (default: weigh split-K for the default strategy, strategy=None, only),
-    False (never split), True (weigh it; ValidationError with a named strategy: those
-    never split). A split plan carries ``plan.split`` (plan.SplitK, planner/split_k.py).
+    Option split_k, for every strategy: None (default: weigh split-K for the default
+    strategy, strategy=None, only), False (never split), True (weigh it; ValidationError
+    with a named strategy: those never split). A split plan carries ``plan.split``
+    (plan.SplitK, planner/split_k.py). It travels among the options (not as a parameter
+    of its own) so that every cache key made from the options tells the two apart.
     """
     s = _shapes(shapes)
     dt = _dtype(dtype)
@@ -286,14 +288,15 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     if m not in info.modes:
         raise ValidationError(f"strategy {info.name!r} has no mode {m!r}; "
                               f"it supports {', '.join(info.modes)}")
-    options = {k: v for k, v in options.items() if v is not None}   # None = default
+    split = _split_option(options.get("split_k"), strategy)
+    options = {k: v for k, v in options.items()   # None = default; split_k is plan()'s own
+               if v is not None and k != "split_k"}
     unknown = sorted(set(options) - set(info.options))
     if unknown:
         raise ValidationError(f"strategy {info.name!r} takes no option(s) {', '.join(unknown)}; "
                               f"it takes {', '.join(info.options) or 'none'}")
     _check_options(options)
     provider = resolve_provider(resources)
-    split = _split_option(split_k, strategy)
     # a mode named and the same mode by default may plan differently (Request.mode_given)
     key = _key(s, dt, a, info.name, (m, mode is not None, split), options, provider) \
         if use_cache else None
