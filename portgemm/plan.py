@@ -8,16 +8,24 @@ are ``tiles[block_ptr[b]:block_ptr[b + 1]]``. All tiles of one block need the sa
 thread count (so a fused kernel's extra threads may leave at once); in "per-kind" mode
 they are also of one kind. Only li2019's batching puts several tiles in a block. Every
 element of every C lies in exactly one tile (edge tiles may extend past M/N; the kernel
-guards them). No strategy splits K. A one-tile-per-block plan (every strategy but
+guards them). A one-tile-per-block plan (every strategy but
 li2019's) keeps only ``plan.layout``, its tiles GEMM by GEMM (tile_layout.py, O(batch)):
 ``tiles`` and ``block_ptr`` are expanded from it on first read, and the GPU backends
 expand it on the device, so planning and first calls never write a record per tile.
+
+Split-K (planner/split_k.py): the default plan may carry ``plan.split``, a SplitK: GEMM i
+split into ``split.splits[i]`` slices of K, each a *virtual GEMM* of an ordinary inner
+plan (``split.plan``) that writes a workspace, then a deterministic reduction into C.
+Such a plan's own tiles, kinds and occupancy are the unsplit tiling (what a backend
+that does not know split-K runs, correctly); ``predicted_ms`` is the split call's.
+The paper's strategies never split, nor does ``plan(..., split_k=False)``.
 
 ``Plan.run`` and ``Plan.bind`` are ``portgemm.run`` and ``portgemm.bind`` as methods,
 attached by api.py (the layer above), so this module imports nothing from it.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,7 +38,7 @@ from .tiles import TileConfig
 if TYPE_CHECKING:
     from .occupancy.archs import Arch
 
-__all__ = ["TILE_DTYPE", "Plan", "TileLayout"]
+__all__ = ["TILE_DTYPE", "Plan", "SplitK", "TileLayout"]
 
 
 class _FromLayout:
@@ -96,6 +104,8 @@ class Plan:
     # one tile per block, per GEMM (tile_layout.py): what tiles and block_ptr expand
     # from; None when the planner gave the list itself (li2019's batching)
     layout: TileLayout | None = None
+    # split-K (planner/split_k.py): what split-aware backends run instead; None: unsplit
+    split: "SplitK | None" = None
 
     def __post_init__(self):
         if self.__dict__.get("_tiles") is not None:
@@ -103,6 +113,23 @@ class Plan:
             object.__setattr__(self, "layout", None)
         elif self.layout is None:
             raise ValueError("a Plan needs tiles or a layout")
+
+    def _copy_with(self, **fields) -> "Plan":
+        """A copy with ``fields`` replaced, the tile list left unexpanded (a dataclass
+        replace would read, and so expand, every field)."""
+        new = copy.copy(self)
+        for k, v in fields.items():
+            object.__setattr__(new, k, v)
+        return new
+
+    def with_split(self, split: "SplitK") -> "Plan":
+        """This plan carrying ``split`` (its predicted time the split call's, its reason
+        among the notes)."""
+        return self._copy_with(split=split, predicted_ms=split.predicted_ms,
+                               notes=self.notes + (split.reason,))
+
+    def with_notes(self, *notes: str) -> "Plan":
+        return self._copy_with(notes=self.notes + tuple(notes))
 
     def _from_layout(self, name: str) -> np.ndarray:
         n = self.layout.n_tiles
@@ -160,7 +187,8 @@ class Plan:
         per_kind = ", ".join(f"{k} {n}" for k, n in self.tiles_per_kind().items())
         return (f"<Plan {self.strategy} {self.mode} arch={self.arch.name} dtype={self.dtype} "
                 f"batch={self.batch} tiles={self.n_tiles}"
-                f"{f' ({per_kind})' if per_kind else ''} blocks={self.n_blocks}>")
+                f"{f' ({per_kind})' if per_kind else ''} blocks={self.n_blocks}"
+                f"{f' split-K={self.split.split_gemms.size}' if self.split is not None else ''}>")
 
     def tlp_verdict(self) -> str:
         """What TLP against the threshold means for this plan's strategy, in words."""
@@ -217,6 +245,8 @@ class Plan:
                 + ("" if self.predicted_ms is None else
                    f", predicted time {self.predicted_ms:.4g} ms (planner/cost_model.py)"))
         table = tabulate(rows, headers=["kind", "tile", "threads", "tiles", "occupancy", "limited by"])
+        if self.split is not None:
+            table += "\n" + self.split.describe()
         extra = "".join(f"\nnote: {n}" for n in self.notes)
         extra += "".join(f"\nwarning: {w}" for w in self.spill_warnings())
         return f"{head}\n{table}{extra}"
@@ -226,3 +256,54 @@ class Plan:
         return [f"{name} spills {b:,} bytes on {self.arch.name} (compiler's report); it may "
                 f"run slower than its occupancy suggests (another strategy, mode or float32 "
                 f"may avoid it)" for name, b in self.spills().items()]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SplitK:
+    """How a plan splits K (planner/split_k.py), read-only.
+
+    GEMM i runs as ``splits[i]`` virtual GEMMs over K slices of ``slice_k[i]`` (the last
+    takes the rest; splits[i] = 1: the GEMM itself, slice_k[i] = K_i), in GEMM order:
+    virtual GEMM ``first[i] + j`` is slice j of GEMM i, row ``first[i] + j`` of
+    ``plan.shapes``. A split GEMM's slices write the workspace from element
+    ``workspace_offset[i]`` on (slice j at + j M_i N_i, leading dimension N_i; -1 where
+    not split); ``workspace_elems`` in all. Then one reduction launch over the split
+    GEMMs.
+    """
+
+    splits: np.ndarray              # (batch,) int64
+    slice_k: np.ndarray             # (batch,) int64
+    plan: Plan                      # the virtual GEMMs' plan (never split itself)
+    predicted_ms: float             # virtual GEMMs + reduction
+    unsplit_ms: float               # the unsplit plan's prediction
+    reduce_ms: float                # the reduction's share of predicted_ms
+    reason: str = ""
+
+    def __post_init__(self):
+        s = np.ascontiguousarray(self.splits, dtype=np.int64)
+        shapes = self.plan.shapes
+        first = np.cumsum(s) - s
+        mn = shapes[first, 0] * shapes[first, 1] if s.size else np.zeros(0, np.int64)
+        size = np.where(s > 1, s * mn, 0)
+        offset = np.where(s > 1, np.cumsum(size) - size, -1)
+        for name, value in (("splits", s), ("first", first), ("workspace_offset", offset),
+                            ("slice_k", np.ascontiguousarray(self.slice_k, dtype=np.int64))):
+            value.flags.writeable = False
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "workspace_elems", int(size.sum()))
+
+    @property
+    def split_gemms(self) -> np.ndarray:
+        """Indices of the GEMMs split more than once, ascending."""
+        return np.flatnonzero(self.splits > 1)
+
+    def describe(self) -> str:
+        g = self.split_gemms
+        shown = ", ".join(f"{int(i)}: {int(self.splits[i])} x {int(self.slice_k[i])}"
+                          for i in g[:8]) + (", ..." if g.size > 8 else "")
+        return (f"split-K: {g.size} GEMM(s) split (GEMM: slices x K slice: {shown}); "
+                f"{self.plan.batch} virtual GEMMs, {self.plan.n_tiles} tiles "
+                f"({', '.join(f'{k} {n}' for k, n in self.plan.tiles_per_kind().items())}, "
+                f"{self.plan.mode}); workspace {self.workspace_elems:,} elements; predicted "
+                f"{self.predicted_ms:.4g} ms (reduction {self.reduce_ms:.4g}) vs "
+                f"{self.unsplit_ms:.4g} ms unsplit")

@@ -17,7 +17,7 @@ import portgemm
 from portgemm.backends import cuda as cudabe
 from portgemm.kernels import resources
 from portgemm.kernels.variants import TileExpand, catalogue_variants
-from test_hip_backend_fake import DevArray, FakeHip, run_expand
+from test_hip_backend_fake import DevArray, FakeHip, run_expand, run_reduce
 from test_hip_backend_fake import backend as hip_backend  # noqa: F401  (a fixture)
 
 TRANS = ((False, False), (False, True), (True, False), (True, True))
@@ -131,6 +131,12 @@ def backend(monkeypatch):
             be.expansions.append(stream)
             run_expand(gx * bx, *(c.from_address(params[i]).value for i, c in enumerate(get)))
             return 0
+        if names[fn].endswith("_split_reduce"):   # (table, block_start, n_red)
+            get = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32]
+            launches.append((names[fn], stream))
+            be.reductions.append((stream, run_reduce(names[fn], gx, bx, *(
+                c.from_address(params[i]).value for i, c in enumerate(get)))))
+            return 0
         g, t, b = (ctypes.c_uint64.from_address(params[i]).value for i in range(3))
         base = ctypes.c_int32.from_address(params[3]).value
         launches.append((names[fn], stream))
@@ -148,6 +154,7 @@ def backend(monkeypatch):
     be.function = function
     be.launches = launches
     be.expansions = []   # the streams of tile-list expansion launches
+    be.reductions = []   # (stream, writes per element) of split-K reductions
     return be
 
 

@@ -15,8 +15,8 @@ import portgemm
 from portgemm.backends import hip as hipbe
 from portgemm.backends.expand import ROWS, emulate_expand
 from portgemm.kernels import hiprtc_compile, resources
-from portgemm.kernels.render import DEVICE_TILE_DTYPE, GEMM_DTYPE
-from portgemm.kernels.variants import TileExpand, catalogue_variants, variants_for
+from portgemm.kernels.render import DEVICE_TILE_DTYPE, GEMM_DTYPE, REDUCE_DTYPE
+from portgemm.kernels.variants import SplitReduce, TileExpand, catalogue_variants, variants_for
 from portgemm.occupancy import KernelResources
 
 
@@ -42,6 +42,7 @@ class FakeHip:
     def __init__(self, variants, devices=1):
         self.devices, self.launches, self._keep, self.sizes = devices, [], [], {}
         self.expansions = []   # the streams of tile-list expansion launches
+        self.reductions = []   # (stream, {record: writes per element}) of split-K reductions
         self.variants = variants
 
     def hipGetDeviceCount(self):
@@ -79,6 +80,9 @@ class FakeHip:
         if fn == TileExpand.name:
             self.expansions.append(stream)
             run_expand(gx * bx, *(a.value or 0 for a in extra))
+            return (Err.hipSuccess,)
+        if fn.endswith("_split_reduce"):
+            self.reductions.append((stream, run_reduce(fn, gx, bx, *(a.value or 0 for a in extra))))
             return (Err.hipSuccess,)
         gemms_p, tiles_p, bptr_p, base = (a.value or 0 for a in extra)
         v = self.variants[fn]
@@ -130,6 +134,43 @@ def run_expand(threads, table_p, spans, n_tiles, tiles_p, bptr_p):
     tiles, bptr = emulate_expand(table, spans, n_tiles)
     ctypes.memmove(tiles_p, tiles.ctypes.data, tiles.nbytes)
     ctypes.memmove(bptr_p, bptr.ctypes.data, bptr.nbytes)
+
+
+def run_reduce(name, blocks, threads, red_p, start_p, n_red):
+    """The split-K reduction kernel (PG_SPLIT_REDUCE), emulated block by block on what a
+    launch passed, written from the kernel's text (not from backends/split.py): block b
+    serves the last record g with block_start[g] <= b, elements from (b - start[g])
+    chunk on, up to chunk of them or the end of M x N. Returns {record: writes per
+    element of its C}, so tests can check that every element is written exactly once."""
+    v = SplitReduce("float32" if "_f32_" in name else "float64")
+    assert threads == v.threads and blocks > 0
+    dt = np.float32 if v.dtype == "float32" else np.float64
+    red = _read(red_p, REDUCE_DTYPE, n_red)
+    start = _read(start_p, np.int32, n_red)
+    writes = {g: np.zeros(int(r["M"]) * int(r["N"]), np.int64) for g, r in enumerate(red)}
+    for b in range(blocks):
+        g = int(np.searchsorted(start, b, side="right")) - 1
+        r = red[g]
+        M, N, s, mn = int(r["M"]), int(r["N"]), int(r["s"]), int(r["M"]) * int(r["N"])
+        e0 = (b - int(start[g])) * v.chunk
+        e = np.arange(e0, min(e0 + v.chunk, mn))
+        row, col = e // N, e % N
+        W = _view(int(r["W"]), dt, s * mn).reshape(s, mn)
+        C = np.lib.stride_tricks.as_strided(
+            _view(int(r["C"]), dt, (M - 1) * int(r["ldc"]) + N), (M, N),
+            (int(r["ldc"]) * dt().itemsize, dt().itemsize))
+        alpha, beta = dt(r["alpha"]), dt(r["beta"])
+        x = np.zeros(e.size, dt)
+        if alpha != 0:
+            acc = W[0, e].copy()
+            for j in range(1, s):
+                acc += W[j, e]
+            x = alpha * acc
+        if beta != 0:
+            x = x + beta * C[row, col]
+        C[row, col] = x
+        writes[g][e] += 1
+    return writes
 
 
 def _view(ptr, dt, n):

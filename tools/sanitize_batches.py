@@ -18,7 +18,11 @@ from gpu_batches import TOL, make_host_batch, max_rel_error, reference  # noqa: 
 
 SHAPES = [(1, 1, 1), (17, 31, 15), (64, 64, 16), (127, 61, 33), (0, 5, 3), (300, 130, 70),
           (16, 200, 0), (45, 1, 129)]
-CASES = [(None, "fused"), (None, "per-kind"), ("coordinated", None), ("magma", None)]
+# the default plan (no mode named) splits K on these (planner/split_k.py)
+SPLIT_SHAPES = [(64, 64, 4096), (33, 17, 1000), (5, 70, 2050), (0, 8, 512), (20, 24, 0),
+                (16, 16, 40)]
+CASES = [(None, "fused"), (None, "per-kind"), ("coordinated", None), ("magma", None),
+         (None, None)]
 
 
 def main() -> int:
@@ -28,20 +32,22 @@ def main() -> int:
     bad = 0
     for (strategy, mode), dtype, (ta, tb) in itertools.product(
             CASES, ("float32", "float64"), itertools.product((False, True), repeat=2)):
-        hA, hB, hC = make_host_batch(rng, SHAPES, dtype, ta, tb, strided=True)
-        alpha = rng.uniform(-2, 2, len(SHAPES))
-        beta = np.where(np.arange(len(SHAPES)) % 2, 0.0, rng.uniform(-2, 2, len(SHAPES)))
+        shapes = SPLIT_SHAPES if (strategy, mode) == (None, None) else SHAPES
+        hA, hB, hC = make_host_batch(rng, shapes, dtype, ta, tb, strided=True)
+        alpha = rng.uniform(-2, 2, len(shapes))
+        beta = np.where(np.arange(len(shapes)) % 2, 0.0, rng.uniform(-2, 2, len(shapes)))
         for c, b_ in zip(hC, beta):
             if b_ == 0:
                 c[...] = np.nan
         ref = reference(hA, hB, hC, alpha, beta, ta, tb)
         A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
-        p = portgemm.plan(SHAPES, dtype=dtype, arch=be.arch(), strategy=strategy, mode=mode)
+        p = portgemm.plan(shapes, dtype=dtype, arch=be.arch(), strategy=strategy, mode=mode)
         p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
         err = max_rel_error([cp.asnumpy(c) for c in C], ref)
         ok = err < TOL[dtype]
         bad += not ok
-        print(f"{strategy or 'default'}/{p.mode} {dtype} trans={int(ta)}{int(tb)}: "
+        print(f"{strategy or 'default'}/{p.mode}{' split-K' if p.split else ''} {dtype} "
+              f"trans={int(ta)}{int(tb)}: "
               f"err {err:.2e} {'ok' if ok else 'WRONG'}")
     return 1 if bad else 0
 

@@ -7,7 +7,7 @@ LLVM's own occupancy for every AMD variant.
                                   [--json out.json] [--verbose]
 
 Variants: nn for the whole catalogue, all four transposes for our own families
-(ALL_TRANSPOSES). Every compile treats warnings as errors ($PORTGEMM_WERROR: NVRTC's log and ptxas, -Wall
+(ALL_TRANSPOSES), and split-K's reduction (both dtypes; not with --family). Every compile treats warnings as errors ($PORTGEMM_WERROR: NVRTC's log and ptxas, -Wall
 -Werror for hiprtc and clang), so a warning is a compile error here.
 
 Exit status 1 on: a compile error (any variant, any arch); a spill or scratch use in a
@@ -53,7 +53,7 @@ from tabulate import tabulate  # noqa: E402
 from portgemm.errors import PortgemmError  # noqa: E402
 from portgemm.kernels import amd_codeobject, clang_amd, nvrtc, offline  # noqa: E402
 from portgemm.kernels.render import render  # noqa: E402
-from portgemm.kernels.variants import Variant, catalogue_variants  # noqa: E402
+from portgemm.kernels.variants import SplitReduce, Variant, catalogue_variants  # noqa: E402
 from portgemm.tiles import FAMILY_DTYPES, PER_KIND_ONLY  # noqa: E402
 
 # The variants whose spills fail CI: the paper's family, fused and per-kind, both dtypes.
@@ -72,7 +72,9 @@ def matrix_variants() -> list[Variant]:
     """nn for every catalogue variant, and nt/tn/tt for those of ALL_TRANSPOSES."""
     more = [v for v in catalogue_variants(trans=TRANSPOSES)
             if all(k.family in ALL_TRANSPOSES for k in v.kinds)]
-    return catalogue_variants() + more
+    # the entry points beside the GEMM's that render from the same source: split-K's
+    # reduction (the tile expansion and ragged prologue are covered by their own tests)
+    return catalogue_variants() + more + [SplitReduce(d) for d in ("float32", "float64")]
 OCC_KEY = "Occupancy [waves/SIMD]"
 
 
@@ -80,13 +82,14 @@ def is_default(v: Variant) -> bool:
     # The fused kernel only: per-kind variants run when a caller asks for mode="per-kind".
     # (With NVRTC 13.0 here, ptxas gives the float64 medium-large per-kind kernel 80
     # registers and a 4-byte spill on sm_90; it now warns instead of failing.)
-    return v.layout == "tile-list" and v.fused and \
+    return isinstance(v, Variant) and v.layout == "tile-list" and v.fused and \
         all(k.family in DEFAULT_FAMILIES for k in v.kinds) and v.dtype in ("float32", "float64")
 
 
 def must_not_spill(v: Variant) -> bool:
     """Default variants and every variant of our own families fail CI when they spill."""
-    return is_default(v) or all(k.family in FAMILY_DTYPES for k in v.kinds)
+    return not isinstance(v, Variant) or is_default(v) or \
+        all(k.family in FAMILY_DTYPES for k in v.kinds)
 
 
 REGISTER_LIMITS = ("waves", "vgpr", "agpr", "sgpr")
@@ -278,7 +281,8 @@ def main(argv=None) -> int:
 
     archs = args.arch or list(ARCHS)
     variants = [v for v in matrix_variants()
-                if not args.family or all(k.family in args.family for k in v.kinds)]
+                if not args.family or isinstance(v, Variant) and
+                all(k.family in args.family for k in v.kinds)]
     t0 = time.perf_counter()
     print("compilers:")
     for a in archs:
@@ -295,7 +299,7 @@ def main(argv=None) -> int:
 
     jobs = [(v, a) for v in variants for a in archs]
     # Slow cells first (fused, f64, big tiles) so the pool does not end on a straggler.
-    jobs.sort(key=lambda j: (not j[0].fused, j[0].dtype != "float64"))
+    jobs.sort(key=lambda j: (not getattr(j[0], "fused", False), j[0].dtype != "float64"))
     with ProcessPoolExecutor(max_workers=args.jobs) as ex:
         rows = list(ex.map(job, jobs))
     order = {(v.name, a): i for i, (v, a) in enumerate((v, a) for v in variants for a in archs)}

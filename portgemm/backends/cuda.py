@@ -31,6 +31,7 @@ from ..occupancy.resources import KernelResources
 from .launch import (DESCRIPTOR_CACHE, cached_descriptors, descriptors, plan_state,
                      torch_device, torch_stream, typed_args)
 from .ragged import Scratch, prologue_args
+from . import split
 
 
 
@@ -226,6 +227,8 @@ class CudaBackend:
         which a caller repeating the same batch may pass back as ``gemms``."""
         if plan.n_tiles == 0:
             return None
+        if plan.split is not None:   # split-K: two phases (backends/split.py)
+            return split.execute(self, _SplitOps(self), plan, batch, gemms)
         tdev = torch_device(batch)
         stream = self._stream(tdev)
         st = self._state(plan, batch, upload=False)
@@ -250,9 +253,11 @@ class CudaBackend:
         execute() returned for ``batch``: arguments encoded once, nothing uploaded, no
         synchronisation, on the caller's current stream at call time; it refuses to run
         while another device is current (as execute does). None when the plan has no
-        launch state here yet."""
+        launch state here yet, or splits K (execute then reuses what it returned)."""
         if plan.n_tiles == 0 or gemms is None:
             return _nothing
+        if plan.split is not None:
+            return None
         st = self._state(plan, batch, upload=False)
         if st is None:
             return None
@@ -272,9 +277,12 @@ class CudaBackend:
         """The bound call (Plan.bind): descriptors uploaded once into a buffer of its own
         (or ``gemms``, descriptors of this batch already uploaded), kernel arguments
         encoded once; each call is only the raw launches, on the caller's stream at call
-        time (so it can be captured in a CUDA graph)."""
+        time (so it can be captured in a CUDA graph). A split-K plan's call holds its own
+        workspace (backends/split.py)."""
         if plan.n_tiles == 0:
             return lambda: None
+        if plan.split is not None:
+            return split.prepare(self, _SplitOps(self), plan, batch)
         tdev = torch_device(batch)
         here = self._stream(tdev)
         with here:
@@ -389,6 +397,40 @@ class CudaBackend:
             self.function(variant).ptr, n_tiles, variant.threads,
             (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr), ("i", 0)),
             variant.name))
+
+
+class _SplitOps(split.Ops):
+    """The device operations backends/split.py runs a split-K plan with, on CUDA."""
+
+    def __init__(self, be):
+        super().__init__(be, be._stream)
+
+    @staticmethod
+    def capturing(stream) -> bool:
+        return _capturing(stream)
+
+    @staticmethod
+    def stream_key(stream) -> int:
+        return stream.ptr
+
+    def alloc(self, nbytes: int, stream):
+        with stream:
+            return self.be.cp.empty(max(nbytes, 1), dtype=self.be.cp.uint8)
+
+    def upload(self, host, stream):
+        with stream:
+            return self.be._upload(host)
+
+    @staticmethod
+    def ptr(buf) -> int:
+        return buf.data.ptr
+
+    def encode(self, variant, blocks: int, args):
+        return _encoded(self.be.function(variant).ptr, blocks, variant.threads, args,
+                        variant.name)
+
+    def launch(self, item, stream) -> None:
+        _run(self.be._cu_launch, item, stream.ptr)
 
 
 class _Staging:

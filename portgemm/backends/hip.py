@@ -31,6 +31,7 @@ from .expand import expand_args
 from .launch import (cached_descriptors, descriptors, plan_state, torch_device, torch_stream,
                      typed_args)
 from .ragged import Scratch, prologue_args
+from . import split
 
 KDL_ROCM = 10          # DLPack device type of ROCm memory
 
@@ -205,6 +206,8 @@ class HipBackend:
     def execute(self, plan, batch, gemms=None):
         if plan.n_tiles == 0:
             return None
+        if plan.split is not None:   # split-K: two phases (backends/split.py)
+            return split.execute(self, _SplitOps(self), plan, batch, gemms)
         # _upload copies synchronously, so the host descriptors can go at once; freeing an
         # evicted buffer (hipFree) waits for launches that may still read it.
         st = self._state(plan, batch)
@@ -216,9 +219,12 @@ class HipBackend:
     def prepare(self, plan, batch, gemms=None):
         """The bound call (Plan.bind): descriptors uploaded once (or ``gemms``, this
         batch's already uploaded), kernel arguments encoded once; each call launches them
-        on the caller's current stream."""
+        on the caller's current stream. A split-K plan's call holds its own workspace
+        (backends/split.py)."""
         if plan.n_tiles == 0:
             return lambda: None
+        if plan.split is not None:
+            return split.prepare(self, _SplitOps(self), plan, batch)
         st = self._state(plan, batch)
         if gemms is None:
             gemms = self._upload(descriptors(batch))
@@ -233,7 +239,10 @@ class HipBackend:
 
     def relauncher(self, plan, batch, gemms):
         """A call that launches ``plan`` again over the descriptors ``gemms`` execute()
-        returned for ``batch`` (the bound call's path, its descriptors given)."""
+        returned for ``batch`` (the bound call's path, its descriptors given); None for
+        a split-K plan (execute then reuses what it returned)."""
+        if plan.split is not None:
+            return None
         return self.prepare(plan, batch, gemms)
 
     def _state(self, plan, batch):
@@ -309,6 +318,35 @@ class HipBackend:
 
 def _ptr(buf) -> int:
     return 0 if buf is None else buf.ptr
+
+
+class _SplitOps(split.Ops):
+    """The device operations backends/split.py runs a split-K plan with, on HIP."""
+
+    def __init__(self, be):
+        super().__init__(be, be._stream_for)
+
+    @staticmethod
+    def stream_key(stream) -> int:
+        return int(stream or 0)
+
+    @staticmethod
+    def alloc(nbytes: int, stream):
+        return DeviceBuffer(nbytes)
+
+    def upload(self, host, stream):
+        return self.be._upload(host)   # synchronous
+
+    @staticmethod
+    def ptr(buf) -> int:
+        return buf.ptr
+
+    def encode(self, variant, blocks: int, args):
+        return (self.be.function(variant), (blocks, 1, 1), variant.threads,
+                tuple(typed_args(args)))
+
+    def launch(self, item, stream) -> None:
+        self.be._launch([item], stream)
 
 
 # -- DLPack (ROCm memory) ------------------------------------------------------------

@@ -111,9 +111,13 @@ def cached_descriptors(st: dict, batch, upload):
     (the key is the descriptors' bytes), so repeated calls neither allocate nor copy.
     The cache keeps the last DESCRIPTOR_CACHE sets per plan; a caller that must keep
     one alive (a bound call, a captured graph) holds the returned buffer."""
-    host = descriptors(batch)
+    return cached_upload(st["desc"], descriptors(batch), upload)
+
+
+def cached_upload(cache: OrderedDict, host: np.ndarray, upload, kept: int = DESCRIPTOR_CACHE):
+    """upload(host), made once per distinct ``host`` bytes and kept in ``cache`` (the
+    last ``kept``)."""
     key = host.tobytes()   # ~20 ns a GEMM to copy and hash: small beside validation
-    cache = st["desc"]
     with _desc_lock:
         dev = cache.get(key)
         if dev is not None:
@@ -122,7 +126,7 @@ def cached_descriptors(st: dict, batch, upload):
     dev = upload(host)
     with _desc_lock:
         cache[key] = dev
-        while len(cache) > DESCRIPTOR_CACHE:
+        while len(cache) > kept:
             cache.popitem(last=False)
     return dev
 

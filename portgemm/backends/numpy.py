@@ -3,7 +3,8 @@
 It is the reference that proves a plan right, so it does exactly what the plan says
 and nothing more: every tile (clipped to M x N) is updated once per occurrence, in
 plan order. A tile the plan misses is never written; a tile it lists twice is updated
-twice (beta applied twice). Arithmetic stays in the arrays' dtype, as on the GPU.
+twice (beta applied twice). Arithmetic stays in the arrays' dtype, as on the GPU. A
+split-K plan runs its two phases as the GPU backends do (backends/split.py).
 """
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ class NumpyBackend:
     def execute(self, plan, batch, gemms=None) -> None:
         if batch.size == 0:
             return None
+        if plan.split is not None:   # both phases, as the GPU backends run them
+            from .split import emulate
+            return emulate(self, plan, batch)
         tiles = plan.tiles
         _check_tiles(tiles, batch.size)
         order = np.argsort(tiles["gemm"], kind="stable")  # group by GEMM, keep plan order

@@ -231,5 +231,6 @@ def host_call(backend, batch, views, strategy) -> HostCall | None:
     if batch.size == 0:
         return None
     from ..planner import plan
-    p = plan(batch.shapes, dtype=batch.dtype, arch=backend.arch(), strategy=strategy)
+    p = plan(batch.shapes, dtype=batch.dtype, arch=backend.arch(), strategy=strategy,
+             split_k=False)   # the packed API does not split K (package docstring)
     return HostCall(p, batch, views)

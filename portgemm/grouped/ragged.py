@@ -388,7 +388,7 @@ def _kind(be, G, rows, N, K, dtype, strategy):
             from ..planner import plan
             m = max(1, -(-rows // G))
             p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,
-                     mode="per-kind")
+                     mode="per-kind", split_k=False)
             kind = p.kinds[int(np.argmax(p.tile_counts()))]   # from the layout: no tile list
         if len(_kinds) >= _KINDS_KEPT:
             _kinds.pop(next(iter(_kinds)))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .variants import DTYPES, RaggedPrologue, TileExpand, Variant
+from .variants import DTYPES, RaggedPrologue, SplitReduce, TileExpand, Variant
 
 HERE = Path(__file__).parent
 
@@ -92,6 +92,13 @@ GEMM_DTYPE = np.dtype({
     "itemsize": 64,
 })
 DEVICE_TILE_DTYPE = np.dtype([("gemm", "<i4"), ("m0", "<i4"), ("n0", "<i4"), ("kind", "<i4")])
+# Mirrors `struct PgReduce` (48 bytes, 8-byte aligned): one split GEMM of the reduction.
+REDUCE_DTYPE = np.dtype({
+    "names": ["C", "W", "ldc", "M", "N", "s", "alpha", "beta"],
+    "formats": ["<u8", "<u8", "<i4", "<i4", "<i4", "<i4", "<f8", "<f8"],
+    "offsets": [0, 8, 16, 20, 24, 28, 32, 40],
+    "itemsize": 48,
+})
 
 
 def pad_elems(dtype: str) -> int:
@@ -128,11 +135,14 @@ def _texts() -> tuple[str, str]:
     return COMPAT_FILE.read_text(), SOURCE_FILE.read_text()
 
 
-def defines(variant: Variant | RaggedPrologue | TileExpand) -> dict[str, str]:
+def defines(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> dict[str, str]:
     if isinstance(variant, RaggedPrologue):  # the prologue needs only the element type
         return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_RAGGED_PROLOGUE": "1"}
     if isinstance(variant, TileExpand):      # PG_T only for the shared struct declarations
         return {"PG_T": "float", "PG_NAME": variant.name, "PG_TILE_EXPAND": "1"}
+    if isinstance(variant, SplitReduce):
+        return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_SPLIT_REDUCE": "1",
+                "PG_REDUCE_THREADS": str(variant.threads), "PG_REDUCE_CHUNK": str(variant.chunk)}
     kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn})"
                      for i, k in enumerate(variant.kinds))
     return {
@@ -153,7 +163,7 @@ def defines(variant: Variant | RaggedPrologue | TileExpand) -> dict[str, str]:
 
 
 @lru_cache(maxsize=None)
-def render(variant: Variant | RaggedPrologue | TileExpand) -> Rendered:
+def render(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> Rendered:
     compat, body = _texts()
     prefix = "".join(f"#define {k} {v}\n" for k, v in defines(variant).items())
     source = f"// portgemm variant {variant.name}\n{compat}\n{prefix}\n{body}"

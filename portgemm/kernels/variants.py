@@ -84,6 +84,25 @@ class TileExpand:
     name = "pg_tile_expand"
 
 
+@dataclass(frozen=True)
+class SplitReduce:
+    """The split-K reduction entry point (PG_SPLIT_REDUCE): C_i = alpha_i sum_j W_ij +
+    beta_i C_i over the split GEMMs' workspace slices, j in order (backends/split.py
+    builds its table and emulates it). Each block takes ``chunk`` consecutive elements
+    of one GEMM's M x N, each thread every ``threads``-th of them."""
+    dtype: str = "float32"
+    threads = 256  # its __launch_bounds__
+    chunk = 1024   # elements per block
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unsupported dtype {self.dtype!r}")
+
+    @property
+    def name(self) -> str:
+        return f"pg_{'f32' if self.dtype == 'float32' else 'f64'}_split_reduce"
+
+
 def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
                  trans_a: bool = False, trans_b: bool = False) -> tuple[Variant, ...]:
     """The variants a plan's kinds need in one execution mode."""

@@ -15,6 +15,8 @@
 //   PG_RAGGED_PROLOGUE  1: render only the ragged-M prologue (needs PG_T, PG_NAME); the
 //                   GEMM defines above are then absent
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
+//   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
+//                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
 //
 // C_i = alpha_i * op(A_i) @ op(B_i) + beta_i * C_i, all matrices row-major with
 // leading dimensions (row strides, in elements). beta == 0 never reads C; alpha == 0
@@ -126,6 +128,8 @@ PG_NAME(const int* __restrict__ layout, int spans, int n_tiles, PgTile* __restri
     tile.kind = layout[5 * stride + lo];
     tiles[t] = tile;
 }
+#elif PG_SPLIT_REDUCE
+// (the split-K reduction is at the end of this file)
 #else
 
 #if PG_K_UNROLL > 0
@@ -610,3 +614,51 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
 }
 #endif
 #endif  // PG_RAGGED_PROLOGUE
+
+#if PG_SPLIT_REDUCE
+// Split-K's reduction: GEMM i was computed as s_i partial products W_ij (its K slices,
+// backends/split.py) in a workspace, slice j at W + j M N with leading dimension N. This
+// writes C_i = alpha_i * (W_i0 + W_i1 + ...) + beta_i * C_i, the sum always in slice
+// order, so results do not depend on scheduling (no atomics). beta == 0 never reads C;
+// alpha == 0 never reads W. One entry per split GEMM; its blocks are consecutive, from
+// block_start[g], each taking PG_REDUCE_CHUNK consecutive elements of the row-major
+// M x N (threads stride by PG_REDUCE_THREADS, so a warp's accesses are contiguous). A
+// block finds its GEMM by a binary search over block_start. backends/split.py builds
+// the table and emulates this kernel on the host; keep the two in step.
+struct PgReduce {               // layout mirrored by render.REDUCE_DTYPE
+    PG_T* C;
+    const PG_T* W;
+    int ldc, M, N, s;
+    double alpha, beta;
+};
+
+extern "C" __global__ void __launch_bounds__(PG_REDUCE_THREADS)
+PG_NAME(const PgReduce* __restrict__ red, const int* __restrict__ block_start, int n_red)
+{
+    const int b = blockIdx.x;
+    int lo = 0, hi = n_red - 1;     // the last GEMM with block_start[g] <= b
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (block_start[mid] <= b) lo = mid; else hi = mid - 1;
+    }
+    const PgReduce r = red[lo];
+    const int mn = r.M * r.N;       // < 2^31: validation bounds every C's span
+    const int e0 = (b - block_start[lo]) * PG_REDUCE_CHUNK;
+    const int n = min(PG_REDUCE_CHUNK, mn - e0);   // never past mn, so e cannot overflow
+    const PG_T alpha = PG_T(r.alpha), beta = PG_T(r.beta);
+    for (int t = threadIdx.x; t < n; t += PG_REDUCE_THREADS) {
+        const int e = e0 + t;
+        const int row = e / r.N, col = e - row * r.N;
+        PG_T* c = r.C + (long long)row * r.ldc + col;
+        PG_T x = PG_T(0);
+        if (alpha != PG_T(0)) {
+            const PG_T* w = r.W + e;
+            PG_T sum = w[0];
+            for (int j = 1; j < r.s; ++j) sum += w[(long long)j * mn];
+            x = alpha * sum;
+        }
+        if (beta != PG_T(0)) x += beta * *c;
+        *c = x;
+    }
+}
+#endif  // PG_SPLIT_REDUCE

@@ -1,11 +1,13 @@
 """Planners: shapes -> Plan. One module per strategy, registered here by name.
 
     plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *,
-         resources=None, **options) -> Plan
+         resources=None, **options) -> Plan        (options include split_k)
 
 Strategies: "wavefront-tlp" (default; zhang2025 Algorithm 1 with Eq. 4), "workgroup-tlp"
 (the same with Eq. 3), "coordinated" (li2019 tiling + batching), "magma" (one config,
-grid.z, early exit). Identical requests return the same Plan object from a small LRU
+grid.z, early exit). The default strategy (strategy=None: wavefront-tlp) may also split
+K where the tiles cannot fill the device (split_k.py); the strategies named never do.
+Identical requests return the same Plan object from a small LRU
 cache, so backends can keep per-plan device state (backends/launch.py, keyed weakly by
 the Plan, which is immutable).
 
@@ -16,6 +18,7 @@ as the default (set_default_resources).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
@@ -27,7 +30,7 @@ import numpy as np
 from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
 from ..occupancy import Arch, ceilings, get_arch, tuned
 from ..problem import MAX_SPAN
-from . import parallelism
+from . import parallelism, split_k as split_k_rule
 from .launches import provider_version, resolve_provider
 from .launches import set_default_provider as set_default_resources  # noqa: F401 (API)
 from .tiling import Request
@@ -313,6 +316,19 @@ def _fast_store(fkey, key, provider, p, keep) -> None:
 
 # --- the entry point ----------------------------------------------------------------
 
+def _split_option(split_k, strategy) -> bool:
+    """Whether to weigh split-K: by default for the default strategy only (the named
+    strategies reproduce their papers, which never split)."""
+    if split_k is None:
+        return strategy is None
+    if not isinstance(split_k, (bool, np.bool_)):
+        raise ValidationError(f"split_k must be True, False or None, got {split_k!r}")
+    if split_k and strategy is not None:
+        raise ValidationError(f"strategy {strategy!r} never splits K (it reproduces its "
+                              f"paper); split_k=True needs the default strategy (None)")
+    return bool(split_k)
+
+
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
          resources=None, **options):
     """Plan a batch of GEMMs with shapes (batch, 3) = M, N, K of op(A) @ op(B).
@@ -340,6 +356,12 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     option, or an option out of range; DtypeError; UnknownArch; UnknownStrategy;
     ArgumentTypeError for a provider that is not callable or returns no KernelResources.
     These checks run before any tile is built.
+
+    Option split_k, for every strategy: None (default: weigh split-K for the default
+    strategy, strategy=None, only), False (never split), True (weigh it; ValidationError
+    with a named strategy: those never split). A split plan carries ``plan.split``
+    (plan.SplitK, planner/split_k.py). It travels among the options (not as a parameter
+    of its own) so that every cache key made from the options tells the two apart.
     """
     fkey = None
     if use_cache and type(shapes) is np.ndarray:
@@ -355,7 +377,9 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     if m not in info.modes:
         raise ValidationError(f"strategy {info.name!r} has no mode {m!r}; "
                               f"it supports {', '.join(info.modes)}")
-    options = {k: v for k, v in options.items() if v is not None}   # None = default
+    split = _split_option(options.get("split_k"), strategy)
+    options = {k: v for k, v in options.items()   # None = default; split_k is plan()'s own
+               if v is not None and k != "split_k"}
     unknown = sorted(set(options) - set(info.options))
     if unknown:
         raise ValidationError(f"strategy {info.name!r} takes no option(s) {', '.join(unknown)}; "
@@ -363,7 +387,7 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     _check_options(options)
     provider = resolve_provider(resources)
     # a mode named and the same mode by default may plan differently (Request.mode_given)
-    key = _key(s, dt, a, info.name, (m, mode is not None), options, provider) \
+    key = _key(s, dt, a, info.name, (m, mode is not None, split), options, provider) \
         if use_cache else None
     if key is not None:
         with _cache_lock:
@@ -378,7 +402,10 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                 _fast_store(fkey, key, provider, hit, (arch, resources))
             return hit
     # None (the default provider) stays None in the request: strategies pass it on
-    p = info.fn(Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None))
+    req = Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None)
+    p = info.fn(req)
+    if split:
+        p = split_k_rule.consider(p, lambda vs: info.fn(dataclasses.replace(req, shapes=vs)))
     if key is not None:
         with _cache_lock:
             _stats["misses"] += 1
