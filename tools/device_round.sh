@@ -9,6 +9,7 @@
 #   grid      bash bench/device_bench.sh grid        kernel    bench/kernel_bench.py
 #   ncu       Nsight Compute (--set full) of NCU_CASES (tools/ncu_case.py args, ';'-separated)
 #   profile   tools/profile_host.py (attribute costs, stage times, cProfile of a call)
+#   splitk    bench/split_k_bench.py (split-K against split_k=False and cuBLAS grouped)
 set -u -o pipefail
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export PORTGEMM_CACHE_DIR=${PORTGEMM_CACHE_DIR:-/tmp/pgcache}
@@ -29,6 +30,7 @@ for part in "$@"; do
           cp portgemm/occupancy/tuned/*.json "$OUT/" ;;
     grid) bash bench/device_bench.sh grid 2>&1 | tail -40 ;;
     kernel) python3 bench/kernel_bench.py --out "$OUT" 2>&1 | tail -60 ;;
+    splitk) python3 bench/split_k_bench.py --out "$OUT" 2>&1 | tee "$OUT/split_k.txt" | tail -40 ;;
     profile) python3 tools/profile_host.py > "$OUT/profile_host.txt" 2>&1; tail -30 "$OUT/profile_host.txt" ;;
     ncu) IFS=';' read -ra cases <<< "${NCU_CASES:-1024/128/256;1024/128/256 --peer cublas}"
          for c in "${cases[@]}"; do
