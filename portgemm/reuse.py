@@ -243,9 +243,12 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
 def _launcher(be, plan, batch, gemms):
     """What a hit calls with (A, B, C): the backend's bound call (raw launches, arguments
     encoded once; it keeps addresses, not arrays) where it has one, else execute over a
-    Batch of this call's lists and the entry's flat arrays and descriptors."""
+    Batch of this call's lists and the entry's flat arrays and descriptors. A split-K
+    plan takes execute too: its bound call would allocate and upload a workspace and a
+    reduction table now (this may run inside a graph capture), and execute reuses the
+    ones its first call made on the caller's stream (backends/split.py)."""
     prepare = getattr(be, "prepare", None)
-    if prepare is not None:
+    if prepare is not None and plan.split is None:
         bound = prepare(plan, batch, gemms)
         return lambda A, B, C: bound()
     fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta, batch.trans_a,

@@ -121,8 +121,10 @@ def test_bound_split_call_in_a_cuda_graph(cuda, cp):  # CUDA only
         call = p.bind(A, B, C, alpha=1.5, backend="cuda")
         call()   # compiles outside the capture
         stream.begin_capture()
-        call()
-        graph = stream.end_capture()
+        try:   # a failed call must not leave the stream capturing
+            call()
+        finally:
+            graph = stream.end_capture()
     # ``call`` stays alive: it holds the workspace and tables the graph's launches read
 
     def replay():
@@ -142,8 +144,10 @@ def test_plan_run_in_a_cuda_graph(cuda, cp):  # CUDA only
     with stream:
         p.run(A, B, C, backend="cuda")
         stream.begin_capture()
-        p.run(A, B, C, backend="cuda")
-        graph = stream.end_capture()
+        try:   # a failed call must not leave the stream capturing
+            p.run(A, B, C, backend="cuda")
+        finally:
+            graph = stream.end_capture()
     for c in C:
         c.fill(cp.nan)
     with stream:
@@ -163,8 +167,10 @@ def test_plan_run_captured_on_another_stream(cuda, cp):  # CUDA only
     warm.synchronize()
     with cap:
         cap.begin_capture()
-        p.run(A, B, C, backend="cuda")
-        graph = cap.end_capture()
+        try:   # a failed call must not leave the stream capturing
+            p.run(A, B, C, backend="cuda")
+        finally:
+            graph = cap.end_capture()
         for c in C:
             c.fill(cp.nan)
         graph.launch()
