@@ -22,6 +22,9 @@ HERE = Path(__file__).parent
 MIN_BLOCKS = {
     ("zhang2025", "fused", "float32"): 3,
     ("zhang2025", "medium-large", "float32"): 3,
+    # 128 accumulators a thread: 2 blocks of 128 threads an SM leave 255 registers
+    ("portgemm", "128x128/16x8", "float32"): 2,
+    ("tune", "128x128/16x8/k8", "float32"): 2,
 }
 
 
@@ -38,6 +41,9 @@ STAGES = {
     # the same two tiles among the tuning candidates, so `tune` times what runs
     ("tune-f64", "32x32/4x4/k8", "float64"): 3,
     ("tune-f64", "64x64/4x4/k16", "float64"): 3,
+    # 128x128/16x8: cuBLAS's grouped SIMT tile (4 stages of BK 8, 128 threads)
+    ("portgemm", "128x128/16x8", "float32"): 4,
+    ("tune", "128x128/16x8/k8", "float32"): 4,
 }
 
 
@@ -107,13 +113,15 @@ def smem_elems(kinds, dtype: str = "float32") -> int:
 
 
 def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
-    """Shared-memory elements on the cp.async path (sm_80+) with ``stages`` stages: each
-    operand's stage is k-major (BK rows of BX + pad) or x-major (BX rows of BK + pad);
-    this bounds both. The register path's figure when there is no pipeline."""
+    """Shared-memory elements on the cp.async path (sm_80+) with ``stages`` stages: A's
+    stage is k-major (BK rows of BM + pad, A^T) or x-major (BM rows of BK + pad, A), B's
+    always k-major (B^T takes the register path); the larger of A's two. The register
+    path's figure when there is no pipeline."""
     if stages < 2:
         return smem_elems(kinds, dtype)
     p = pad_elems(dtype)
-    return max(stages * (k.tk + p) * (k.tm + p + k.tn + p) for k in kinds)
+    return max(stages * (max(k.tk * (k.tm + p), k.tm * (k.tk + p)) + k.tk * (k.tn + p))
+               for k in kinds)
 
 
 @dataclass(frozen=True)
