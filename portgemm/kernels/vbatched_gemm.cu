@@ -422,9 +422,10 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     using PA = PgAsync<BK, BM, NT, !PG_TRANS_A, RM>;   // As[m][k] (A), As[k][m] (A^T)
     using PB = PgAsync<BK, BN, NT, false>;             // Bs[k][n]
     static_assert(ST * (PA::ELEMS + PB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_ELEMS_ASYNC");
-    // k values per read of the x-major A: 16 bytes, but no more than the micro-tile can
-    // hold in registers at once.
-    constexpr int KV = PG_TRANS_A ? 1 : (RM * PG_V <= 32 ? PG_V : PG_V / 2);
+    // k values per read of the x-major A: 16 bytes, unless that would hold more than 64
+    // fragment registers at once (16 rows of fp32 take 64 and stay below 255 with no
+    // spill on sm_80 and sm_90; reading them 8 bytes at a time costs 16 more reads a step).
+    constexpr int KV = PG_TRANS_A ? 1 : (RM * PG_V <= 64 ? PG_V : PG_V / 2);
     PG_T* As = smem;                   // [ST][PA::ELEMS]
     PG_T* Bs = smem + ST * PA::ELEMS;  // [ST][PB::ELEMS]
 
@@ -452,8 +453,6 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
             // the barrier publishes it and retires step kt - 1's reads of stage ws.
             pg_cp_async_wait<ST - 2>();
             __syncthreads();
-            if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK);
-            pg_cp_async_commit();
             const PG_T* as = As + rs * PA::ELEMS;
             const PG_T* bs = Bs + rs * PB::ELEMS;
             PG_UNROLL_K
@@ -474,6 +473,15 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
                     for (int g = 0; g < NG; ++g)
                         PB::KMajor::template read<CV>(b + g * CV, bs, kq + j, g * GS + tx * CV);
+                    // The copies into stage ws go out once the first fragments are read:
+                    // the compiler keeps shared reads behind a cp.async (its memory
+                    // clobber), so issued first they would delay the step's first FMAs
+                    // by the whole issue sequence. Stage ws was last read before the
+                    // barrier above.
+                    if (kq == 0 && j == 0) {
+                        if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK);
+                        pg_cp_async_commit();
+                    }
 #pragma unroll
                     for (int i = 0; i < RM; ++i)
 #pragma unroll
