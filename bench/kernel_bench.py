@@ -210,8 +210,8 @@ def main(argv=None):
                              100 * flops / ms / 1e-3 / PEAK[dtype], cub / ms, note, err])
                 raw.append({"case": name, "config": cfg, "method": label, "ms": ms,
                             "err": err, "note": note, "mode": p.mode})
-            print(f"{cfg} {name}: " + ", ".join(f"{r[2]} {r[3]:.0f}" for r in rows[-len(methods(dtype)):]),
-                  flush=True)
+            done = rows[-len(methods(dtype)):]
+            print(f"{cfg} {name}: " + ", ".join(f"{r[2]} {r[3]:.0f}" for r in done), flush=True)
     rows.sort(key=lambda r: [b[0] for b in batches].index(r[0]))
     lines = [f"device: {base.device_name()}; bound calls; TFLOP/s, % of the FMA peak "
              f"(fp32 {PEAK['float32'] / 1e12} / fp64 {PEAK['float64'] / 1e12} TFLOP/s), "
