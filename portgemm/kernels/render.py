@@ -61,10 +61,18 @@ def stages(variant: Variant) -> int:
     return s
 
 
-# Unroll count of the BK loop, same keys; absent: the vendor default (compat.h: full on
-# CUDA, 4 on AMD). A full unroll lets the compiler hoist every k step's shared reads,
-# which costs registers that a resident block more per SM is worth more than.
-K_UNROLL: dict[tuple[str, str, str], int] = {}
+# Unroll count of the BK loop, same keys (an op after the dtype, as in MIN_BLOCKS, wins);
+# absent: the vendor default (compat.h: full on CUDA, 4 on AMD). A full unroll lets the
+# compiler hoist every k step's shared reads, which costs registers that a resident
+# block more per SM is worth more than.
+K_UNROLL: dict[tuple, int] = {
+    # The fused kernel of our fp32 family holds 128x128/16x8 (128 accumulators) on the
+    # register path for A^T B^T; fully unrolled it spilled 176 bytes on sm_80 (255
+    # registers, NVRTC 13.0), unrolled 4 or 2 times 8-272 bytes in other ops. Not
+    # unrolled: 254 registers, no spill. The default plan never runs this kernel (our
+    # family runs per kind); not timed.
+    ("portgemm", "fused", "float32", "tt"): 1,
+}
 
 
 def _key(variant: Variant) -> tuple[str, str, str]:
@@ -85,8 +93,10 @@ def min_blocks(variant: Variant) -> int:
 
 
 def k_unroll(variant: Variant) -> int:
-    """The BK loop's unroll count (0: the vendor default)."""
-    return K_UNROLL.get(_key(variant), 0)
+    """The BK loop's unroll count (0: the vendor default); an entry keyed with the op
+    wins, as in min_blocks."""
+    key = _key(variant)
+    return K_UNROLL.get(key + (_op(variant),), K_UNROLL.get(key, 0))
 
 SOURCE_FILE = HERE / "vbatched_gemm.cu"
 COMPAT_FILE = HERE / "compat.h"
