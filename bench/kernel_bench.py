@@ -53,14 +53,16 @@ CASES = {
         ("1024/512 b64", 1024, 512, 64), ("1024/512 b256", 1024, 512, 256),
         ("128/128 b1024", 128, 128, 1024), ("256/512 b64", 256, 512, 64),
         ("64x1000^2x512", (1000, 1000, 512), 64), ("64x1008^2x512", (1008, 1008, 512), 64),
+        ("16x1024^2x256", (1024, 1024, 256), 16),
     ],
     "float64": [
         ("f64 256/256 b256", 256, 256, 256), ("f64 512/256 b256", 512, 256, 256),
         ("f64 1024/512 b64", 1024, 512, 64), ("f64 128/128 b1024", 128, 128, 1024),
     ],
 }
-QUICK = {"512/128 b1024", "1024/128 b1024", "1024/512 b256", "128/128 b1024",
-         "64x1000^2x512", "f64 512/256 b256", "f64 1024/512 b64"}
+QUICK = {"512/128 b1024", "1024/128 b256", "1024/128 b1024", "1024/512 b256",
+         "128/128 b1024", "64x1000^2x512", "16x1024^2x256", "f64 512/256 b256",
+         "f64 1024/512 b64"}
 
 # Compile settings to compare: {table name in render: {key: value}} merged over the
 # committed tables.
@@ -83,6 +85,8 @@ CONFIGS = {
     # pipeline depth (4 falls back to 3 where 4 would pass 48 KiB)
     "st2": {"STAGES": {k: 2 for k in render.STAGES}},
     "st4": {"STAGES": {k: 4 for k in render.STAGES}},
+    # 128x128/16x8 with 3 stages instead of its 4
+    "fat3": {"STAGES": {("portgemm", "128x128/16x8", F32): 3}},
     # measured on the register path (first H100 call): no BK unroll for the 8x8 kinds and
     # caps for one more block per SM: slower
     "occ": {"MIN_BLOCKS": {("portgemm", "128x128/8x8", F32): 2,
@@ -206,8 +210,8 @@ def main(argv=None):
                              100 * flops / ms / 1e-3 / PEAK[dtype], cub / ms, note, err])
                 raw.append({"case": name, "config": cfg, "method": label, "ms": ms,
                             "err": err, "note": note, "mode": p.mode})
-            print(f"{cfg} {name}: " + ", ".join(f"{r[2]} {r[3]:.0f}" for r in rows[-7:]),
-                  flush=True)
+            done = rows[-len(methods(dtype)):]
+            print(f"{cfg} {name}: " + ", ".join(f"{r[2]} {r[3]:.0f}" for r in done), flush=True)
     rows.sort(key=lambda r: [b[0] for b in batches].index(r[0]))
     lines = [f"device: {base.device_name()}; bound calls; TFLOP/s, % of the FMA peak "
              f"(fp32 {PEAK['float32'] / 1e12} / fp64 {PEAK['float64'] / 1e12} TFLOP/s), "

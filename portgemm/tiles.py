@@ -100,6 +100,10 @@ MAGMA = _family("magma", [
 #   128x128), the smaller ones tk 16, so a k step always stages 1-2 units per thread;
 # - micro-tiles of 8 rows x 8 columns give 64 FMAs per 4 LDS.128 (fp32), 4x4 keeps the
 #   32x32 kind at 64 threads so small GEMMs still fill the device;
+# - 128x128/16x8 is cuBLAS's grouped SIMT tile (128 threads, 128 accumulators each, BK 8):
+#   128 FMAs per 6 LDS.128, on sm_80+ with 4 cp.async stages and 2 blocks per SM
+#   (kernels/render.py); the fastest of ours on large uniform GEMMs on the H100 (16 x
+#   1024^2 x 256: 0.93x cuBLAS grouped, 64x128/8x8 0.80x), slower on ragged batches;
 # - fp64 has its own kinds (PORTGEMM_F64): 8x8 doubles are 128 accumulator registers,
 #   and with the staged loads the 8x8 kinds reach 234-255 registers on sm_80/sm_90 and
 #   spill in the fused kernel (NVRTC 13.0), so fp64 keeps 32 accumulators per thread;
@@ -113,6 +117,7 @@ PORTGEMM = _family("portgemm", [
     ("128x64/8x8",  128,  64,  8, 128,  8, 8),
     ("64x128/8x8",   64, 128,  8, 128,  8, 8),
     ("128x128/8x8", 128, 128,  8, 256,  8, 8),
+    ("128x128/16x8", 128, 128, 8, 128, 16, 8),
 ])
 PORTGEMM_F64 = _family("portgemm-f64", [
     ("32x32/4x4",    32,  32,  8,  64,  4, 4),
@@ -150,6 +155,7 @@ TUNE = _family("tune", [
     ("64x128/8x8/k8",     64, 128,  8, 128,  8, 8),
     ("128x128/8x8/k8",   128, 128,  8, 256,  8, 8),
     ("128x128/8x8/k16",  128, 128, 16, 256,  8, 8),
+    ("128x128/16x8/k8",  128, 128,  8, 128, 16, 8),
 ])
 TUNE_F64 = _family("tune-f64", [
     ("32x32/4x4/k8",      32,  32,  8,  64,  4, 4),

@@ -300,3 +300,36 @@ def test_forced_pipeline(pipelined_be, dtype, trans):
                         name="forced-pipeline")
         run_family_case(pipelined_be, shapes[::3], dtype, *trans, "odd", "per-kind", kind,
                         name="forced-pipeline-packed", tiles_per_block=3)
+
+
+FAT = "128x128/16x8"   # 128 accumulators a thread, 4 cp.async stages, 2 blocks an SM
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+def test_fat_kind_builds_without_spill(be, trans):
+    """The 128-accumulator kind compiles to at most 255 registers with no local memory,
+    and two 128-thread blocks fit an SM, every transpose pair (CUDA: the driver's figures)."""
+    from portgemm.kernels.variants import Variant
+    if not hasattr(be, "function_attributes"):
+        pytest.skip(f"{be.name}: no function attributes")
+    k = next(t for t in FAMILIES["portgemm"] if t.kind == FAT)
+    fn = be.function(Variant((k,), "float32", "tile-list", *trans))
+    attrs = be.function_attributes(fn)
+    assert attrs["local_size_bytes"] == 0, attrs
+    assert attrs["num_regs"] <= 255, attrs
+    assert be.max_active_blocks(fn, k.threads) >= 2, attrs
+
+
+@pytest.mark.parametrize("layouts", [["aligned", "odd", "offset", "tight"], "aligned", "odd"],
+                         ids=["mixed", "aligned", "odd"])
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+def test_fat_kind_edges(be, trans, layouts):
+    """128x128/16x8 over M, N and K off the tile and the pipeline (K < BK, K == 0, K past
+    its four stages), per-GEMM alpha and beta (beta == 0 over NaN C), aligned leading
+    dimensions (16-byte copies) and unaligned ones (4-byte copies) in one batch."""
+    ks = (0, 1, 7, 8, 9, 24, 31, 32, 33, 67, 300)
+    mn = ((128, 128), (1, 1), (127, 129), (129, 127), (255, 3), (3, 257), (200, 130))
+    shapes = np.array([[m, n, k] for k in ks for m, n in mn], dtype=np.int64)
+    if isinstance(layouts, list):
+        layouts = [layouts[i % len(layouts)] for i in range(len(shapes))]
+    run_family_case(be, shapes, "float32", *trans, layouts, "per-kind", FAT, name="fat")

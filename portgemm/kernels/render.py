@@ -22,6 +22,9 @@ HERE = Path(__file__).parent
 MIN_BLOCKS = {
     ("zhang2025", "fused", "float32"): 3,
     ("zhang2025", "medium-large", "float32"): 3,
+    # 128 accumulators a thread: 2 blocks of 128 threads an SM leave 255 registers
+    ("portgemm", "128x128/16x8", "float32"): 2,
+    ("tune", "128x128/16x8/k8", "float32"): 2,
 }
 
 
@@ -38,6 +41,10 @@ STAGES = {
     # the same two tiles among the tuning candidates, so `tune` times what runs
     ("tune-f64", "32x32/4x4/k8", "float64"): 3,
     ("tune-f64", "64x64/4x4/k16", "float64"): 3,
+    # 128x128/16x8: cuBLAS's grouped SIMT tile (4 stages of BK 8, 128 threads); 3 stages
+    # timed the same on the H100 (kernel_bench "fat3": within 1 %)
+    ("portgemm", "128x128/16x8", "float32"): 4,
+    ("tune", "128x128/16x8/k8", "float32"): 4,
 }
 
 
@@ -54,10 +61,18 @@ def stages(variant: Variant) -> int:
     return s
 
 
-# Unroll count of the BK loop, same keys; absent: the vendor default (compat.h: full on
-# CUDA, 4 on AMD). A full unroll lets the compiler hoist every k step's shared reads,
-# which costs registers that a resident block more per SM is worth more than.
-K_UNROLL: dict[tuple[str, str, str], int] = {}
+# Unroll count of the BK loop, same keys (an op after the dtype, as in MIN_BLOCKS, wins);
+# absent: the vendor default (compat.h: full on CUDA, 4 on AMD). A full unroll lets the
+# compiler hoist every k step's shared reads, which costs registers that a resident
+# block more per SM is worth more than.
+K_UNROLL: dict[tuple, int] = {
+    # The fused kernel of our fp32 family holds 128x128/16x8 (128 accumulators) on the
+    # register path for A^T B^T; fully unrolled it spilled 176 bytes on sm_80 (255
+    # registers, NVRTC 13.0), unrolled 4 or 2 times 8-272 bytes in other ops. Not
+    # unrolled: 254 registers, no spill. The default plan never runs this kernel (our
+    # family runs per kind); not timed.
+    ("portgemm", "fused", "float32", "tt"): 1,
+}
 
 
 def _key(variant: Variant) -> tuple[str, str, str]:
@@ -78,8 +93,10 @@ def min_blocks(variant: Variant) -> int:
 
 
 def k_unroll(variant: Variant) -> int:
-    """The BK loop's unroll count (0: the vendor default)."""
-    return K_UNROLL.get(_key(variant), 0)
+    """The BK loop's unroll count (0: the vendor default); an entry keyed with the op
+    wins, as in min_blocks."""
+    key = _key(variant)
+    return K_UNROLL.get(key + (_op(variant),), K_UNROLL.get(key, 0))
 
 SOURCE_FILE = HERE / "vbatched_gemm.cu"
 COMPAT_FILE = HERE / "compat.h"
@@ -114,13 +131,15 @@ def smem_elems(kinds, dtype: str = "float32") -> int:
 
 
 def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
-    """Shared-memory elements on the cp.async path (sm_80+) with ``stages`` stages: each
-    operand's stage is k-major (BK rows of BX + pad) or x-major (BX rows of BK + pad);
-    this bounds both. The register path's figure when there is no pipeline."""
+    """Shared-memory elements on the cp.async path (sm_80+) with ``stages`` stages: A's
+    stage is k-major (BK rows of BM + pad, A^T) or x-major (BM rows of BK + pad, A), B's
+    always k-major (B^T takes the register path); the larger of A's two. The register
+    path's figure when there is no pipeline."""
     if stages < 2:
         return smem_elems(kinds, dtype)
     p = pad_elems(dtype)
-    return max(stages * (k.tk + p) * (k.tm + p + k.tn + p) for k in kinds)
+    return max(stages * (max(k.tk * (k.tm + p), k.tm * (k.tk + p)) + k.tk * (k.tn + p))
+               for k in kinds)
 
 
 @dataclass(frozen=True)

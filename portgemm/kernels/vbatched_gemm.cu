@@ -279,10 +279,14 @@ struct PgStage {
 // BK + PG_PAD elements: an odd number of 16-byte groups, so the units a quarter warp
 // copies land on different banks. The compute loop reads Xs[x][k] KV k values at a
 // time; the threads of a quarter warp share their rows there (TX >= 8 in every kind
-// that runs this path), so those reads are broadcasts. Units past the matrix edge are
+// that runs this path), so those reads are broadcasts. But a warp holds 32 / TX row
+// blocks of RB rows (RB = RM), which the same read puts RB rows apart: RB * S elements,
+// a multiple of 128 bytes for RB = 16 in fp32, all on the same banks. So the 16-byte
+// groups of row x are XOR-ed with (x / RB) % KG (KG: the groups that hold k values)
+// and the row blocks of a warp read different banks. Units past the matrix edge are
 // zero-filled by the copy itself (source size 0), as the register path loads zeros.
 #if PG_ASYNC  // its copy helpers exist only there (compat.h)
-template <int BK, int BX, int NT, bool TRANSPOSED>
+template <int BK, int BX, int NT, bool TRANSPOSED, int RB = 1>
 struct PgAsync {
     using KMajor = PgStage<BK, BX, NT, false>;          // Xs[k][x] layout and its read
     static constexpr int CONT = TRANSPOSED ? BK : BX;
@@ -292,21 +296,43 @@ struct PgAsync {
     static constexpr int S = TRANSPOSED ? BK + PG_PAD : KMajor::S;   // row stride
     static constexpr int ELEMS = (TRANSPOSED ? BX : BK) * S;         // one stage
     static_assert(S % PG_V == 0, "rows must keep 16-byte alignment");
+    static constexpr int KG = BK / PG_V;
+    static constexpr bool SWIZZLE = TRANSPOSED && pg_pow2(KG) && KG > 1;
+
+    // Where element k of x-major row x lives in its row (k itself when not swizzled).
+    static __device__ __forceinline__ int kpos(int x, int k)
+    {
+        return SWIZZLE ? ((k / PG_V) ^ (x / RB % KG)) * PG_V + k % PG_V : k;
+    }
 
     // Issue this thread's copies of the slice whose first stored row and column are
     // (rbase, cbase); rlim, clim: the stored matrix's rows and columns; `vec`: 16-byte
-    // units are aligned (as in PgStage::load).
+    // units are aligned (as in PgStage::load); `inside` (uniform): the whole slice lies
+    // inside the matrix, so no unit needs its bounds checked (most steps of most tiles:
+    // the checks cost more issue slots than the copies).
     static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
                                                 int rbase, int cbase, int rlim, int clim,
-                                                bool vec, int tid)
+                                                bool vec, bool inside, int tid)
     {
+        if (W > 1 && vec && inside) {
+#pragma unroll
+            for (int l = 0; l < L; ++l) {
+                const int u = tid + l * NT;
+                if (UNITS % NT != 0 && u >= UNITS) continue;
+                const int o = u / (CONT / W), c = (u % (CONT / W)) * W;
+                pg_cp_async16(xs + o * S + (TRANSPOSED ? kpos(o, c) : c),
+                              X + (rbase + o) * ld + cbase + c, 16);
+            }
+            return;
+        }
 #pragma unroll
         for (int l = 0; l < L; ++l) {
             const int u = tid + l * NT;
             if (UNITS % NT != 0 && u >= UNITS) continue;
             const int o = u / (CONT / W), c = (u % (CONT / W)) * W;
             const int row = rbase + o, col = cbase + c;
-            PG_T* dst = xs + o * S + c;
+            // x-major: stored row o is x, its W elements one 16-byte group of k values
+            PG_T* dst = xs + o * S + (TRANSPOSED ? kpos(o, c) : c);
             const bool live = row < rlim;
             if (W > 1 && vec) {
                 const int n = live ? max(0, min(W, clim - col)) : 0;
@@ -327,9 +353,11 @@ struct PgAsync {
     template <int N, int KV>
     static __device__ __forceinline__ void read_rows(PG_T (&v)[N][KV], const PG_T* xs, int x, int k)
     {
+        static_assert(N <= RB, "the rows read must lie in one row block");
+        const int kp = kpos(x, k);      // x starts a row block: one swizzle for all N rows
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-            const PG_T* p = xs + (x + i) * S + k;
+            const PG_T* p = xs + (x + i) * S + kp;
             if (KV == PG_V) {
                 pg_get16(p, v[i]);
             } else {
@@ -395,22 +423,25 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 
 #if PG_PIPELINE
     constexpr int ST = PG_STAGES;
-    using PA = PgAsync<BK, BM, NT, !PG_TRANS_A>;       // As[m][k] (A), As[k][m] (A^T)
+    using PA = PgAsync<BK, BM, NT, !PG_TRANS_A, RM>;   // As[m][k] (A), As[k][m] (A^T)
     using PB = PgAsync<BK, BN, NT, false>;             // Bs[k][n]
     static_assert(ST * (PA::ELEMS + PB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_ELEMS_ASYNC");
-    // k values per read of the x-major A: 16 bytes, but no more than the micro-tile can
-    // hold in registers at once.
-    constexpr int KV = PG_TRANS_A ? 1 : (RM * PG_V <= 32 ? PG_V : PG_V / 2);
+    // k values per read of the x-major A: 16 bytes, unless that would hold more than 64
+    // fragment registers at once (16 rows of fp32 take 64 and stay below 255 with no
+    // spill on sm_80 and sm_90; reading them 8 bytes at a time costs 16 more reads a step).
+    constexpr int KV = PG_TRANS_A ? 1 : (RM * PG_V <= 64 ? PG_V : PG_V / 2);
     PG_T* As = smem;                   // [ST][PA::ELEMS]
     PG_T* Bs = smem + ST * PA::ELEMS;  // [ST][PB::ELEMS]
 
+    const bool m_in = m0 + BM <= M, n_in = n0 + BN <= N;
     auto issue = [&](int stage, int k0) {
+        const bool k_in = k0 + BK <= K;
 #if PG_TRANS_A
-        PA::copy(As + stage * PA::ELEMS, A, lda, k0, m0, K, M, vec_a, tid);
+        PA::copy(As + stage * PA::ELEMS, A, lda, k0, m0, K, M, vec_a, m_in && k_in, tid);
 #else
-        PA::copy(As + stage * PA::ELEMS, A, lda, m0, k0, M, K, vec_a, tid);
+        PA::copy(As + stage * PA::ELEMS, A, lda, m0, k0, M, K, vec_a, m_in && k_in, tid);
 #endif
-        PB::copy(Bs + stage * PB::ELEMS, B, ldb, k0, n0, K, N, vec_b, tid);
+        PB::copy(Bs + stage * PB::ELEMS, B, ldb, k0, n0, K, N, vec_b, n_in && k_in, tid);
     };
 
     const int nk = (K + BK - 1) / BK;
@@ -426,8 +457,6 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
             // the barrier publishes it and retires step kt - 1's reads of stage ws.
             pg_cp_async_wait<ST - 2>();
             __syncthreads();
-            if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK);
-            pg_cp_async_commit();
             const PG_T* as = As + rs * PA::ELEMS;
             const PG_T* bs = Bs + rs * PB::ELEMS;
             PG_UNROLL_K
@@ -448,6 +477,15 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
                     for (int g = 0; g < NG; ++g)
                         PB::KMajor::template read<CV>(b + g * CV, bs, kq + j, g * GS + tx * CV);
+                    // The copies into stage ws go out once the first fragments are read:
+                    // the compiler keeps shared reads behind a cp.async (its memory
+                    // clobber), so issued first they would delay the step's first FMAs
+                    // by the whole issue sequence. Stage ws was last read before the
+                    // barrier above.
+                    if (kq == 0 && j == 0) {
+                        if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK);
+                        pg_cp_async_commit();
+                    }
 #pragma unroll
                     for (int i = 0; i < RM; ++i)
 #pragma unroll
