@@ -139,9 +139,9 @@ def gather(X) -> Operand | None:
     if kind == "torch":
         return _gather_torch(X, n)
     dtype = _one(list(map(_DTYPE, X)))   # map with attrgetter: no bytecode per element
-    if dtype is None:
+    if dtype is None or not _all_2d(X, n):
         return None
-    shape = _pairs(list(map(_SHAPE, X)), n)
+    shape = _pairs(X, _SHAPE, n)
     if shape is None:
         return None
     contiguous = kind == "cupy" and _all_c_contiguous(X)
@@ -152,7 +152,7 @@ def gather(X) -> Operand | None:
         strides = shape[:, ::-1].copy()   # (cols, rows), then (cols, 1): two numpy calls
         strides[:, 1] = 1
     else:
-        bstrides = _pairs(list(map(_STRIDES, X)), n)
+        bstrides = _pairs(X, _STRIDES, n)
         if bstrides is None or np.count_nonzero(bstrides % dtype.itemsize):
             return None
         strides = bstrides // dtype.itemsize
@@ -230,8 +230,10 @@ def _gather_torch(X, n):
     if tdtype is None or dev is None:
         return None
     dtype = _torch_dtype(torch, tdtype)
-    shape = _pairs(list(map(_SHAPE, X)), n)
-    strides = _pairs(list(map(_STRIDE, X)), n)   # torch strides are in elements
+    if not _all_2d(X, n):
+        return None
+    shape = _pairs(X, _SHAPE, n)
+    strides = _pairs(X, _STRIDE, n)   # torch strides are in elements
     if dtype is None or shape is None or strides is None:
         return None
     ptr = np.fromiter(map(_DATA_PTR, X), np.int64, n)
@@ -255,19 +257,31 @@ def _writable(n):
 _WRITABLE: dict = {}
 
 
-def _pairs(tuples, n):
-    """(n, 2) int64 from n 2-tuples; None when any tuple is not of length 2 or holds
-    something other than an int64. Packed by a struct.Struct made once per n (about
-    twice as fast as np.fromiter, which converts each Python int on its own)."""
-    if set(map(len, tuples)) != {2}:
-        return None
+_NDIM = attrgetter("ndim")
+
+
+def _all_2d(X, n) -> bool:
+    """Whether all n arrays are 2-D (ints: a list of them holds nothing the GC tracks;
+    an array type without ``ndim`` is judged by its shape's length)."""
+    try:
+        return list(map(_NDIM, X)).count(2) == n
+    except AttributeError:
+        return list(map(len, map(_SHAPE, X))).count(2) == n
+
+
+def _pairs(X, read, n):
+    """(n, 2) int64 from ``read(x)`` (a 2-tuple: shape or strides) of each of the n 2-D
+    arrays X (gather has checked ndim); None when a value is not an int64. Packed by a
+    struct.Struct made once per n (about twice as fast as np.fromiter, which converts
+    each Python int on its own). Each tuple is unpacked as it is read and freed at once:
+    holding n fresh tuples would set off the garbage collector on every large call."""
     packer = _PACKERS.get(n)
     if packer is None:
         if len(_PACKERS) >= _PACKERS_KEPT:
             _PACKERS.pop(next(iter(_PACKERS)))
         packer = _PACKERS[n] = struct.Struct(f"={2 * n}q")
     try:
-        raw = packer.pack(*itertools.chain.from_iterable(tuples))
+        raw = packer.pack(*itertools.chain.from_iterable(map(read, X)))
     except struct.error:   # not an integer, or out of int64's range
         return None
     return np.frombuffer(raw, np.int64).reshape(n, 2)

@@ -265,14 +265,15 @@ class FakeTensor:
         self.a = a
 
     shape = property(lambda self: self.a.shape)
+    ndim = property(lambda self: self.a.ndim)
     dtype = property(lambda self: "f32" if self.a.dtype == np.float32 else "f64")
     device = "cuda:0"
 
-    def data_ptr(self):
-        return self.a.ctypes.data
+    def data_ptr(self):   # not a.ctypes.data: that leaves a reference cycle per read
+        return self.a.__array_interface__["data"][0]
 
     def stride(self):
-        return tuple(s // self.a.itemsize for s in self.a.strides)
+        return tuple(np.floor_divide(self.a.strides, self.a.itemsize).tolist())
 
     def get_device(self):
         return 0

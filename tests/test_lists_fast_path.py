@@ -31,6 +31,7 @@ class Meta:
         self.dtype, self.shape, self._c_contiguous = np.dtype(dtype), tuple(shape), True
         self.data = types.SimpleNamespace(ptr=ptr, device_id=0)
         self.strides = (shape[1] * self.dtype.itemsize, self.dtype.itemsize)
+        self.ndim = len(self.shape)
 
 
 @pytest.fixture
