@@ -37,9 +37,9 @@ on side streams, so there the figure is an upper bound). Rates come from the dev
 ceilings (portgemm/occupancy/ceilings.py: measured where the benchmark wrote them,
 modelled from the spec sheet otherwise).
 
-Not modelled: split-K (no split-K kernels exist; a split-K kind would enter as a tile
-with steps = ceil(K / (splits tk)) plus a reduction launch), L2 reuse beyond the copy
-bandwidth, bank conflicts, clock changes.
+Split-K is priced outside this module (planner/split_k.py): a split plan is this
+model's time of the plan over the K slices plus the reduction's memory time. Not
+modelled: L2 reuse beyond the copy bandwidth, bank conflicts, clock changes.
 
 Everything is vectorised over GEMMs; nothing loops over tiles in Python.
 """

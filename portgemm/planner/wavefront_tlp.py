@@ -37,9 +37,8 @@ threads, with the same thresholds). Everything is vectorised over GEMMs: a kind 
 per GEMM and (batch, kinds) tables of tile counts and predicted tile times; the device
 rule evaluates at most ``kinds + MAX_CAPS`` candidates.
 
-Split-K: not yet (no split-K kernels exist). The hook: a split-K kind would join the
-family as a tile whose time the cost model gives with ceil(K / (splits tk)) steps plus
-a reduction, and whose count is tiles x splits; the candidate search needs no change.
+Split-K is decided after this rule, by planner/split_k.py: it reruns the rule on the
+GEMMs' K slices and keeps the split plan where the cost model predicts it faster.
 """
 from __future__ import annotations
 
