@@ -14,6 +14,7 @@ import portgemm
 from conftest import backend_or_skip
 from gpu_batches import TOL, make_host_batch, max_rel_error, reference, stable_seed
 from test_gpu_host_path import _check_replay
+from test_split_k import call_entry
 
 pytestmark = pytest.mark.gpu
 
@@ -53,13 +54,7 @@ def split_plan(be, dtype, shapes=SHAPES):
 
 def run(be, entry, p, hA, hB, hC, ta, tb, alpha=ALPHA, beta=BETA):
     A, B, C = ([be.to_device(x) for x in xs] for xs in (hA, hB, hC))
-    kw = dict(alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
-    if entry == "gemm_vbatched":
-        portgemm.gemm_vbatched(A, B, C, **kw)
-    elif entry == "run":
-        p.run(A, B, C, **kw)
-    else:
-        p.bind(A, B, C, **kw)()
+    call_entry(entry, p, A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
     be.synchronize()
     return [be.to_host(c) for c in C]
 

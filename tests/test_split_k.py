@@ -19,6 +19,17 @@ from test_cuda_backend_fake import backend as cuda_backend  # noqa: F401  (a fix
 from test_hip_backend_fake import DevArray
 from test_hip_backend_fake import backend as hip_backend  # noqa: F401  (a fixture)
 
+
+def call_entry(entry, p, A, B, C, **kw):
+    """One call through ``entry`` (gemm_vbatched, run or bind) of plan ``p``'s batch."""
+    if entry == "gemm_vbatched":
+        portgemm.gemm_vbatched(A, B, C, **kw)
+    elif entry == "run":
+        p.run(A, B, C, **kw)
+    else:
+        p.bind(A, B, C, **kw)()
+
+
 TRANS = ((False, False), (False, True), (True, False), (True, True))
 # Long K on few tiles (split), with K not a multiple of the slice, K = 0, empty M or N,
 # a short-K GEMM that stays whole, and one long-K GEMM too thin to matter.
@@ -214,13 +225,8 @@ def _fake_run(backend, wrap, entry, ta, tb, dtype, layout=np.copy):
     p = portgemm.plan(SHAPES, dtype=dtype, arch=backend.arch())
     assert p.split is not None
     dA, dB, dC = ([wrap(layout(x)) for x in xs] for xs in (A, B, C))
-    kw = dict(alpha=ALPHA, beta=BETA, trans_a=ta, trans_b=tb, backend=backend)
-    if entry == "gemm_vbatched":
-        portgemm.gemm_vbatched(dA, dB, dC, **kw)
-    elif entry == "run":
-        p.run(dA, dB, dC, **kw)
-    else:
-        p.bind(dA, dB, dC, **kw)()
+    call_entry(entry, p, dA, dB, dC, alpha=ALPHA, beta=BETA, trans_a=ta, trans_b=tb,
+               backend=backend)
     check(dC, want, dtype, [k for *_, k in SHAPES])
     return p
 
