@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import DtypeError, LayoutError, ValidationError
+from .memo import kept
 
 
 class ArrayInfo(NamedTuple):
@@ -244,14 +245,12 @@ def _gather_torch(X, n):
 def _writable(n):
     """(n,) False: the readonly flags of arrays that cannot be read-only (CuPy, torch);
     one read-only array per n, kept."""
-    out = _WRITABLE.get(n)
-    if out is None:
-        out = np.zeros(n, bool)
-        out.flags.writeable = False
-        if len(_WRITABLE) >= _PACKERS_KEPT:
-            _WRITABLE.clear()
-        _WRITABLE[n] = out
-    return out
+    return kept(_WRITABLE, n, _PACKERS_KEPT, lambda: _read_only(np.zeros(n, bool)))
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 _WRITABLE: dict = {}

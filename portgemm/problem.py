@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arrays import Operand, _kind, gather, stacked
+from .arrays import Operand, _kind, _read_only, gather, stacked
 from .arrays import info as _default_info
 from .errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
+from .memo import kept
 
 SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 MAX_SPAN = 2**31 - 1  # elements one matrix may span: the kernels use 32-bit offsets
@@ -189,14 +190,7 @@ def _filled(n, v):
     a repeated batch size costs a dict read, not an allocation (nothing writes a Batch's
     scalars; read-only makes sure)."""
     key = (n, v, math.copysign(1.0, v))   # 0.0 == -0.0 as keys: the sign keeps them apart
-    out = _FILLED.get(key)
-    if out is None:
-        out = np.full(n, v)
-        out.flags.writeable = False
-        if len(_FILLED) >= 64:
-            _FILLED.clear()
-        _FILLED[key] = out
-    return out
+    return kept(_FILLED, key, 64, lambda: _read_only(np.full(n, v)))
 
 
 _FILLED: dict = {}
@@ -335,19 +329,16 @@ def _shape_index(n, trans_a, trans_b):
     """Flat indices into the (3n, 2) shapes: (M N K), and the pairs that must agree,
     (K of A, C's rows, C's columns) against (K of B, M, N); kept per (n, flags) up to
     _SHAPE_INDEX_N GEMMs (beyond, making them is small beside reading the arrays)."""
-    key = (n, trans_a, trans_b)
-    idx = _SHAPE_INDEX.get(key)
-    if idx is None:
+    def make():
         g = np.arange(n, dtype=np.intp)[:, None]
         a, b, c = 2 * g, 2 * (n + g), 2 * (2 * n + g)   # rows of A_i, B_i, C_i
         m, k = (a + 1, a) if trans_a else (a, a + 1)
         kb, nn = (b + 1, b) if trans_b else (b, b + 1)
-        idx = (np.hstack([m, nn, k]), np.hstack([k, c, c + 1]), np.hstack([kb, m, nn]))
-        if n <= _SHAPE_INDEX_N:
-            if len(_SHAPE_INDEX) >= 16:
-                _SHAPE_INDEX.clear()
-            _SHAPE_INDEX[key] = idx
-    return idx
+        return np.hstack([m, nn, k]), np.hstack([k, c, c + 1]), np.hstack([kb, m, nn])
+
+    if n > _SHAPE_INDEX_N:
+        return make()
+    return kept(_SHAPE_INDEX, (n, trans_a, trans_b), 16, make)
 
 
 _SHAPE_INDEX: dict = {}

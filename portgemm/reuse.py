@@ -3,16 +3,16 @@
 ``gemm_vbatched`` and ``Plan.run`` look each call up here before validating. A call is
 looked up by the identity of its arrays (``id`` of every element of A, B and C, in
 order), its scalars, transposes, backend and strategy (or plan). An entry is made on the
-second call with the same key, and holds what that call's validation and planning produced, as the backend's bound call
-(``prepare``: descriptors uploaded and launch arguments encoded once, addresses only, not
-the arrays) and the Plan. A hit then costs ``map(id)`` over the lists, the checks below
-and the raw launch. A call is first told apart by its sampled key: the lengths of A
-and B and the ids of its first, middle and last array. When that matches no entry and
-no call seen before, the call can neither hit nor make an entry, so the ids of the
-others are never read (a call on new arrays pays for three ids, not 3n); "seen" and
-"the second call with the same key" are judged by the sampled key (a call sharing it
-with an earlier one, e.g. the same arrays with other scalars, gets an entry one call
-early, nothing worse).
+second call with the same key, and holds what that call's validation and planning
+produced, as the backend's bound call (``prepare``: descriptors uploaded and launch
+arguments encoded once, addresses only, not the arrays) and the Plan. A hit then costs
+``map(id)`` over the lists, the checks below and the raw launch. A call is first told
+apart by its sampled key: the lengths of A and B and the ids of its first, middle and
+last array. When that matches no entry and no call seen before, the call can neither hit
+nor make an entry, so the ids of the others are never read (a call on new arrays pays
+for three ids, not 3n); "seen" and "the second call with the same key" are judged by the
+sampled key (a call sharing it with an earlier one, e.g. the same arrays with other
+scalars, gets an entry one call early, nothing worse).
 
 What a hit checks (everything a validation result depends on that can change while an
 array object lives):
@@ -34,8 +34,8 @@ array object lives):
     ``_version`` would be one read, but it counts writes to the elements (a caller
     updating A in place would miss every call), and ``.data = y`` is not such a write:
     the tensor keeps its version counter, so it can replace none of the five. (On the
-    H100 host the five cost about 0.6 us a tensor, the floor of this path for torch:
-    1.9 us a GEMM.)
+    H100 host the five, read in one visit per tensor, cost about 0.5 us a tensor, the
+    floor of this path for torch: about 1.6 us a GEMM.)
   - per-GEMM alpha/beta (sequences or arrays): their values, validated again and
     compared bit for bit; scalars are part of the key (type and value, sign of zero
     included).
@@ -73,6 +73,8 @@ _stats = {"hits": 0, "misses": 0}
 
 _SEQUENCES = (list, tuple)
 _SHAPE = attrgetter("shape")
+
+
 def _torch_row(t):
     """What a hit compares of one torch tensor, in one visit (measured on the H100 host
     over 3,072 tensors: 0.52 us a tensor, against 1.07 for one pass per read, which
@@ -199,9 +201,11 @@ def snapshot(k, X):
         if type(k) is _Cold:
             _seen.append(k.sample)
             return None
-        if k not in _entries and _sample(k) not in _seen:
-            _seen.append(_sample(k))
-            return None
+        if k not in _entries:
+            sample = _sample(k)
+            if sample not in _seen:
+                _seen.append(sample)
+                return None
     types = set(map(type, X))
     kind = _kind(types.pop()) if len(types) == 1 else None
     if kind not in ("cupy", "torch"):

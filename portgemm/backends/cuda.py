@@ -26,6 +26,7 @@ from ..errors import (DeviceError, DeviceUnavailable, DtypeError, LayoutError, U
 from ..kernels import compile_cache, nvrtc, resources as kres
 from ..kernels.render import DEVICE_TILE_DTYPE, render
 from ..kernels.variants import TileExpand
+from ..memo import kept
 from .expand import expand_args
 from ..occupancy.resources import KernelResources
 from .launch import (DESCRIPTOR_CACHE, cached_descriptors, descriptors, plan_state,
@@ -219,7 +220,7 @@ class CudaBackend:
         # call); it holds only the handle, so one kept past its stream's end names the
         # same handle a later stream reuses. The device too: the null stream's handle
         # (0) is every device's.
-        return _kept(self._external, (handle, tdev), 64,
+        return kept(self._external, (handle, tdev), 64,
                      lambda: self.cp.cuda.ExternalStream(handle))
 
     def execute(self, plan, batch, gemms=None):
@@ -307,7 +308,7 @@ class CudaBackend:
     def _encoded(self, st, gemms):
         """Encoded launches for one descriptor buffer, kept per plan state by address
         (they hold only addresses, so a reused address encodes the same arguments)."""
-        return _kept(st.setdefault("encoded", {}), gemms.data.ptr, 4 * DESCRIPTOR_CACHE,
+        return kept(st.setdefault("encoded", {}), gemms.data.ptr, 4 * DESCRIPTOR_CACHE,
                      lambda: self._encode(st, gemms))
 
     def _encode(self, st, gemms):
@@ -393,7 +394,7 @@ class CudaBackend:
         on new buffers encodes only its prologue)."""
         key = (self._dev(), variant.name, n_tiles, gemms.data.ptr, tiles.data.ptr,
                bptr.data.ptr)
-        return _kept(self._ragged_gemms, key, 64, lambda: _encoded(
+        return kept(self._ragged_gemms, key, 64, lambda: _encoded(
             self.function(variant).ptr, n_tiles, variant.threads,
             (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr), ("i", 0)),
             variant.name))
@@ -545,18 +546,6 @@ def _capturing(stream) -> bool:
 
 def _nothing():
     pass
-
-
-def _kept(cache: dict, key, most: int, make):
-    """cache[key], made by ``make()`` on a miss; the cache is emptied when it holds
-    ``most`` entries (they are cheap to make again, and the ones in use live on in
-    their callers)."""
-    value = cache.get(key)
-    if value is None:
-        if len(cache) >= most:
-            cache.clear()
-        value = cache[key] = make()
-    return value
 
 
 def _ptr(buf) -> int:

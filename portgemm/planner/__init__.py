@@ -223,9 +223,8 @@ def _key(shapes, dtype, arch, strategy, mode, options, resources):
         # rather than returning a stale one. Figures for other archs, or registered figures
         # equal to those a plan used, leave cached plans alone.
         key = (_fingerprint(shapes), shapes.shape[0], dtype, arch.name,
-               int(arch.compute_units), strategy, mode, opts, parallelism.TLP_FACTOR,
-               parallelism.LI2019_FACTOR, resources, provider_version(resources, arch.name),
-               ceilings.version(), tuned.version())
+               int(arch.compute_units), strategy, mode, opts, resources,
+               _read_at_call(resources, arch.name))
         hash(key)
     except TypeError:
         return None  # unhashable option values or provider: do not cache
@@ -281,10 +280,16 @@ def _fast_key(shapes: np.ndarray, dtype, arch, strategy, mode, resources, option
     return raw, shapes.dtype.str, shapes.shape, where, args
 
 
-def _fast_check(provider, arch_name: str):
-    """What a plan depends on that may change between calls with equal arguments."""
-    return (parallelism.TLP_FACTOR, parallelism.LI2019_FACTOR, id(provider),
+def _read_at_call(provider, arch_name: str):
+    """What a plan depends on that may change between calls with equal arguments: the
+    factors, the provider's figures for this arch, the ceilings and the tuned data."""
+    return (parallelism.TLP_FACTOR, parallelism.LI2019_FACTOR,
             provider_version(provider, arch_name), ceilings.version(), tuned.version())
+
+
+def _fast_check(provider, arch_name: str):
+    """_read_at_call, with the provider by identity (the hit path's key holds its id)."""
+    return id(provider), _read_at_call(provider, arch_name)
 
 
 def _fast_hit(fkey, resources):
