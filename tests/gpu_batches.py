@@ -72,3 +72,16 @@ def random_shapes(rng, batch, max_mn, max_k, low=1):
 
 EDGE_SIZES = (0, 1, 15, 16, 17, 31, 61, 127)
 TOL = {"float32": 1e-5, "float64": 1e-12}
+
+
+def captured(stream, call):
+    """The CUDA graph of ``call()`` captured on ``stream`` (current in the caller). The
+    capture ends whatever the call does: a failed call must not leave the stream
+    capturing, which would fail every later test's synchronisation."""
+    stream.begin_capture()
+    try:
+        call()
+    except BaseException:
+        stream.end_capture()
+        raise
+    return stream.end_capture()

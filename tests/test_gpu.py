@@ -14,7 +14,7 @@ import pytest
 import portgemm
 
 from conftest import backend_or_skip
-from gpu_batches import (EDGE_SIZES, TOL, make_host_batch, max_rel_error, random_shapes,
+from gpu_batches import (EDGE_SIZES, TOL, captured, make_host_batch, max_rel_error, random_shapes,
                          reference, stable_seed)
 
 pytestmark = pytest.mark.gpu
@@ -157,9 +157,7 @@ def test_plan_run_is_graph_capturable(cuda, cp):  # CUDA only
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         p.run(dA, dB, dC, alpha=alpha, backend="cuda")  # first call: uploads
-        stream.begin_capture()
-        p.run(dA, dB, dC, alpha=alpha, backend="cuda")
-        graph = stream.end_capture()
+        graph = captured(stream, lambda: p.run(dA, dB, dC, alpha=alpha, backend="cuda"))
     for trial in range(2):
         hA = [(rng.random(a.shape) - 0.5).astype(np.float32) for a in hA]
         for d, h in zip(dA, hA):

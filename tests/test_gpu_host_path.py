@@ -10,7 +10,7 @@ import pytest
 
 import portgemm
 
-from gpu_batches import make_host_batch, max_rel_error, random_shapes, reference
+from gpu_batches import captured, make_host_batch, max_rel_error, random_shapes, reference
 
 pytestmark = pytest.mark.gpu
 
@@ -116,9 +116,7 @@ def test_bound_call_in_a_cupy_graph(cuda, cp):
     with stream:
         call = p.bind(A, B, C, alpha=1.5, backend="cuda")
         call()   # compiles and uploads outside the capture
-        stream.begin_capture()
-        call()
-        graph = stream.end_capture()
+        graph = captured(stream, call)
 
     def replay():
         with stream:
@@ -277,10 +275,8 @@ def test_layout_cache_hits_on_new_views_give_the_reference(cuda, cp, lib):
         with stream:
             portgemm.gemm_vbatched(fresh(A), fresh(B), fresh(C), alpha=list(alpha),
                                    backend="cuda")
-            stream.begin_capture()
-            portgemm.gemm_vbatched(fresh(A), fresh(B), fresh(C), alpha=list(alpha),
-                                   backend="cuda")
-            graph = stream.end_capture()
+            graph = captured(stream, lambda: portgemm.gemm_vbatched(
+                fresh(A), fresh(B), fresh(C), alpha=list(alpha), backend="cuda"))
             for c in C:
                 c.fill(cp.nan)
             graph.launch(stream)

@@ -12,7 +12,7 @@ import pytest
 import portgemm
 
 from conftest import backend_or_skip
-from gpu_batches import TOL, make_host_batch, max_rel_error, reference, stable_seed
+from gpu_batches import TOL, captured, make_host_batch, max_rel_error, reference, stable_seed
 from test_gpu_host_path import _check_replay
 from test_split_k import call_entry
 
@@ -115,11 +115,7 @@ def test_bound_split_call_in_a_cuda_graph(cuda, cp):  # CUDA only
     with stream:
         call = p.bind(A, B, C, alpha=1.5, backend="cuda")
         call()   # compiles outside the capture
-        stream.begin_capture()
-        try:   # a failed call must not leave the stream capturing
-            call()
-        finally:
-            graph = stream.end_capture()
+        graph = captured(stream, call)
     # ``call`` stays alive: it holds the workspace and tables the graph's launches read
 
     def replay():
@@ -138,11 +134,7 @@ def test_plan_run_in_a_cuda_graph(cuda, cp):  # CUDA only
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         p.run(A, B, C, backend="cuda")
-        stream.begin_capture()
-        try:   # a failed call must not leave the stream capturing
-            p.run(A, B, C, backend="cuda")
-        finally:
-            graph = stream.end_capture()
+        graph = captured(stream, lambda: p.run(A, B, C, backend="cuda"))
     for c in C:
         c.fill(cp.nan)
     with stream:
@@ -161,11 +153,7 @@ def test_plan_run_captured_on_another_stream(cuda, cp):  # CUDA only
         p.run(A, B, C, backend="cuda")
     warm.synchronize()
     with cap:
-        cap.begin_capture()
-        try:   # a failed call must not leave the stream capturing
-            p.run(A, B, C, backend="cuda")
-        finally:
-            graph = cap.end_capture()
+        graph = captured(cap, lambda: p.run(A, B, C, backend="cuda"))
         for c in C:
             c.fill(cp.nan)
         graph.launch()

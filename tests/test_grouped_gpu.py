@@ -11,6 +11,7 @@ import pytest
 import portgemm
 from portgemm.errors import DtypeError, LayoutError, ShapeMismatch
 
+from gpu_batches import captured
 from test_grouped import (TRANS, general_operands, poison, ragged_operands,
                           ragged_reference, scalars)
 
@@ -86,9 +87,7 @@ def test_device_offsets_graph_replays_with_new_offsets(cuda, cp, dtype, trans_b,
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         portgemm.gemm_grouped(dA, dB, dC, d_offs, **kw)  # warm-up
-        stream.begin_capture()
-        portgemm.gemm_grouped(dA, dB, dC, d_offs, **kw)
-        graph = stream.end_capture()
+        graph = captured(stream, lambda: portgemm.gemm_grouped(dA, dB, dC, d_offs, **kw))
     splits = [rng.multinomial(T - 37, np.ones(G) / G), np.array([0, T - 37, 0, 0, 0, 0, 0, 0]),
               np.array([0] * G), np.array([1, 0, 0, 500, 3, 0, 120, 9])]
     for sizes in splits:
@@ -215,9 +214,8 @@ def test_repeated_host_offsets_call_relaunches_on_the_current_stream_and_in_a_gr
     stream = cp.cuda.Stream(non_blocking=True)
     end = int(offs[-1])
     with stream:
-        stream.begin_capture()
-        portgemm.gemm_grouped(dA, dB, dC, offs, backend="cuda")
-        graph = stream.end_capture()
+        graph = captured(stream,
+                         lambda: portgemm.gemm_grouped(dA, dB, dC, offs, backend="cuda"))
         for _ in range(2):
             A = (rng.random(A.shape) - 0.5).astype(np.float32)
             dA.set(A)

@@ -11,34 +11,16 @@ from __future__ import annotations
 
 import gc
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import portgemm  # noqa: E402
+from host_overhead import device_batch, host_us  # noqa: E402
 
-
-def batch(cp, rng, n):
-    s = rng.integers(16, 129, (n, 3))
-    A = [cp.random.random((m, k), dtype=cp.float32) for m, _, k in s]
-    B = [cp.random.random((k, nn), dtype=cp.float32) for _, nn, k in s]
-    C = [cp.empty((m, nn), dtype=cp.float32) for m, nn, _ in s]
-    return A, B, C
-
-
-def median_us(cp, fn, reps=30):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    cp.cuda.Device().synchronize()
-    return float(np.median(times)) * 1e6
+REPS = 30
 
 
 def main():
@@ -51,18 +33,22 @@ def main():
         if heap == "big":
             live = [[i] for i in range(2_000_000)]   # noqa: F841 - kept alive on purpose
         for n in (1024, 5000):
-            A, B, C = batch(cp, rng, n)
+            _, A, B, C = device_batch(cp, rng, n, 128, 128)
             views = [([a[:] for a in A], [b[:] for b in B], [c[:] for c in C]) for _ in range(20)]
             turn = iter(range(10 ** 9))
             calls = (("repeat", lambda: portgemm.gemm_vbatched(A, B, C)),
                      ("new views", lambda: portgemm.gemm_vbatched(*views[next(turn) % 20])))
             for name, fn in calls:
                 runs[0] = 0
-                on = median_us(cp, fn)
-                per_call = runs[0] / 33
+                fn()    # two calls make the reuse path's entry; host_us warms up once more
+                fn()
+                on = host_us(cp, fn, REPS)
+                per_call = runs[0] / (REPS + 3)
                 gc.disable()
                 try:
-                    off = median_us(cp, fn)
+                    fn()
+                    fn()
+                    off = host_us(cp, fn, REPS)
                 finally:
                     gc.enable()
                 print(f"heap {heap} n {n} {name}: gc on {on / n:.2f} us/GEMM "
