@@ -250,7 +250,7 @@ def snapshot(k, X):
 
 def remember(k, be, batch, plan, gemms, snap) -> None:
     """After a full call with key ``k`` that succeeded: make its entry from ``snap``
-    (snapshot's answer; None: no entry)."""
+    (snapshot's answer; None: no entry, and ``batch`` may be None)."""
     _stats["misses"] += 1
     if snap is None or type(k) is _Cold or not batch.device.startswith("cuda:") or \
             (gemms is None and plan.n_tiles):
