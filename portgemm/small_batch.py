@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .arrays import _all_2d, _host_pointers, _kind, _one, _torch_dtype
+from .arrays import _all_2d, _host_pointers, _one, _torch_dtype, list_kind
 
 # At most this many GEMMs take the pure-Python path. Measured (bench numbers in
 # bench/NOTES.md, session 5): the tuple path's per-array cost overtakes the NumPy path's
@@ -54,10 +54,7 @@ def gather(X) -> Few | None:
     """arrays.gather's reads of the arrays X (one known type: NumPy, CuPy or torch) as
     Python tuples; None when anything is unusual (then the per-array path names it)."""
     n = len(X)
-    if not n:
-        return None
-    t = _one(list(map(type, X)))
-    kind = _kind(t) if t is not None else None
+    kind = list_kind(X)
     if kind is None:
         return None
     try:

@@ -69,15 +69,7 @@ def stages(be, cp, batch, rng):
     b = _validate(be, A, B, C, 1.0, 0.0, False, False)
     p = make_plan(b.shapes, dtype=b.dtype, arch=be.arch())
 
-    def t(fn, reps=50):
-        out = []
-        for _ in range(reps):
-            cp.cuda.Device().synchronize()
-            s = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - s)
-        return float(np.median(out)) * 1e6
-
+    t = _timer(cp, warm=False)
     res = {"validate": t(lambda: _validate(be, A, B, C, 1.0, 0.0, False, False)),
            "plan (cache hit)": t(lambda: make_plan(b.shapes, dtype=b.dtype, arch=be.arch())),
            "be.arch()": t(lambda: be.arch()),
@@ -148,10 +140,13 @@ def _enter(stream):
         pass
 
 
-def _timer(cp, reps=50):
+def _timer(cp, reps=50, warm=True):
+    """t(fn): the median host time (us) of one call of fn, the device idle before each
+    (``warm``: after one untimed call)."""
     def t(fn):
         out = []
-        fn()
+        if warm:
+            fn()
         for _ in range(reps):
             cp.cuda.Device().synchronize()
             s = time.perf_counter()
