@@ -3,9 +3,9 @@ of the vectorised path (about 1-5 us each on a tiny array, dozens of them per ca
 more than the per-array work itself, so a call of a few GEMMs reads its lists into Python
 tuples (``gather``) and checks the common case with plain loops (``checked``).
 
-``checked`` accepts only the common case: every matrix at least 2 x 2, rows contiguous,
-non-negative row strides, C rows not overlapping, aligned pointers, spans the kernels can
-index, no read-only C, and no C span meeting any other span. Anything else (a legal but
+``checked`` accepts only the common case: no empty matrix, unit column strides, row
+strides of at least a row (no row overlapping the next), aligned pointers, spans the
+kernels can index, no read-only C, and no C span meeting any other span. Anything else (a legal but
 unusual layout, or an error) returns None, and the caller runs the vectorised path, which
 checks exactly (row by row where spans meet) and names the offending GEMM: so the same
 typed error is raised whatever the batch size, and nothing is ever accepted here that the
@@ -126,16 +126,21 @@ def checked(few: Few, n: int, trans_a: bool, trans_b: bool):
     mnk = _mnk(shp, n, trans_a, trans_b)
     if mnk is None or (few.readonly is not None and any(few.readonly)):
         return None
-    lds = [c for _, c in shp] if st is None else [s0 for s0, _ in st]
-    spans = []
-    for (rows, cols), ld, p, is_c in zip(shp, lds, ptr, _IS_C[n]):
-        # 2+ rows and columns, aligned, and no row overlapping the next (nor a negative
-        # row stride: ld >= cols)
-        if rows < 2 or cols < 2 or p % isz or ld < cols:
+    rows_st = [c for _, c in shp] if st is None else [s0 for s0, _ in st]
+    lds, spans = [], []
+    for (rows, cols), s0, p, is_c in zip(shp, rows_st, ptr, _IS_C[n]):
+        if rows < 1 or cols < 1 or p % isz:   # empty, or misaligned
             return None
+        if rows > 1:
+            if s0 < cols:   # rows overlapping the next (or a negative stride)
+                return None
+            ld = s0
+        else:               # one row: its stride is never used (as problem._layout)
+            ld = s0 if s0 > cols else cols
         span = (rows - 1) * ld + cols
         if span > MAX_SPAN:
             return None
+        lds.append(ld)
         spans.append((p, p + span * isz, is_c))
     if st is not None and [s1 for _, s1 in st].count(1) != 3 * n:   # unit column strides
         return None

@@ -57,6 +57,29 @@ def test_small_batches_are_described_as_the_vectorised_path_does(n, ta, tb, dtyp
     same_batch(got, vectorised(A, B, C, alpha, beta, ta, tb))
 
 
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True)])
+def test_vectors_and_one_row_matrices_take_the_small_path(ta, tb):
+    rng = np.random.default_rng(8)
+    shapes = [(1, 5, 3), (4, 1, 2), (3, 6, 1), (1, 1, 1), (2, 2, 7)]
+    A = [rng.random((k, m) if ta else (m, k)).astype(np.float32) for m, _, k in shapes]
+    B = [rng.random((n, k) if tb else (k, n)).astype(np.float32) for _, n, k in shapes]
+    C = [np.zeros((m, n), np.float32) for m, n, _ in shapes]
+    wide = np.zeros((3, 40), np.float32)
+    C[0] = wide[:1, 3:8]     # one row of a wider buffer: its row stride 40 is not used
+    got = problem.validate(A, B, C, 1.0, 0.0, ta, tb)
+    assert got.flat is not None
+    same_batch(got, vectorised(A, B, C, 1.0, 0.0, ta, tb))
+
+
+def test_empty_matrices_are_left_to_the_vectorised_path():
+    A = [np.ones((3, 0), np.float32), np.ones((2, 2), np.float32)]
+    B = [np.ones((0, 4), np.float32), np.ones((2, 2), np.float32)]
+    C = [np.full((3, 4), np.nan, np.float32), np.zeros((2, 2), np.float32)]
+    got = problem.validate(A, B, C)
+    assert got.flat is None
+    same_batch(got, vectorised(A, B, C))
+
+
 def test_strided_views_and_a_shared_b_take_the_small_path():
     base = np.zeros((40, 64), np.float32)
     out = np.zeros((40, 64), np.float32)
