@@ -23,10 +23,12 @@ import numpy as np
 
 from .arrays import _all_2d, _host_pointers, _one, _torch_dtype, list_kind
 
-# At most this many GEMMs take the pure-Python path. Measured (bench numbers in
-# bench/NOTES.md, session 5): the tuple path's per-array cost overtakes the NumPy path's
-# fixed cost between 32 and 64 GEMMs on the development host; 32 keeps it below both.
-SMALL_BATCH = 32
+# At most this many GEMMs take the pure-Python path: measured on the H100 host
+# (tools/profile_host.py's sweep, bench/NOTES.md session 5) it is faster at 4 and 8 GEMMs
+# (validate 50 / 70 us against 66 / 78; a call on new views 37 / 49 against 49 / 68) and
+# slower from 16 on (validate 126 against 78 us): about 1.5 us an array in Python against
+# a fixed ~70 us of NumPy calls.
+SMALL_BATCH = 8
 MAX_SPAN = 2**31 - 1   # as problem.MAX_SPAN (not imported: problem imports this module)
 
 

@@ -247,6 +247,7 @@ def packed_parts(be, cp, rng):
         host = lambda: portgemm.gemm_grouped(A, B, C, offs, backend=be)  # noqa: E731
         key = lambda: ragged._fast_key(be, A, B, C, d_offs, 1.0, 0.0, False, False,  # noqa: E731
                                        None, None)
+        dev()   # the first call validates and makes the entry the parts below use
         fk = key()
         entry = ragged._fast.get(fk)
         arrays = ragged.RaggedArrays(d_offs, A, B, C)
