@@ -64,7 +64,8 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     identity, in the same positions), scalars, flags, backend and strategy, a call
     skips validation, planning and the descriptor upload and only launches, after
     checking that no array changed in place: each CuPy array's shape; each tensor's
-    data_ptr(), shape, stride(), dtype and device; per-GEMM alpha/beta values. Any
+    data_ptr(), shape, stride() (is_contiguous() where all were contiguous), dtype and
+    device; per-GEMM alpha/beta values. Any
     difference (an element replaced, an array reshaped or re-pointed in place, other
     scalars) takes the full path. The plan is the one made for the first of the
     repeated calls. Nothing keeps the arrays alive (weak references; an entry goes when
