@@ -139,6 +139,8 @@ def checked(few: Few, n: int, trans_a: bool, trans_b: bool):
             ld = s0
         else:               # one row: its stride is never used (as problem._layout)
             ld = s0 if s0 > cols else cols
+            if ld > MAX_SPAN:   # not an int32 descriptor field: the vectorised path
+                return None
         span = (rows - 1) * ld + cols
         if span > MAX_SPAN:
             return None

@@ -71,6 +71,18 @@ def test_vectors_and_one_row_matrices_take_the_small_path(ta, tb):
     same_batch(got, vectorised(A, B, C, 1.0, 0.0, ta, tb))
 
 
+def test_a_one_row_view_with_a_huge_row_stride_is_left_to_the_vectorised_path():
+    """Its row stride is never used, but it is no int32: the small path declines."""
+    buf = np.arange(8, dtype=np.float32)
+    A = [np.lib.stride_tricks.as_strided(buf, shape=(1, 4), strides=(2**33, 4))]
+    B = [np.ones((4, 2), np.float32)]
+    C = [np.full((1, 2), np.nan, np.float32)]
+    got = problem.validate(A, B, C)
+    assert got.flat is None
+    portgemm.gemm_vbatched(A, B, C, backend="numpy")
+    np.testing.assert_allclose(C[0], [[6.0, 6.0]])
+
+
 def test_empty_matrices_are_left_to_the_vectorised_path():
     A = [np.ones((3, 0), np.float32), np.ones((2, 2), np.float32)]
     B = [np.ones((0, 4), np.float32), np.ones((2, 2), np.float32)]
