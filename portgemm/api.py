@@ -64,7 +64,8 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     identity, in the same positions), scalars, flags, backend and strategy, a call
     skips validation, planning and the descriptor upload and only launches, after
     checking that no array changed in place: each CuPy array's shape; each tensor's
-    data_ptr(), shape, stride(), dtype and device; per-GEMM alpha/beta values. Any
+    data_ptr(), shape, stride() (is_contiguous() where all were contiguous), dtype and
+    device; per-GEMM alpha/beta values. Any
     difference (an element replaced, an array reshaped or re-pointed in place, other
     scalars) takes the full path. The plan is the one made for the first of the
     repeated calls. Nothing keeps the arrays alive (weak references; an entry goes when
@@ -84,7 +85,7 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     snap = reuse.snapshot(k, X) if k is not None else None
     whole, lk, entry = _layout_lookup(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
     if entry is not None:   # the same memory, layout and scalars as a validated call
-        p, (batch, gemms) = entry.plan, _relaunch(entry, A, B, C)
+        p, (batch, gemms) = entry.plan, _relaunch(entry, A, B, C, snap is not None)
     else:
         batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b, whole)
         if batch.size == 0:
@@ -112,8 +113,13 @@ def _layout_lookup(be, how, A, B, C, alpha, beta, trans_a, trans_b):
     return whole, lk, (_layouts.get(lk) if lk is not None else None)
 
 
-def _relaunch(entry, A, B, C):
-    """Launch a layout entry over this call's lists: (its Batch, the descriptors used)."""
+def _relaunch(entry, A, B, C, keep):
+    """Launch a layout entry over this call's lists: (its Batch, the descriptors used).
+    Where the entry has its encoded launches and the caller keeps no Batch (``keep``
+    False: reuse.remember makes no entry), none is made: (None, the descriptors)."""
+    if not keep and entry.relaunch is not None:
+        entry.relaunch()
+        return None, entry.gemms
     batch = Batch(list(A), list(B), list(C), *entry.fields)
     return batch, entry.run(batch)
 
@@ -143,7 +149,7 @@ def run(plan, A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backen
     # keyed by the plan's id: an entry holds its plan, so the id is that plan's while kept
     whole, lk, entry = _layout_lookup(be, id(plan), A, B, C, alpha, beta, trans_a, trans_b)
     if entry is not None:
-        batch, gemms = _relaunch(entry, A, B, C)
+        batch, gemms = _relaunch(entry, A, B, C, snap is not None)
     else:
         be, batch = _checked(plan, A, B, C, alpha, beta, trans_a, trans_b, be, whole)
         if not batch.size:

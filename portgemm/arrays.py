@@ -131,10 +131,7 @@ def gather(X) -> Operand | None:
     (mixed types, not 2-D, mixed dtypes or devices, odd byte strides, an unsupported
     torch dtype), so that the caller takes the per-array path, which names the offender."""
     n = len(X)
-    if not n:
-        return None
-    t = _one(list(map(type, X)))
-    kind = _kind(t) if t is not None else None
+    kind = list_kind(X)
     if kind is None:
         return None
     if kind == "torch":
@@ -171,6 +168,15 @@ def gather(X) -> Operand | None:
         readonly = _writable(n)
     return _new(Operand, (np.fromiter(ptr, np.int64, n), shape, strides, dtype, device,
                           readonly, contiguous))
+
+
+def list_kind(X):
+    """_kind of the one type of every array in the non-empty list X, else None (also
+    for an empty list): which fast reader takes the whole list."""
+    if not X:
+        return None
+    t = _one(list(map(type, X)))
+    return _kind(t) if t is not None else None
 
 
 def _one(values):

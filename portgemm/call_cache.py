@@ -19,6 +19,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .small_batch import Few
+
 
 class CallCache:
     """Validated calls by everything their validation and launch depend on (backend,
@@ -95,6 +97,9 @@ def layout_key(be, how, whole, C, alpha, beta, trans_a, trans_b):
     a, b = _scalar_part(alpha), _scalar_part(beta)
     if a is None or b is None:
         return None
+    if type(whole) is Few:   # a small batch read as Python tuples: the tuples are the key
+        return (id(be), how, type(C[0]), whole.dtype, whole.device, trans_a, trans_b, a, b,
+                len(C), whole.ptr, whole.shape, whole.strides, whole.readonly)
     # Strides derived from the shapes (whole.contiguous) add nothing the shapes do not say
     # (and cost a third of the key's bytes to copy, hash and compare).
     strides = None if whole.contiguous else whole.strides.tobytes()
@@ -114,7 +119,8 @@ class LayoutCall:
     def __init__(self, be, plan, batch, gemms):
         self.backend, self.plan, self.gemms = be, plan, gemms
         self.fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta,
-                       batch.trans_a, batch.trans_b, batch.dtype, batch.size, batch.device)
+                       batch.trans_a, batch.trans_b, batch.dtype, batch.size, batch.device,
+                       batch.flat)
         self.relaunch = None
 
     def run(self, batch):

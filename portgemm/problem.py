@@ -19,6 +19,8 @@ from .arrays import Operand, _kind, _read_only, gather, stacked
 from .arrays import info as _default_info
 from .errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from .memo import kept
+from . import small_batch
+from .small_batch import SMALL_BATCH, Few
 
 SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 MAX_SPAN = 2**31 - 1  # elements one matrix may span: the kernels use 32-bit offsets
@@ -47,6 +49,9 @@ class Batch:
     dtype: np.dtype
     size: int
     device: str = "cpu"
+    # A small batch checked in pure Python (small_batch.checked): its M N K, pointers and
+    # row strides as flat Python lists, from which the descriptors are packed directly.
+    flat: tuple | None = None
 
 
 _READ = object()   # validate(gathered=...): read the lists itself
@@ -80,6 +85,15 @@ def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
         return Batch(A, B, C, z, z.astype(np.uint64), z.copy(), alpha, beta, trans_a, trans_b,
                      SUPPORTED_DTYPES[0], 0)
 
+    if n <= SMALL_BATCH and (gathered is _READ or type(gathered) is Few):
+        few = _gathered(A, B, C, fast_devices, small=True) if gathered is _READ else gathered
+        flat = None if few is None else small_batch.checked(few, n, trans_a, trans_b)
+        if flat is not None:
+            mnk, ptr, ld = flat
+            return Batch(A, B, C, np.array(mnk, np.int64).reshape(n, 3),
+                         _per_gemm(ptr, n).view(np.uint64), _per_gemm(ld, n), alpha, beta,
+                         trans_a, trans_b, few.dtype, n, few.device, flat)
+        gathered = _READ   # not the common case: the vectorised path checks exactly
     whole = _gathered(A, B, C, fast_devices) if gathered is _READ else gathered
     if whole is not None:   # the common case: one pass over all 3n arrays
         dtype, device, contiguous = whole.dtype, whole.device, whole.contiguous
@@ -102,6 +116,11 @@ def validate(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     return Batch(A, B, C, shapes_mnk, np.ascontiguousarray(ptr.view(np.uint64).reshape(3, n).T),
                  np.ascontiguousarray(ld.reshape(3, n).T), alpha, beta, trans_a, trans_b,
                  dtype, n, device)
+
+
+def _per_gemm(values, n):
+    """(n, 3) int64, a row per GEMM, from 3n Python ints in operand order (A's, B's, C's)."""
+    return np.ascontiguousarray(np.fromiter(values, np.int64, 3 * n).reshape(3, n).T)
 
 
 # ---- arguments ---------------------------------------------------------------------------
@@ -196,25 +215,27 @@ def _filled(n, v):
 _FILLED: dict = {}
 
 
-def gather_lists(A, B, C, fast_devices) -> Operand | None:
+def gather_lists(A, B, C, fast_devices) -> Operand | Few | None:
     """A, B and C read as validate's fast path reads them (arrays.gather over the 3n
-    arrays), when they are lists or tuples of one length; else None."""
+    arrays; small_batch.gather, Python tuples, up to SMALL_BATCH GEMMs), when they are
+    lists or tuples of one length; else None."""
     if type(A) not in _LISTS or type(B) not in _LISTS or type(C) not in _LISTS or \
             not len(A) == len(B) == len(C):
         return None
-    return _gathered(list(A), list(B), list(C), fast_devices)
+    return _gathered(list(A), list(B), list(C), fast_devices, small=len(A) <= SMALL_BATCH)
 
 
 _LISTS = (list, tuple)
 
 
-def _gathered(A, B, C, fast_devices) -> Operand | None:
-    """A, B and C read as one list of 3n arrays (arrays.gather), when all three are lists
-    of one fast type on one of ``fast_devices`` in a supported dtype; else None (and the
-    per-operand path, which names any offender)."""
+def _gathered(A, B, C, fast_devices, small=False) -> Operand | Few | None:
+    """A, B and C read as one list of 3n arrays (arrays.gather; with ``small``,
+    small_batch.gather), when all three are lists of one fast type on one of
+    ``fast_devices`` in a supported dtype; else None (and the per-operand path, which
+    names any offender)."""
     if not fast_devices or type(A) is not list or type(B) is not list or type(C) is not list:
         return None
-    whole = gather(A + B + C)
+    whole = (small_batch.gather if small else gather)(A + B + C)
     if whole is None or not whole.device.startswith(fast_devices) or \
             whole.dtype not in SUPPORTED_DTYPES:
         return None

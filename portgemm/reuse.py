@@ -20,7 +20,8 @@ array object lives):
     are read-only; its strides change only with its shape (``x.shape = ...``).
   - torch tensors: each tensor's ``data_ptr()``, ``shape``, ``stride()``, ``dtype`` and
     ``get_device()``, all of which in-place operations can change, and none of which
-    another of them covers:
+    another of them covers (where every tensor was contiguous when the entry was made,
+    ``is_contiguous()`` stands in for ``stride()``: see _torch_row_contiguous):
       ``data_ptr()``  ``set_`` (another storage or offset), ``resize_`` growing the
                       storage, ``as_strided_`` with a storage offset, ``.data = y``;
       ``shape``       ``resize_``, ``as_strided_``, ``squeeze_``/``unsqueeze_``,
@@ -80,6 +81,20 @@ def _torch_row(t):
     over 3,072 tensors: 0.52 us a tensor, against 1.07 for one pass per read, which
     touches every tensor's C++ object five times)."""
     return t.data_ptr(), t.shape, t.stride(), t.dtype, t.get_device()
+
+
+def _torch_row_contiguous(t):
+    """_torch_row for an entry whose tensors were all contiguous when it was made:
+    ``is_contiguous()`` (a bool) in place of ``stride()`` (a new tuple). A tensor that is
+    contiguous now and has the shape it had has the strides it had, except in length-1
+    dimensions, whose strides validation never uses (problem._layout): so the hit
+    still gives what validation of the present strides would."""
+    return t.data_ptr(), t.shape, t.is_contiguous(), t.dtype, t.get_device()
+
+
+# Whether entries of all-contiguous tensors compare is_contiguous() rather than stride()
+# (tools/profile_host.py times both readers on the device).
+TORCH_CONTIGUOUS_ROWS = True
 
 
 def clear() -> None:
@@ -152,6 +167,23 @@ def _torch_same(X, meta) -> bool:
     return all(map(eq, map(_torch_row, X), meta))
 
 
+def _torch_contiguous_same(X, meta) -> bool:
+    return all(map(eq, map(_torch_row_contiguous, X), meta))
+
+
+def _torch_snapshot(X):
+    """(comparer, what it compares now) for torch tensors: by is_contiguous() where every
+    tensor is contiguous now (TORCH_CONTIGUOUS_ROWS), else by stride()."""
+    if TORCH_CONTIGUOUS_ROWS:
+        try:
+            rows = list(map(_torch_row_contiguous, X))
+        except AttributeError:   # a tensor type without is_contiguous(): by strides
+            rows = None
+        if rows is not None and all(row[2] is True for row in rows):
+            return _torch_contiguous_same, rows
+    return _torch_same, _torch_meta(X)
+
+
 def _cupy_meta(X):
     return list(map(_SHAPE, X))
 
@@ -210,16 +242,15 @@ def snapshot(k, X):
     kind = _kind(types.pop()) if len(types) == 1 else None
     if kind not in ("cupy", "torch"):
         return None
-    meta, same = (_cupy_meta, _cupy_same) if kind == "cupy" else (_torch_meta, _torch_same)
     try:
-        return same, meta(X)
+        return (_cupy_same, _cupy_meta(X)) if kind == "cupy" else _torch_snapshot(X)
     except Exception:  # noqa: BLE001 - an unreadable array: no entry; validation says why
         return None
 
 
 def remember(k, be, batch, plan, gemms, snap) -> None:
     """After a full call with key ``k`` that succeeded: make its entry from ``snap``
-    (snapshot's answer; None: no entry)."""
+    (snapshot's answer; None: no entry, and ``batch`` may be None)."""
     _stats["misses"] += 1
     if snap is None or type(k) is _Cold or not batch.device.startswith("cuda:") or \
             (gemms is None and plan.n_tiles):

@@ -366,3 +366,40 @@ def test_a_hits_checks_set_off_no_garbage_collection(backend, torch_fake, kind):
     finally:
         gc.callbacks.pop()
     assert runs == []
+
+
+def _entry_made_by(backend, A, B, C, comparer):
+    """Three checked calls (the third a hit); the one entry compares with ``comparer``.
+    Returns the call."""
+    call = lambda: portgemm.gemm_vbatched(A, B, C, backend=backend)  # noqa: E731
+    for _ in range(3):
+        run_checked(call, A, B, C)
+    assert hits() == 1
+    (entry,) = reuse._entries.values()
+    assert entry.same is comparer
+    return call
+
+
+def test_contiguous_torch_entries_compare_contiguity_and_see_an_in_place_transpose(
+        backend, torch_fake):
+    """An entry of all-contiguous tensors compares is_contiguous() in place of stride():
+    a square C transposed in place (same pointer, shape, dtype; other strides) is no
+    longer contiguous, so the call misses and writes the transposed view right."""
+    A, B, C = arrays([(6, 6, 5), (3, 4, 5)], wrap=torch_fake.Tensor)
+    call = _entry_made_by(backend, A, B, C, reuse._torch_contiguous_same)
+    C[0].set_(C[0].a.T)   # t_() of a square matrix: strides (1, 6)
+    with pytest.raises(portgemm.LayoutError):   # validation refuses column-major C
+        call()
+    assert hits() == 1
+    C[0].set_(np.ascontiguousarray(C[0].a.T))
+    run_checked(call, A, B, C)
+
+
+def test_strided_torch_entries_compare_strides(backend, torch_fake):
+    T = torch_fake.Tensor
+    A, B, C = arrays(wrap=T)
+    C[1] = T(np.full((3, 9), np.nan, np.float32)[:, 2:6])   # row stride 9: not contiguous
+    call = _entry_made_by(backend, A, B, C, reuse._torch_same)
+    C[1].set_(np.full((3, 11), np.nan, np.float32)[:, 1:5])   # same shape, other strides
+    run_checked(call, A, B, C)
+    assert hits() == 1   # a miss: the strides differ

@@ -46,9 +46,12 @@ def attribute_costs(cp):
     try:
         import torch
         t = torch.zeros((64, 32), device="cuda")
+        from portgemm.reuse import _torch_row, _torch_row_contiguous
         for s in ("t.data_ptr()", "t.shape", "t.stride()", "t.dtype", "t.get_device()",
-                  "t.device"):
-            rows["torch " + s] = per_op_us(s, {"t": t}, 5000)
+                  "t.device", "t.is_contiguous()", "t.size()", "t.ndim",
+                  "row(t)", "crow(t)"):
+            rows["torch " + s] = per_op_us(s, {"t": t, "row": _torch_row,
+                                              "crow": _torch_row_contiguous}, 5000)
         rows["torch weakref.ref(t)"] = per_op_us("ref(t)", {"t": t, "ref": weakref.ref})
     except ImportError:
         pass
@@ -66,15 +69,7 @@ def stages(be, cp, batch, rng):
     b = _validate(be, A, B, C, 1.0, 0.0, False, False)
     p = make_plan(b.shapes, dtype=b.dtype, arch=be.arch())
 
-    def t(fn, reps=50):
-        out = []
-        for _ in range(reps):
-            cp.cuda.Device().synchronize()
-            s = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - s)
-        return float(np.median(out)) * 1e6
-
+    t = _timer(cp, warm=False)
     res = {"validate": t(lambda: _validate(be, A, B, C, 1.0, 0.0, False, False)),
            "plan (cache hit)": t(lambda: make_plan(b.shapes, dtype=b.dtype, arch=be.arch())),
            "be.arch()": t(lambda: be.arch()),
@@ -145,12 +140,138 @@ def _enter(stream):
         pass
 
 
+def _timer(cp, reps=50, warm=True):
+    """t(fn): the median host time (us) of one call of fn, the device idle before each
+    (``warm``: after one untimed call)."""
+    def t(fn):
+        out = []
+        if warm:
+            fn()
+        for _ in range(reps):
+            cp.cuda.Device().synchronize()
+            s = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - s)
+        return float(np.median(out)) * 1e6
+    return t
+
+
+def small_batch_sweep(be, cp, rng):
+    """The small-batch path (portgemm/small_batch.py) against the vectorised one, per
+    batch size: what SMALL_BATCH is chosen by. Each row: validate (read and checked in
+    full), descriptors(), a call on new array objects (layout-cache hit) and one at new
+    addresses (validated, planned, uploaded), with the small path on and off."""
+    from portgemm import problem
+    from portgemm.backends.launch import descriptors
+    t = _timer(cp)
+    old = problem.SMALL_BATCH
+    print(f"small-batch path (SMALL_BATCH = {old}) against the vectorised path, us per call:")
+    rows = []
+    for n in (4, 8, 16, 32, 64, 128):
+        shapes = np.stack([rng.integers(16, 129, n) for _ in range(3)], 1)
+        A = [cp.random.random((m, k), dtype=cp.float32) for m, _, k in shapes]
+        B = [cp.random.random((k, nn), dtype=cp.float32) for _, nn, k in shapes]
+        C = [cp.empty((m, nn), dtype=cp.float32) for m, nn, _ in shapes]
+        row = [n]
+        for limit in (10**9, -1):   # small path on every size, then off
+            problem.SMALL_BATCH = limit
+            try:
+                b = _validate(be, A, B, C, 1.0, 0.0, False, False)
+                views = itertools.cycle([[[x.view() for x in X] for X in (A, B, C)]
+                                         for _ in range(24)])
+                fresh = itertools.cycle([[_shifted(cp, X, j) for X in (A, B, C)]
+                                         for j in range(24)])
+                row += [t(lambda: _validate(be, A, B, C, 1.0, 0.0, False, False)),
+                        t(lambda: descriptors(b)),
+                        t(lambda: portgemm.gemm_vbatched(*next(views), backend=be)),
+                        t(lambda: portgemm.gemm_vbatched(*next(fresh), backend=be))]
+            finally:
+                problem.SMALL_BATCH = old
+        rows.append(row)
+    parts = ("validate", "descriptors", "new arrays", "new memory")
+    heads = ["batch"] + [f"{p} ({w})" for w in ("small", "vectorised") for p in parts]
+    from tabulate import tabulate
+    print(tabulate(rows, headers=heads, floatfmt=".1f"))
+
+
+def torch_rows(be, cp, rng):
+    """The reuse path's torch check, is_contiguous() against stride() (reuse.py)."""
+    try:
+        import torch
+    except ImportError:
+        return
+    from portgemm import reuse
+    t = _timer(cp)
+    out = []
+    for n in (8, 1024):
+        shapes = np.stack([rng.integers(16, 129, n) for _ in range(3)], 1).tolist()
+        A = [torch.rand((m, k), device="cuda") for m, _, k in shapes]
+        B = [torch.rand((k, nn), device="cuda") for _, nn, k in shapes]
+        C = [torch.empty((m, nn), device="cuda") for m, nn, _ in shapes]
+        for flag in (True, False):
+            reuse.TORCH_CONTIGUOUS_ROWS = flag
+            reuse.clear()
+            us = t(lambda: portgemm.gemm_vbatched(A, B, C, backend=be))
+            out.append(f"batch {n} {'is_contiguous' if flag else 'stride'}: {us:.1f} us "
+                       f"({us / n:.2f} a GEMM)")
+        reuse.TORCH_CONTIGUOUS_ROWS = True
+        reuse.clear()
+    print("torch reuse hits: " + ", ".join(out))
+
+
+def packed_parts(be, cp, rng):
+    """A repeated gemm_grouped call with device offsets against the bound call of the
+    same GEMMs: host time of each (us, the device idle before), device time (event-timed
+    back-to-back), and the host parts of the packed call."""
+    if not hasattr(portgemm, "gemm_grouped"):
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from timing import do_bench
+    from portgemm.grouped import ragged
+    t = _timer(cp, 100)
+    for groups, max_mn, k in ((8, 256, 128), (64, 256, 128), (8, 1024, 512)):
+        m = rng.integers(0, max_mn + 1, groups)
+        offs = np.cumsum(m).astype(np.int32)
+        T = int(offs[-1])
+        A = cp.random.random((T, k), dtype=cp.float32)
+        B = cp.random.random((groups, k, max_mn), dtype=cp.float32)
+        C = cp.empty((T, max_mn), cp.float32)
+        d_offs = cp.asarray(offs)
+        starts = np.concatenate([[0], offs[:-1]])
+        la = [A[s:e] for s, e in zip(starts, offs)]
+        lb = [B[g] for g in range(groups)]
+        lc = [C[s:e] for s, e in zip(starts, offs)]
+        shapes = np.stack([m, np.full(groups, max_mn), np.full(groups, k)], 1)
+        bound = portgemm.plan(shapes, "float32", arch=be.arch()).bind(la, lb, lc, backend=be)
+        dev = lambda: portgemm.gemm_grouped(A, B, C, d_offs, backend=be)  # noqa: E731
+        host = lambda: portgemm.gemm_grouped(A, B, C, offs, backend=be)  # noqa: E731
+        key = lambda: ragged._fast_key(be, A, B, C, d_offs, 1.0, 0.0, False, False,  # noqa: E731
+                                       None, None)
+        dev()   # the first call validates and makes the entry the parts below use
+        fk = key()
+        entry = ragged._fast.get(fk)
+        arrays = ragged.RaggedArrays(d_offs, A, B, C)
+        res = {"device offs (host us)": t(dev), "host offs (host us)": t(host),
+               "bound (host us)": t(bound), "_fast_key": t(key),
+               "_fast.get": t(lambda: ragged._fast.get(fk)),
+               "execute_ragged": t(lambda: be.execute_ragged(entry, arrays)),
+               "device offs (do_bench us)": do_bench(cp, dev) * 1e3,
+               "bound (do_bench us)": do_bench(cp, bound) * 1e3}
+        print(f"packed G={groups} MaxMN={max_mn} K={k}: " +
+              ", ".join(f"{n} {v:.1f}" for n, v in res.items()))
+
+
 def main():
     be = get_backend("cuda")
     cp = be.cp
     print("attribute reads (us per read):")
     attribute_costs(cp)
     rng = np.random.default_rng(3)
+    for part in (small_batch_sweep, torch_rows, packed_parts):
+        try:
+            part(be, cp, rng)
+        except Exception as e:  # noqa: BLE001 - one part failing must not lose the others
+            print(f"{part.__name__} failed: {type(e).__name__}: {e}")
     for batch in (8, 1024):
         stages(be, cp, batch, rng)
 

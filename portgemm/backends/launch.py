@@ -10,6 +10,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..kernels.render import DEVICE_TILE_DTYPE, GEMM_DTYPE
+from ..small_batch import descriptor_bytes
 from ..kernels.variants import GRID_YZ_MAX, variants_for
 from .expand import expansion, per_kind_launches
 
@@ -156,7 +157,12 @@ def torch_stream(device) -> int:
 
 def descriptors(batch) -> np.ndarray:
     """The per-GEMM device descriptors (struct PgGemm) of a validated batch. (Field by
-    field: measured faster than filling the records as int32 words, which needs casts.)"""
+    field: measured faster than filling the records as int32 words, which needs casts; a
+    small batch checked in pure Python is packed from its flat lists in one pass.)"""
+    flat = getattr(batch, "flat", None)
+    if flat is not None:
+        raw = descriptor_bytes(*flat, batch.alpha.tolist(), batch.beta.tolist())
+        return np.frombuffer(raw, GEMM_DTYPE)
     d = np.zeros(batch.size, GEMM_DTYPE)
     d["A"], d["B"], d["C"] = batch.ptr[:, 0], batch.ptr[:, 1], batch.ptr[:, 2]
     d["lda"], d["ldb"], d["ldc"] = batch.ld[:, 0], batch.ld[:, 1], batch.ld[:, 2]
