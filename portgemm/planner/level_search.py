@@ -214,16 +214,20 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     events (lo, hi), then per level a sum (a max) over the runs that hold it."""
     n_k, B = counts.shape
     L1 = n_levels + 1
-    keys = lo * L1
-    keys += hi
+    # only the runs that hold a level (a GEMM's few kinds of least work): the rest would
+    # add nothing, so the sums and the max run over a fraction of the table
+    held = np.flatnonzero(lo < hi)
+    keys = lo.reshape(-1).take(held)
+    keys *= L1
+    keys += hi.reshape(-1).take(held)
     keys *= n_k
-    keys += np.arange(n_k)[:, None]
-    keys = keys.reshape(-1)
+    keys += held // B                                   # the kind: the event's row
     size = L1 * L1 * n_k
-    t_n = np.bincount(keys, weights=counts.reshape(-1), minlength=size)
-    t_s = np.bincount(keys, weights=cs.reshape(-1), minlength=size)
+    t_n = np.bincount(keys, weights=counts.reshape(-1).take(held), minlength=size)
+    t_s = np.bincount(keys, weights=cs.reshape(-1).take(held), minlength=size)
     t_m = np.zeros(size)
-    np.maximum.at(t_m, keys, np.broadcast_to(steps_live, (n_k, B)).reshape(-1))
+    steps = steps_live.take(held % B) if steps_live.ndim == 1 else steps_live.reshape(-1).take(held)
+    np.maximum.at(t_m, keys, steps)
     hold = _holds(n_levels)                             # (levels, L1 * L1)
     n = hold @ t_n.reshape(L1 * L1, n_k)                 # integers: exact in any order
     S = hold @ t_s.reshape(L1 * L1, n_k)

@@ -142,28 +142,42 @@ class BatchTables:
 
     def __init__(self, shapes: np.ndarray, kinds):
         fk = self.fk = family_keys(tuple(kinds))
-        n_k = fk["n"]
         s = shapes.T.astype(np.float64)
         M, N, K = self.M, self.N, self.K = s[0], s[1], s[2]
-        tm, tn = fk["tm_c"], fk["tn_c"]
-        qm, qn = M / tm, N / tn
-        gm, gn = np.ceil(qm), np.ceil(qn)
-        self.counts = gm * gn                                  # (kinds, batch)
-        self.divides = (gm == qm) & (gn == qn)                 # exact tiling
+        self._qm, self._qn = M / fk["tm_c"], N / fk["tn_c"]
+        self._gm, self._gn = np.ceil(self._qm), np.ceil(self._qn)
+        self.counts = self._gm * self._gn                      # (kinds, batch)
         self.live = (M > 0) & (N > 0)
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
             fit = np.minimum(np.searchsorted(fk["tm"], M, "right"),
                              np.searchsorted(fk["tn"], N, "right"))
-            self.start = np.maximum(fit - 1, 0)                # the largest fitting tile
-            self.allowed = fk["idx_c"] <= self.start           # fits, or the smallest
+            self._start = np.maximum(fit - 1, 0)               # the largest fitting tile
+            self.allowed = fk["idx_c"] <= self._start          # fits, or the smallest
         else:
-            self.allowed = ((tm <= M) & (tn <= N)) | fk["rank0_c"]  # fits, or the smallest
-            # largest fitting (equal areas: the one that divides): keys are distinct per
-            # kind and multiples of n_k apart, so the greatest key's kind is its remainder
-            key = np.where(self.allowed, self.divides * n_k + fk["start_key_c"], -1)
-            self.start = key.max(axis=0) % n_k
+            self._start = None
+            self.allowed = ((fk["tm_c"] <= M) & (fk["tn_c"] <= N)) | fk["rank0_c"]
         self.steps = np.ceil(K / fk["tk"][0]) if fk["one_tk"] else np.ceil(K / fk["tk_c"])
         self.steps_live = np.where(self.live, self.steps, 0.0)
+        self._divides = None
+
+    @property
+    def divides(self) -> np.ndarray:
+        """(kinds, batch): the tile divides M and N (exact tiling); on first use (only the
+        rule needs it, not the bound)."""
+        if self._divides is None:
+            self._divides = (self._gm == self._qm) & (self._gn == self._qn)
+        return self._divides
+
+    @property
+    def start(self) -> np.ndarray:
+        """(batch,) the largest fitting tile (equal areas: the one that divides)."""
+        if self._start is None:
+            # keys are distinct per kind and multiples of n_k apart, so the greatest
+            # key's kind is its remainder
+            n_k = self.fk["n"]
+            key = np.where(self.allowed, self.divides * n_k + self.fk["start_key_c"], -1)
+            self._start = key.max(axis=0) % n_k
+        return self._start
 
     def floor(self, kc) -> float:
         """Whole-batch floors (cost_model.floors, on the rows already converted)."""
