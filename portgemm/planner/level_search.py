@@ -6,26 +6,24 @@ tiles, the tiles x K steps and the most K steps of a live GEMM (cost_model.predi
 The device rule's candidates come in three *ladders* of levels, each level one
 candidate:
 
+- Algorithm 1's rounds from the start (level 0: the largest fitting tiles) and from
+  the least-work tiles: level j puts every GEMM j steps smaller (each step the largest
+  allowed tile of the next smaller area), staying at the smallest once there. A GEMM's
+  kinds along the rounds depend only on its *type* (its start, its least-work kind and
+  which tiles fit it), so one bincount per quantity sums the (kind, GEMM) table per
+  (type, kind), and every level is a gather from that small table (typed_rounds).
 - caps: level 0 gives each GEMM its least predicted work among the allowed tiles;
   level j >= 1 the least work among the tiles no longer than tau_j = t_long / 2**j
   (t_long: the longest tile of the start), the GEMM's fastest tile where none is that
-  short.
-- Algorithm 1's rounds from the start (level 0: the largest fitting tiles) and from
-  the least-work tiles: level j puts every GEMM j steps smaller (each step the next
-  smaller allowed tile: the largest of the next smaller area that is allowed),
-  staying at the smallest once there.
+  short. Along the ladder a GEMM holds each kind over a run of consecutive levels
+  [lo, hi): kind k from the first level at which every tile of less work is too long
+  (lo: the most levels any of them is within) to the last at which k itself is within.
+  So each (kind, GEMM) is one event (lo, hi), and one bincount per quantity over
+  (lo, hi, kind) gives every level's aggregates at once: level j sums the runs with
+  lo <= j < hi (cap_events, cap_aggregates).
 
-In every ladder a GEMM holds one kind over a run of consecutive levels, [lo, hi):
-under the caps kind k is chosen from the first level at which every tile of less work
-is too long (lo: the most levels any of them is within) to the last level at which k
-itself is within; in a round ladder kind k is reached at a fixed depth and held one
-level (the smallest reached, to the end). So each (kind, GEMM) is one *event* (lo, hi),
-and one bincount per quantity over (ladder, lo, hi, kind) gives every level's
-aggregates at once: a level j sums the events with lo <= j < hi, a sum over a table of
-(levels + 1)^2 x kinds entries per ladder. The number of NumPy calls does not depend on
-the batch or on the number of levels; the events are 3 x kinds x batch.
-
-Nothing here loops over GEMMs, tiles or levels in Python.
+The number of NumPy calls depends on neither the batch nor the number of levels;
+nothing here loops over GEMMs, tiles or levels in Python.
 """
 from __future__ import annotations
 
@@ -44,8 +42,8 @@ def family_keys(kinds: tuple):
     columns; the dense area rank (equal areas share one); the start's key (larger rank,
     then divides, then larger index); the tie-break key of equal work; whether the
     kinds nest (distinct areas, tm and tn never shrinking as tiles grow, so the tiles
-    that fit are a prefix of the kinds); whether every kind has one tk; and the two
-    (kinds x kinds) matrices that turn allowed tiles into Algorithm 1's round depths."""
+    that fit are a prefix of the kinds); whether every kind has one tk; the kinds'
+    reversed indices as bytes (first_kind)."""
     n = len(kinds)
     tm = np.array([k.tm for k in kinds], dtype=np.float64)
     tn = np.array([k.tn for k in kinds], dtype=np.float64)
@@ -55,17 +53,11 @@ def family_keys(kinds: tuple):
     idx = np.arange(n)
     nested = bool((rank == idx).all() and (np.diff(tm) >= 0).all() and (np.diff(tn) >= 0).all())
     col = lambda a: a[:, None]  # noqa: E731  (a kind column against a batch row)
-    # same_above[k, k'] = 1 where k' has k's area and a larger index (a round reaches
-    # the largest allowed kind of each area); below[k, k'] = 1 where k' has a smaller area
-    same_above = ((rank[None, :] == rank[:, None]) & (idx[None, :] > idx[:, None])).astype(np.float64)
-    below = (rank[None, :] < rank[:, None]).astype(np.float64)
-    rank0 = np.flatnonzero(rank == 0)
     return {"kinds": kinds, "tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
             "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
             "rank_c": col(rank), "start_key_c": col(rank * (2 * n) + idx),
             "order_key": rank * n + idx, "rank0_c": col(rank == 0), "nested": nested,
-            "one_tk": bool((tk == tk[0]).all()), "same_above": same_above, "below": below,
-            "smallest_top": int(rank0.max()), "revidx_c": col(n - idx).astype(np.int8)}
+            "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)}
 
 
 @lru_cache(maxsize=256)

@@ -7,16 +7,17 @@ what the device holds for this launch (parallelism.launch_capacity: CUs x reside
 workgroups per CU by the kernel's occupancy x the threads of the tiles), never above
 the device's capacity; the wavefront TLP counts each tile's own threads resident per
 wave, averaged over whole waves (parallelism.resident_tlp), so a partial last wave
-leaves it below the threshold. TLP below the threshold is the signal to consider
-smaller tiles; the pipeline latency model (cost_model.py) decides. Candidates, in
-turn: per GEMM the tile of least predicted work (tiles x time per tile, so padding
-counts); every GEMM one step smaller, repeatedly (Algorithm 1's rounds); per GEMM the
-least work among tiles no longer than tau, for tau = longest tile / 2, / 4, ... (the
-longest tiles shrink first, shortening the critical path and the last wave). A
-candidate replaces the best so far when the model predicts the whole launch faster;
-before each, the search stops if the best so far reaches the threshold. Divisibility
-only breaks ties of equal predicted work. ``tlp_factor`` scales the threshold (default
-1), capped at the device's capacity; ``tlp_threshold`` replaces it.
+leaves it below the threshold. If the start's TLP reaches the threshold, the start
+stands. TLP below it is the signal to consider smaller tiles; the pipeline latency
+model (cost_model.py) decides among the candidates, all priced at once
+(level_search.py): the start; per GEMM the tile of least predicted work (tiles x time
+per tile, so padding counts); per GEMM the least work among tiles no longer than tau,
+for tau = longest tile / 2, / 4, ... (the longest tiles shrink first, shortening the
+critical path and the last wave); and every GEMM one step smaller, repeatedly
+(Algorithm 1's rounds), from the start and from the least-work tiles. The candidate of
+least predicted time wins (a tie keeps the start). Divisibility only breaks ties of
+equal predicted work. ``tlp_factor`` scales the threshold (default 1), capped at the
+device's capacity; ``tlp_threshold`` replaces it.
 
 ``tlp_model="paper"``: the loop as the paper describes it, kept to show the
 difference (today's plans before the device rule, byte for byte). Algorithm 1 as
@@ -34,8 +35,8 @@ the threads) goes on. Eq. 4's phi charges every workgroup its launch's waves.
 
 Both readings exist for both TLP formulas (``workgroup-tlp`` uses Eq. 3, tiles x block
 threads, with the same thresholds). Everything is vectorised over GEMMs: a kind index
-per GEMM and (batch, kinds) tables of tile counts and predicted tile times; the device
-rule evaluates at most ``kinds + MAX_CAPS`` candidates.
+per GEMM and (kinds, batch) tables of tile counts and predicted tile times; the device
+rule prices 3 x max(kinds, MAX_CAPS + 1) candidates with a fixed number of NumPy calls.
 
 Split-K is decided after this rule, by planner/split_k.py: it reruns the rule on the
 GEMMs' K slices and keeps the split plan where the cost model predicts it faster.
@@ -335,7 +336,9 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     two launch structures are weighed and the one the cost model predicts faster is
     returned: the paper's family (FAMILY) in the strategy's default mode, and our
     family (OUR_FAMILY, 32x32 to 128x128 tiles) one launch per kind. Only the winner's
-    plan is built (its GEMM order and tile layout): the loser costs its rule alone."""
+    plan is built (its GEMM order and tile layout): the loser costs its rule alone, or
+    only its lower bound (least_possible) where that already exceeds the winner's
+    prediction."""
     auto = (kinds is None and req.options.get("family") is None and not req.mode_given
             and req.option("tlp_model", DEFAULT_TLP_MODEL) == "device"
             and req.dtype in OUR_FAMILY)
