@@ -415,6 +415,22 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray, allowed
     the sum of these per-CU times over its tiles / CUs (the mean-tile term of the model,
     its last wave included), and a call at least one launch latency plus the larger of
     that and the floors. Every GEMM is charged its allowed kind of least such time."""
+    pe, step = _bound_times(kc, per_kind)
+    per_cu = np.where(allowed, counts * (pe + steps * step), np.inf)
+    live_time = float(per_cu.min(axis=0).sum()) / kc.cus
+    return kc.ceil.launch_s + max(live_time, floor)
+
+
+_bound_memo: dict = {}
+
+
+def _bound_times(kc: KindCosts, per_kind: bool):
+    """resource_bound's per-kind (prologue + epilogue, step) CU seconds at the most
+    sharing, memoised per KindCosts (shared and read-only)."""
+    key = (id(kc), per_kind)
+    hit = _bound_memo.get(key)
+    if hit is not None and hit[0] is kc:
+        return hit[1]
     c = kc.ceil
     A = kc.active if per_kind else np.full(kc.n_kinds, kc.active_max)
     bw = c.copy_bytes_per_s / kc.cus
@@ -424,6 +440,8 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray, allowed
     pe = PROLOGUE_LATENCIES * c.latency_s / A + (kc.g_bytes + kc.c_bytes) / bw
     if kc.factor is not None:
         step, pe = step * kc.factor, pe * kc.factor
-    per_cu = np.where(allowed, counts * (pe[:, None] + steps * step[:, None]), np.inf)
-    live_time = float(per_cu.min(axis=0).sum()) / kc.cus
-    return c.launch_s + max(live_time, floor)
+    out = (pe[:, None], step[:, None])
+    if len(_bound_memo) > 256:
+        _bound_memo.clear()
+    _bound_memo[key] = (kc, out)
+    return out

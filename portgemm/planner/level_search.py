@@ -150,7 +150,7 @@ def nested_rounds(n: int) -> np.ndarray:
 def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int):
     """Per-kind aggregates (tiles, tiles x steps, most steps), each (2 x levels, kinds), of
     Algorithm 1's rounds from the start and from the least-work tiles (level 0: the base
-    itself), and the rounds' kinds per type with each GEMM's type, to build the winner.
+    itself), and a function giving every GEMM's kind at one of these rows (the winner's).
 
     Every GEMM of one *type* (its start, its least-work kind and its M and N buckets,
     round_table's) takes the same kind in every round, so one bincount per quantity
@@ -194,10 +194,14 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     agg_s = np.bincount(rows.reshape(-1), weights=t_s.take(cell).reshape(-1), minlength=size)
     agg_m = np.zeros(size)
     np.maximum.at(agg_m, rows.reshape(-1), t_m.take(cell).reshape(-1))
-    place = np.zeros(n_typ, dtype=np.int64)
-    place[present] = np.arange(present.shape[0])
-    where = place.take(typ)                              # each GEMM's place among the types
-    return (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n)), kinds_at, where
+
+
+    def kinds_of(row: int) -> np.ndarray:
+        """Each GEMM's kind at row ``row`` (ladder x levels + level) of the rounds."""
+        place = np.zeros(n_typ, dtype=np.int64)
+        place[present] = np.arange(present.shape[0])
+        return kinds_at[row].take(place.take(typ))
+    return (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n)), kinds_of
 
 
 def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):

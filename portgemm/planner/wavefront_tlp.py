@@ -141,9 +141,10 @@ class BatchTables:
     the K steps (per GEMM, or per kind and GEMM where the tk differ; ``steps_live``:
     0 for the GEMMs with no tiles)."""
 
-    def __init__(self, shapes: np.ndarray, kinds):
+    def __init__(self, shapes: np.ndarray, kinds, rows=None):
         fk = self.fk = family_keys(tuple(kinds))
-        s = shapes.T.astype(np.float64)
+        # rows: the shapes as float64 rows M, N, K, if another family's tables have them
+        s = shapes.T.astype(np.float64) if rows is None else rows
         M, N, K = self.M, self.N, self.K = s[0], s[1], s[2]
         self._qm, self._qn = M / fk["tm_c"], N / fk["tn_c"]
         self._gm, self._gn = np.ceil(self._qm), np.ceil(self._qn)
@@ -263,7 +264,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             n_caps = j
             break
     n_levels = max(n_caps + 1, n_k)
-    (r_n, r_s, r_m), round_kinds, where = typed_rounds(fk, (M, N), start, least, counts, cs,
+    (r_n, r_s, r_m), round_kinds = typed_rounds(fk, (M, N), start, least, counts, cs,
                                                        steps_live, n_levels)
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts, cs, steps_live, n_levels)
@@ -281,7 +282,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     if best == first:
         kidx = start
     elif ladder < 2:
-        kidx = round_kinds[best].take(where)
+        kidx = round_kinds(best)
     else:
         kidx = level_kinds(lo, hi, level, fk, start, live)
     t, th = gate(n_all[best])
@@ -354,7 +355,8 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
     ours_req = dataclasses.replace(req, mode="per-kind", options={
         **req.options, "family": OUR_FAMILY[req.dtype]})
     kinds, ours_kinds = _kinds(req, kinds), _kinds(ours_req, tuned.kinds if tuned else None)
-    tabs_p, tabs_o = BatchTables(req.shapes, kinds), BatchTables(req.shapes, ours_kinds)
+    tabs_p = BatchTables(req.shapes, kinds)
+    tabs_o = BatchTables(req.shapes, ours_kinds, (tabs_p.M, tabs_p.N, tabs_p.K))
     after = (f"tuned: {tuned.path}",) if tuned else ()
     paper = f"{FAMILY[0].family} {req.mode}"
     # The structure with the lower bound is planned first; the other is planned only if
