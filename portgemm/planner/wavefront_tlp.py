@@ -141,15 +141,17 @@ class BatchTables:
     the K steps (per GEMM, or per kind and GEMM where the tk differ; ``steps_live``:
     0 for the GEMMs with no tiles)."""
 
-    def __init__(self, shapes: np.ndarray, kinds, rows=None):
+    def __init__(self, shapes: np.ndarray, kinds, rows: "BatchTables | None" = None):
         fk = self.fk = family_keys(tuple(kinds))
-        # rows: the shapes as float64 rows M, N, K, if another family's tables have them
-        s = shapes.T.astype(np.float64) if rows is None else rows
+        # rows: another family's tables of the same batch, whose rows (M, N, K as
+        # float64), live GEMMs and batch sums this one shares
+        s = shapes.T.astype(np.float64) if rows is None else (rows.M, rows.N, rows.K)
         M, N, K = self.M, self.N, self.K = s[0], s[1], s[2]
+        self._sums = [] if rows is None else rows._sums   # filled by floor() on first use
         self._qm, self._qn = M / fk["tm_c"], N / fk["tn_c"]
         self._gm, self._gn = np.ceil(self._qm), np.ceil(self._qn)
         self.counts = self._gm * self._gn                      # (kinds, batch)
-        self.live = (M > 0) & (N > 0)
+        self.live = (M > 0) & (N > 0) if rows is None else rows.live
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
             fit = np.minimum(np.searchsorted(fk["tm"], M, "right"),
                              np.searchsorted(fk["tn"], N, "right"))
@@ -182,10 +184,13 @@ class BatchTables:
         return self._start
 
     def floor(self, kc) -> float:
-        """Whole-batch floors (cost_model.floors, on the rows already converted)."""
-        M, N, K = self.M, self.N, self.K
-        return max(kc.elem * float((M * K + K * N + M * N).sum()) / kc.ceil.copy_bytes_per_s,
-                   2.0 * float((M * N * K).sum()) / kc.flops_per_s)
+        """Whole-batch floors (cost_model.floors, on the rows already converted): the
+        batch's sums are read once and shared with the other family's tables."""
+        if not self._sums:
+            M, N, K = self.M, self.N, self.K
+            self._sums[:] = [float((M * K + K * N + M * N).sum()), float((M * N * K).sum())]
+        elems, fmas = self._sums
+        return max(kc.elem * elems / kc.ceil.copy_bytes_per_s, 2.0 * fmas / kc.flops_per_s)
 
 
 def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
@@ -356,7 +361,7 @@ def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
         **req.options, "family": OUR_FAMILY[req.dtype]})
     kinds, ours_kinds = _kinds(req, kinds), _kinds(ours_req, tuned.kinds if tuned else None)
     tabs_p = BatchTables(req.shapes, kinds)
-    tabs_o = BatchTables(req.shapes, ours_kinds, (tabs_p.M, tabs_p.N, tabs_p.K))
+    tabs_o = BatchTables(req.shapes, ours_kinds, tabs_p)
     after = (f"tuned: {tuned.path}",) if tuned else ()
     paper = f"{FAMILY[0].family} {req.mode}"
     # The structure with the lower bound is planned first; the other is planned only if
