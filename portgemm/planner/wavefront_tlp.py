@@ -145,7 +145,8 @@ class BatchTables:
         fk = self.fk = family_keys(tuple(kinds))
         # rows: another family's tables of the same batch, whose rows (M, N, K as
         # float64), live GEMMs and batch sums this one shares
-        s = shapes.T.astype(np.float64) if rows is None else (rows.M, rows.N, rows.K)
+        s = (shapes.T.astype(np.float64, order="C") if rows is None
+             else (rows.M, rows.N, rows.K))
         M, N, K = self.M, self.N, self.K = s[0], s[1], s[2]
         self._sums = [] if rows is None else rows._sums   # filled by floor() on first use
         self._qm, self._qn = M / fk["tm_c"], N / fk["tn_c"]
