@@ -466,3 +466,89 @@ if __name__ == "__main__" and "--report" in __import__("sys").argv:
           f"{(abs(ratio - 1) <= 1e-9).mean():.1%}, slower by > 1e-9: {(ratio > 1 + 1e-9).mean():.1%}")
     print("  quantiles (5, 25, 50, 75, 95 %): "
           + ", ".join(f"{q:.4f}" for q in np.quantile(ratio, [0.05, 0.25, 0.5, 0.75, 0.95])))
+
+
+# --- the ladders against their definitions, per GEMM ---------------------------------
+
+def _direct_aggregates(kidx, counts, steps_live, n_k):
+    """(tiles, tiles x steps, most steps) per kind of one assignment, per GEMM."""
+    cols = np.arange(kidx.shape[0])
+    c = counts[kidx, cols]
+    st = steps_live[kidx, cols] if steps_live.ndim == 2 else steps_live
+    n = np.bincount(kidx, weights=c, minlength=n_k)
+    S = np.bincount(kidx, weights=c * st, minlength=n_k)
+    Mx = np.zeros(n_k)
+    np.maximum.at(Mx, kidx, st)
+    return n, S, Mx
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_caps_ladder_is_least_work_within_each_cap(seed):
+    """cap_events + cap_aggregates: level 0 the least work among the allowed tiles,
+    level j (1..n_caps) the least work among those no longer than t_long / 2**j, the
+    fastest where none is, and every GEMM at its fastest past the last cap; each
+    level's per-kind aggregates those of that assignment."""
+    rng = np.random.default_rng(seed)
+    n_k, B = int(rng.integers(2, 8)), int(rng.integers(1, 300))
+    T = rng.uniform(1e-6, 1e-3, (n_k, B))
+    tie = rng.random(B) < 0.2                   # some GEMMs with equal tile times
+    T[:, tie] = T[0, tie]
+    work = rng.uniform(1.0, 2.0, (n_k, B)) * (1 + 1e-10 * np.arange(n_k)[:, None])
+    allowed = rng.random((n_k, B)) < 0.7
+    allowed[0] = True
+    counts = rng.integers(0, 50, (n_k, B)).astype(np.float64)
+    steps_live = rng.integers(0, 40, B).astype(np.float64)
+    cs = counts * steps_live
+    work = np.where(allowed, work, np.inf)
+    T_allowed = np.where(allowed, T, np.inf)
+    fk = {"n": n_k, "revidx_c": (n_k - np.arange(n_k))[:, None].astype(np.int8)}
+    fastest = level_search.first_kind(T_allowed == T_allowed.min(axis=0), fk)
+    t_long = float(T.max())
+    n_caps = int(rng.integers(1, 9))
+    n_levels = max(n_caps + 1, n_k)
+    lo, hi = level_search.cap_events(work, T, allowed, np.arange(n_k)[:, None] == fastest,
+                                     t_long, n_caps, n_levels)
+    n, S, Mx = level_search.cap_aggregates(lo, hi, counts, cs, steps_live, n_levels)
+    cols = np.arange(B)
+    for j in range(n_levels):
+        within = (allowed & (T <= t_long / 2.0 ** j) if j <= n_caps else
+                  np.zeros_like(allowed)) if j else allowed
+        pick = np.where(within, work, np.inf).argmin(axis=0)
+        want = np.where(within.any(axis=0), pick, fastest)
+        np.testing.assert_array_equal(
+            level_search.level_kinds(lo, hi, j, fk, fastest, np.ones(B, bool)), want)
+        for got, exp in zip((n[j], S[j], Mx[j]), _direct_aggregates(want, counts, steps_live, n_k)):
+            np.testing.assert_allclose(got, exp, rtol=0, atol=0)
+        assert (counts[want, cols] >= 0).all()
+
+
+@pytest.mark.parametrize("family", ["zhang2025", "li2019-128", "zhang2025+128x128", "portgemm"])
+def test_round_ladders_shrink_every_gemm_one_area_at_a_time(family):
+    """typed_rounds: round j from a base takes every GEMM to the largest allowed kind
+    of the next smaller area, j times (staying at the smallest), per GEMM as in the
+    frozen search's shrink; its aggregates are those of that assignment."""
+    from portgemm.tiles import FAMILIES as ALL
+    kinds = FAMILIES.get(family) or tuple(sorted(ALL[family], key=lambda k: k.area))
+    rng = np.random.default_rng(len(family))
+    s = planner._shapes(random_batch(rng, 500))
+    tabs = wavefront_tlp.BatchTables(s, kinds)
+    fk, n_k = tabs.fk, len(kinds)
+    rank, idx = _area_keys(kinds)
+    least = np.where(tabs.allowed, rng.random((n_k, len(s))), np.inf).argmin(axis=0)
+    cs = tabs.counts * tabs.steps
+    n_levels = n_k + 2
+    (n, S, Mx), kinds_of = level_search.typed_rounds(
+        fk, (tabs.M, tabs.N), tabs.start, least, tabs.counts, cs, tabs.steps_live, n_levels)
+    rows = np.arange(len(s))
+    allowed = tabs.allowed.T
+    for ladder, base in enumerate((tabs.start, least)):
+        k = base
+        for j in range(n_levels):
+            row = ladder * n_levels + j
+            np.testing.assert_array_equal(kinds_of(row), k)
+            want = _direct_aggregates(k, tabs.counts, tabs.steps_live, n_k)
+            for got, exp in zip((n[row], S[row], Mx[row]), want):
+                np.testing.assert_allclose(got, exp, rtol=0, atol=0)
+            below = allowed & (rank < rank[k][:, None])
+            nxt = np.where(below, rank * n_k + idx, -1).argmax(axis=1)
+            k = np.where(below[rows, nxt], nxt, k)
