@@ -207,7 +207,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     kind per GEMM is built last, once."""
     arch = req.arch
     tabs = BatchTables(req.shapes, kinds) if tabs is None else tabs
-    fk, M, N, K, live = tabs.fk, tabs.M, tabs.N, tabs.K, tabs.live
+    fk, M, N, live = tabs.fk, tabs.M, tabs.N, tabs.live
     counts, allowed, start, divides = tabs.counts, tabs.allowed, tabs.start, tabs.divides
     n_k, rank, B = fk["n"], fk["rank"], req.batch
     kc = kind_costs(arch, kinds, table, req.dtype)
@@ -295,9 +295,9 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     start_s = s_all[first]
     what = ("the largest fitting tiles" if best == first else
             f"{LADDERS[ladder]}, level {level}")
-    notes.append(f"cost model: {len(s_all) - 1} smaller tiling(s) weighed at once, kept "
-                 f"{what}; predicted {s_all[best] * 1e3:.4g} ms (largest fitting tiles: "
-                 f"{start_s * 1e3:.4g} ms)")
+    notes.append(f"cost model: {len(s_all)} tilings weighed at once (3 ladders of {n_levels} "
+                 f"levels), kept {what}; predicted {s_all[best] * 1e3:.4g} ms (largest "
+                 f"fitting tiles: {start_s * 1e3:.4g} ms)")
     if t < th * (1 - 1e-9):
         if (rank[kidx][live] == 0).all():
             notes.append("threshold not reached: every GEMM already at the smallest tile")
