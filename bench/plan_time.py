@@ -13,8 +13,9 @@ is the median (and the least) of ``reps`` calls of ``plan(..., use_cache=False)`
 one warm-up call (which fills the per-kind occupancy tables, as the first plan of a
 process does). The breakdown times the same calls with the named steps wrapped
 (validation, the cache key, and the strategy module's helpers: tile grid, initial
-kinds, per-kind tables, ordering, build_tiles, pack_blocks, make_plan); "other" is the
-rest of the strategy (its loop). Steps may nest (coordinated's tiling_engine calls
+kinds, per-kind tables, ordering, build_tiles, pack_blocks, make_plan; for the device
+rule its batch tables, the structure bound, the rounds and caps ladders and their
+pricing, which nest inside device_rule); "other" is the rest of the strategy. Steps may nest (coordinated's tiling_engine calls
 tile_counts), so parts can add up past the total. Wrapping adds a few µs per step.
 ``--clock cpu`` times this thread's CPU time instead of wall time: steadier on a shared,
 loaded machine. Last, a cache hit.
@@ -44,7 +45,8 @@ from portgemm.planner import DEFAULT_STRATEGY, strategies, strategy_info
 # Steps wrapped for the breakdown: (module attribute owner, name). Strategy modules
 # import their helpers by name, so each is wrapped where the strategy looks it up.
 PLANNER_STEPS = ("_shapes", "_key")
-STRATEGY_STEPS = ("device_rule", "paper_rule", "notes_for_shapes",
+STRATEGY_STEPS = ("device_rule", "paper_rule", "notes_for_shapes", "BatchTables",
+                  "least_possible", "typed_rounds", "cap_events", "cap_aggregates", "predict_rows",
                   "tile_grid", "tile_counts", "initial_kinds", "kind_table", "tiling_engine",
                   "choose_config", "gemm_lpt_order", "build_tiles", "threshold_batching",
                   "binary_batching", "pack_blocks", "make_plan")

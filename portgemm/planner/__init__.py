@@ -3,8 +3,10 @@
     plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *,
          resources=None, **options) -> Plan        (options include split_k)
 
-Strategies: "wavefront-tlp" (default; zhang2025 Algorithm 1 with Eq. 4), "workgroup-tlp"
-(the same with Eq. 3), "coordinated" (li2019 tiling + batching), "magma" (one config,
+Strategies: "wavefront-tlp" (default; zhang2025 Algorithm 1 with Eq. 4: under the
+default device rule, the largest fitting tiles unless their TLP is below this launch's
+capacity, else the candidate tiling the cost model predicts fastest, all candidates
+priced at once), "workgroup-tlp" (the same with Eq. 3), "coordinated" (li2019 tiling + batching), "magma" (one config,
 grid.z, early exit). The default strategy (strategy=None: wavefront-tlp) may also split
 K where the tiles cannot fill the device (split_k.py); the strategies named never do.
 Identical requests return the same Plan object from a small LRU

@@ -402,3 +402,46 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
         exec_s = np.maximum(longest.max(axis=1), np.maximum(waves - 1.0, 0.0) * means[0] + means[1])
         launches = busy_t
     return np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)
+
+
+def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray, allowed: np.ndarray,
+                   per_kind: bool, floor: float) -> float:
+    """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
+    ``counts``, ``steps`` (K steps) and ``allowed`` are (kinds, batch). A tile of kind k
+    sharing its CU with r - 1 others (r at most the resident workgroups A of its launch)
+    holds 1/r of the CU for its whole time, which is at least r x (3 latencies / A +
+    global and C bytes at the CU's share of copy bandwidth + steps x max(latency / A,
+    each stream at the CU's full rate)); so whatever the waves, a launch takes at least
+    the sum of these per-CU times over its tiles / CUs (the mean-tile term of the model,
+    its last wave included), and a call at least one launch latency plus the larger of
+    that and the floors. Every GEMM is charged its allowed kind of least such time."""
+    pe, step = _bound_times(kc, per_kind)
+    per_cu = np.where(allowed, counts * (pe + steps * step), np.inf)
+    live_time = float(per_cu.min(axis=0).sum()) / kc.cus
+    return kc.ceil.launch_s + max(live_time, floor)
+
+
+_bound_memo: dict = {}
+
+
+def _bound_times(kc: KindCosts, per_kind: bool):
+    """resource_bound's per-kind (prologue + epilogue, step) CU seconds at the most
+    sharing, memoised per KindCosts (shared and read-only)."""
+    key = (id(kc), per_kind)
+    hit = _bound_memo.get(key)
+    if hit is not None and hit[0] is kc:
+        return hit[1]
+    c = kc.ceil
+    A = kc.active if per_kind else np.full(kc.n_kinds, kc.active_max)
+    bw = c.copy_bytes_per_s / kc.cus
+    step = np.maximum(np.maximum(c.latency_s / A, kc.g_bytes / bw),
+                      np.maximum(kc.s_bytes / c.smem_bytes_per_s_per_cu,
+                                 kc.fmas / (kc.flops_per_s / 2.0 / kc.cus)))
+    pe = PROLOGUE_LATENCIES * c.latency_s / A + (kc.g_bytes + kc.c_bytes) / bw
+    if kc.factor is not None:
+        step, pe = step * kc.factor, pe * kc.factor
+    out = (pe[:, None], step[:, None])
+    if len(_bound_memo) > 256:
+        _bound_memo.clear()
+    _bound_memo[key] = (kc, out)
+    return out

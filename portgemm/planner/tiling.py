@@ -142,12 +142,15 @@ def _grouped_order(cost: np.ndarray, group: np.ndarray, weight) -> np.ndarray:
     total = np.bincount(group, weights=weight, minlength=n_groups)
     rank = np.empty(n_groups, dtype=np.int64)
     rank[stable_argsort_desc(total)] = np.arange(n_groups)
-    icost = _exact_int(cost) if cost.size >= max(1, _RADIX_MIN) else None
+    icost = _exact_int(cost) if cost.size else None
     if icost is not None:
         lo, hi = int(icost.min()), int(icost.max())
         span = hi - lo + 1
-        if span * max(n_groups, 1) < 2**62:   # one radix key: group rank, then -cost
-            return _radix_argsort(rank[group] * span + (hi - icost))
+        if span * max(n_groups, 1) < 2**62:   # one key: group rank, then -cost
+            key = rank[group] * span + (hi - icost)
+            # numpy's stable sort of one integer key is several times cheaper than
+            # lexsort of two; from _RADIX_MIN keys on, the radix passes are cheaper still
+            return _radix_argsort(key) if key.size >= _RADIX_MIN else np.argsort(key, kind="stable")
     return np.lexsort((-np.asarray(cost), rank[group]))  # lexsort is stable
 
 

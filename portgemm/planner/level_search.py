@@ -1,0 +1,251 @@
+"""The device rule's candidates, all priced at once: per-kind aggregates of every
+candidate tiling from a fixed number of passes over the (kind, GEMM) tables.
+
+A candidate gives each GEMM one kind; the cost model needs of it only, per kind, the
+tiles, the tiles x K steps and the most K steps of a live GEMM (cost_model.predict_rows).
+The device rule's candidates come in three *ladders* of levels, each level one
+candidate:
+
+- Algorithm 1's rounds from the start (level 0: the largest fitting tiles) and from
+  the least-work tiles: level j puts every GEMM j steps smaller (each step the largest
+  allowed tile of the next smaller area), staying at the smallest once there. A GEMM's
+  kinds along the rounds depend only on its *type* (its start, its least-work kind and
+  which tiles fit it), so one bincount per quantity sums the (kind, GEMM) table per
+  (type, kind), and every level is a gather from that small table (typed_rounds).
+- caps: level 0 gives each GEMM its least predicted work among the allowed tiles;
+  level j >= 1 the least work among the tiles no longer than tau_j = t_long / 2**j
+  (t_long: the longest tile of the start), the GEMM's fastest tile where none is that
+  short. Along the ladder a GEMM holds each kind over a run of consecutive levels
+  [lo, hi): kind k from the first level at which every tile of less work is too long
+  (lo: the most levels any of them is within) to the last at which k itself is within.
+  So each (kind, GEMM) is one event (lo, hi), and one bincount per quantity over
+  (lo, hi, kind) gives every level's aggregates at once: level j sums the runs with
+  lo <= j < hi (cap_events, cap_aggregates).
+
+The number of NumPy calls depends on neither the batch nor the number of levels;
+nothing here loops over GEMMs, tiles or levels in Python.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+MAX_CAPS = 8          # tau = longest tile / 2**j, j = 1..MAX_CAPS
+LADDERS = ("rounds from the start", "rounds from the least work", "caps")
+
+
+@lru_cache(maxsize=64)
+def family_keys(kinds: tuple):
+    """Per-family constants (memoised per kind tuple): tm, tn, tk as float rows and
+    columns; the dense area rank (equal areas share one); the start's key (larger rank,
+    then divides, then larger index); the tie-break key of equal work; whether the
+    kinds nest (distinct areas, tm and tn never shrinking as tiles grow, so the tiles
+    that fit are a prefix of the kinds); whether every kind has one tk; the kinds'
+    reversed indices as bytes (first_kind)."""
+    n = len(kinds)
+    tm = np.array([k.tm for k in kinds], dtype=np.float64)
+    tn = np.array([k.tn for k in kinds], dtype=np.float64)
+    tk = np.array([k.tk for k in kinds], dtype=np.float64)
+    area = np.array([k.area for k in kinds], dtype=np.int64)
+    rank = np.unique(area, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    idx = np.arange(n)
+    nested = bool((rank == idx).all() and (np.diff(tm) >= 0).all() and (np.diff(tn) >= 0).all())
+    col = lambda a: a[:, None]  # noqa: E731  (a kind column against a batch row)
+    return {"kinds": kinds, "tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
+            "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
+            "rank_c": col(rank), "start_key_c": col(rank * (2 * n) + idx),
+            "order_key": rank * n + idx, "rank0_c": col(rank == 0), "nested": nested,
+            "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)}
+
+
+@lru_cache(maxsize=256)
+def nudges(kinds: tuple, top_dividing: int):
+    """(not dividing, dividing) columns of the relative nudge that breaks ties of equal
+    predicted work: 1 + 1e-10 (1 - key / max key), key = divides x kinds^2 + rank x
+    kinds + index; the max key over the batch is set by the largest dividing kind's key
+    (``top_dividing``, -1: none divides) or else by the largest kind's."""
+    fk = family_keys(kinds)
+    n_k, key = fk["n"], fk["order_key"]
+    key_max = max(int(key.max()), 1)    # 0 only for one kind, where no tie is to break
+    if top_dividing >= 0:
+        key_max = max(key_max, n_k * n_k + top_dividing)
+    out = tuple((1 + 1e-10 * (1 - (key + d * n_k * n_k) / key_max))[:, None] for d in (0, 1))
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def first_kind(mask: np.ndarray, fk) -> np.ndarray:
+    """(batch,) int64: the first kind (smallest index) where ``mask`` (kinds, batch) is
+    true, ``kinds`` where none is: a max of bytes over the short axis (numpy's argmax
+    along it is several times slower than its reductions)."""
+    return fk["n"] - (mask * fk["revidx_c"]).max(axis=0).astype(np.int64)
+
+
+def cap_bins(T: np.ndarray, t_long: float, n_caps: int) -> np.ndarray:
+    """(kinds, batch) int64: for each tile, how many caps tau_j = t_long / 2**j (j =
+    1..n_caps) it is no longer than (T positive). Exact without dividing: T <= t_long /
+    2**j iff T 2**j <= t_long, which the binary exponents and mantissas of T and t_long
+    decide (frexp)."""
+    mT, eT = np.frexp(T)
+    mL, eL = math.frexp(t_long)
+    last = (eL - eT) - (mT > mL)
+    return np.clip(last, 0, n_caps, out=last)
+
+
+def cap_events(work: np.ndarray, T: np.ndarray, allowed: np.ndarray, fastest_mask: np.ndarray,
+               t_long: float, n_caps: int, n_levels: int):
+    """(lo, hi), each (kinds, batch) int64, of the caps ladder: GEMM i takes kind k at
+    levels lo <= j < hi. hi: 1 + the caps k is within where allowed (level 0 is no cap),
+    0 where not, every level for the GEMM's fastest tile (the one taken where no tile is
+    short enough); lo: the most levels any tile of less work reaches."""
+    hi = cap_bins(T, t_long, n_caps)
+    hi += 1
+    hi *= allowed
+    np.putmask(hi, fastest_mask, n_levels)
+    less = work[None, :, :] < work[:, None, :]        # [k, k', i]: k' has less work than k
+    lo = (less * hi.astype(np.int8)[None, :, :]).max(axis=1).astype(np.int64)
+    return lo, hi
+
+
+@lru_cache(maxsize=64)
+def round_table(kinds: tuple):
+    """Algorithm 1's rounds for every GEMM *type* that decides them, memoised per family:
+    (m_edges, n_edges, seq). A GEMM's allowed kinds (those that fit, and the smallest
+    area) depend only on how many distinct tile heights fit its M and widths its N (its
+    buckets, ``searchsorted`` on ``m_edges`` and ``n_edges``); seq[mb, nb, b, j] is the
+    kind after j rounds from kind b in bucket (mb, nb) (each round: the largest allowed
+    kind of the next smaller area; still once at the smallest), for j < kinds."""
+    fk = family_keys(kinds)
+    n, rank = fk["n"], fk["rank"]
+    m_edges, n_edges = np.unique(fk["tm"]), np.unique(fk["tn"])
+    seq = np.empty((len(m_edges) + 1, len(n_edges) + 1, n, n), dtype=np.int64)
+    for mb in range(len(m_edges) + 1):
+        for nb in range(len(n_edges) + 1):
+            ok = [(k.tm <= (m_edges[mb - 1] if mb else 0) and
+                   k.tn <= (n_edges[nb - 1] if nb else 0)) or rank[i] == 0
+                  for i, k in enumerate(kinds)]
+            for b in range(n):
+                k = b
+                for j in range(n):
+                    seq[mb, nb, b, j] = k
+                    lower = [i for i in range(n) if ok[i] and rank[i] < rank[k]]
+                    if lower:
+                        k = max(lower, key=lambda i: (rank[i], i))
+    seq.flags.writeable = False
+    return m_edges, n_edges, seq
+
+
+@lru_cache(maxsize=16)
+def nested_rounds(n: int) -> np.ndarray:
+    """round_table's seq for nested kinds, where every kind below the start is allowed:
+    (1, 1, n, n), j rounds from b reach max(b - j, 0)."""
+    out = np.maximum(np.arange(n)[:, None] - np.arange(n)[None, :], 0).reshape(1, 1, n, n)
+    out.flags.writeable = False
+    return out
+
+
+def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int):
+    """Per-kind aggregates (tiles, tiles x steps, most steps), each (2 x levels, kinds), of
+    Algorithm 1's rounds from the start and from the least-work tiles (level 0: the base
+    itself), and a function giving every GEMM's kind at one of these rows (the winner's).
+
+    Every GEMM of one *type* (its start, its least-work kind and its M and N buckets,
+    round_table's) takes the same kind in every round, so one bincount per quantity
+    over the (kind, GEMM) table sums it per (type, kind), and every round's aggregates
+    are gathers from that small table (integers: exact in any order)."""
+    n = fk["n"]
+    M, N = shapes_mn
+    m_edges, n_edges, seq = round_table(fk["kinds"])
+    nmb, nnb = len(m_edges) + 1, len(n_edges) + 1
+    typ = start * n + least
+    if not fk["nested"]:   # nested kinds: the start decides which kinds are allowed
+        typ *= nmb * nnb
+        typ += (M[None, :] >= m_edges[:, None]).sum(axis=0) * nnb
+        typ += (N[None, :] >= n_edges[:, None]).sum(axis=0)
+    else:
+        nmb = nnb = 1
+        seq = nested_rounds(n)
+    n_typ = n * n * nmb * nnb
+    seen = np.bincount(typ, minlength=n_typ)
+    present = np.flatnonzero(seen)
+    flat = (typ * n + fk["idx_c"]).reshape(-1)           # (type, kind) per (kind, GEMM)
+    t_n = np.bincount(flat, weights=counts.reshape(-1), minlength=n_typ * n)
+    t_s = np.bincount(flat, weights=cs.reshape(-1), minlength=n_typ * n)
+    if steps_live.ndim == 1:   # one tk: a GEMM's steps are the same for every kind
+        t_m = np.zeros(n_typ)
+        np.maximum.at(t_m, typ, steps_live)
+        t_m = np.repeat(t_m, n)
+    else:
+        t_m = np.zeros(n_typ * n)
+        np.maximum.at(t_m, flat, steps_live.reshape(-1))
+    t_start, rest = np.divmod(present, n * nmb * nnb)
+    t_least, t_bucket = np.divmod(rest, nmb * nnb)
+    levels = np.minimum(np.arange(n_levels), n - 1)
+    path = seq.reshape(nmb * nnb, n, n)
+    kinds_at = np.concatenate([path[t_bucket, t_start][:, levels],
+                               path[t_bucket, t_least][:, levels]], axis=1).T   # (2L, types)
+    cell = (present * n)[None, :] + kinds_at
+    rows = (np.arange(2 * n_levels) * n)[:, None] + kinds_at
+    size = 2 * n_levels * n
+    agg_n = np.bincount(rows.reshape(-1), weights=t_n.take(cell).reshape(-1), minlength=size)
+    agg_s = np.bincount(rows.reshape(-1), weights=t_s.take(cell).reshape(-1), minlength=size)
+    agg_m = np.zeros(size)
+    np.maximum.at(agg_m, rows.reshape(-1), t_m.take(cell).reshape(-1))
+
+
+    def kinds_of(row: int) -> np.ndarray:
+        """Each GEMM's kind at row ``row`` (ladder x levels + level) of the rounds."""
+        place = np.zeros(n_typ, dtype=np.int64)
+        place[present] = np.arange(present.shape[0])
+        return kinds_at[row].take(place.take(typ))
+    return (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n)), kinds_of
+
+
+def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
+    """Per-kind (tiles, tiles x steps, most steps of a live GEMM) of every level of the
+    caps ladder, each (levels, kinds): one bincount per quantity over its (kind, GEMM)
+    events (lo, hi), then per level a sum (a max) over the runs that hold it."""
+    n_k, B = counts.shape
+    L1 = n_levels + 1
+    # only the runs that hold a level (a GEMM's few kinds of least work): the rest would
+    # add nothing, so the sums and the max run over a fraction of the table
+    held = np.flatnonzero(lo < hi)
+    keys = lo.reshape(-1).take(held)
+    keys *= L1
+    keys += hi.reshape(-1).take(held)
+    keys *= n_k
+    keys += held // B                                   # the kind: the event's row
+    size = L1 * L1 * n_k
+    t_n = np.bincount(keys, weights=counts.reshape(-1).take(held), minlength=size)
+    t_s = np.bincount(keys, weights=cs.reshape(-1).take(held), minlength=size)
+    t_m = np.zeros(size)
+    steps = steps_live.take(held % B) if steps_live.ndim == 1 else steps_live.reshape(-1).take(held)
+    np.maximum.at(t_m, keys, steps)
+    hold = _holds(n_levels)                             # (levels, L1 * L1)
+    n = hold @ t_n.reshape(L1 * L1, n_k)                 # integers: exact in any order
+    S = hold @ t_s.reshape(L1 * L1, n_k)
+    Mx = (hold[:, :, None] * t_m.reshape(L1 * L1, n_k)[None]).max(axis=1)
+    return n, S, Mx
+
+
+@lru_cache(maxsize=32)
+def _holds(n_levels: int) -> np.ndarray:
+    """(levels, (levels + 1)^2) float: 1 where the run (lo, hi) holds level j."""
+    L1 = n_levels + 1
+    lo = np.arange(L1)[:, None]
+    hi = np.arange(L1)[None, :]
+    j = np.arange(n_levels)[:, None, None]
+    out = ((lo <= j) & (j < hi)).reshape(n_levels, -1).astype(np.float64)
+    out.flags.writeable = False
+    return out
+
+
+def level_kinds(lo: np.ndarray, hi: np.ndarray, level: int, fk, fallback: np.ndarray,
+                live: np.ndarray) -> np.ndarray:
+    """(batch,) the kind each GEMM takes at ``level`` of a ladder (``fallback`` for the
+    GEMMs with no tiles, whose kind the model never sees)."""
+    held = (lo <= level) & (level < hi)
+    return np.where(live, first_kind(held, fk), fallback)
