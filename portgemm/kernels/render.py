@@ -178,6 +178,7 @@ def defines(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> dic
         "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant))),
         "PG_PAD": str(pad_elems(variant.dtype)),
         "PG_KINDS(X)": kinds,
+        "PG_CARRY": str(int(not variant.fused and variant.layout == "tile-list")),
     }
 
 

@@ -12,6 +12,8 @@
 //   PG_SMEM_ELEMS_ASYNC  shared-memory elements of the cp.async path (PG_STAGES stages)
 //   PG_PAD          shared-memory row padding in elements (keeps 16-byte alignment)
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN) for every tile kind this entry point runs
+//   PG_CARRY        1: a block running several tiles of one kind prefetches the next
+//                   tile's first k step during the current one's last (register path)
 //   PG_RAGGED_PROLOGUE  1: render only the ragged-M prologue (needs PG_T, PG_NAME); the
 //                   GEMM defines above are then absent
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
@@ -390,8 +392,64 @@ struct PgAsync {
 #define PG_SMEM_TILE PG_SMEM_ELEMS
 #endif
 
+// What a block carries from one tile to the next of the same kind on the register path:
+// the next tile's first k step, loaded into registers while the current tile finishes
+// (its last step's FMAs and its epilogue), so a block running several tiles does not
+// wait a global-memory latency at each tile's start. `primed`: ra and rb hold the
+// first step of the tile about to run. Empty on the cp.async path, which drains its
+// stages at each tile's end.
+template <int BM, int BN, int BK, int NT>
+struct PgCarry {
+#if !PG_PIPELINE
+    using SA = PgStage<BK, BM, NT, !PG_TRANS_A>;       // As[k][m]
+    using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
+    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
+    bool primed;
+
+    __device__ __forceinline__ void reset() { primed = false; }
+
+    // One k step (from k0) of a tile's A and B slices into ra and rb.
+    __device__ __forceinline__ void load(const PG_T* __restrict__ A, const PG_T* __restrict__ B,
+                                         int lda, int ldb, int m0, int n0, int M, int N, int K,
+                                         bool vec_a, bool vec_b, int k0, int tid)
+    {
+#if PG_TRANS_A
+        SA::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
+#else
+        SA::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
+#endif
+#if PG_TRANS_B
+        SB::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
+#else
+        SB::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
+#endif
+    }
+#else
+    __device__ __forceinline__ void reset() {}
+#endif
+};
+
+// Stored A is M x K (K x M when transposed), B K x N (N x K); a 16-byte unit starts at a
+// multiple of PG_V columns from the slice start, so these keep it aligned.
+__device__ __forceinline__ bool pg_vec_a(const PgGemm* gp, int m0)
+{
+    return pg_aligned16(gp->A) && gp->lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+}
+__device__ __forceinline__ bool pg_vec_b(const PgGemm* gp, int n0)
+{
+    return pg_aligned16(gp->B) && gp->ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+}
+
+// A tile's K as the main loop sees it: alpha == 0 reads neither A nor B.
+__device__ __forceinline__ int pg_k_of(const PgGemm* gp)
+{
+    return (gp->alpha == 0.0) ? 0 : gp->K;
+}
+
 template <int BM, int BN, int BK, int NT, int RM, int RN>
-__device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+__device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem,
+                                        PgCarry<BM, BN, BK, NT>& carry,
+                                        const PgGemm* __restrict__ next, int nm0, int nn0)
 {
     constexpr int TX = BN / RN;
     constexpr int TY = BM / RM;
@@ -406,14 +464,12 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     // What the main loop needs is read here; C, ldc, alpha and beta only in the epilogue,
     // so they hold no registers across the loop.
     const int M = gp->M, N = gp->N;
-    const int K = (gp->alpha == 0.0) ? 0 : gp->K;
+    const int K = pg_k_of(gp);
     const PG_T* __restrict__ A = gp->A;
     const PG_T* __restrict__ B = gp->B;
     const int lda = gp->lda, ldb = gp->ldb;
-    // Stored A is M x K (K x M when transposed), B K x N (N x K); a 16-byte unit starts
-    // at a multiple of PG_V columns from the slice start, so these keep it aligned.
-    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
-    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+    const bool vec_a = pg_vec_a(gp, m0);
+    const bool vec_b = pg_vec_b(gp, n0);
 
     PG_T acc[RM][RN];
 #pragma unroll
@@ -500,37 +556,40 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
         __syncthreads();
     }
 #else
-    using SA = PgStage<BK, BM, NT, !PG_TRANS_A>;       // As[k][m]
-    using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
+    using SA = typename PgCarry<BM, BN, BK, NT>::SA;
+    using SB = typename PgCarry<BM, BN, BK, NT>::SB;
     PG_T* As = smem;                   // [2][BK][SA::S]
     PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
-    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
 
     auto load = [&](int k0) {
-#if PG_TRANS_A
-        SA::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
-#else
-        SA::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
-#endif
-#if PG_TRANS_B
-        SB::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
-#else
-        SB::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
-#endif
+        carry.load(A, B, lda, ldb, m0, n0, M, N, K, vec_a, vec_b, k0, tid);
+    };
+    // The next tile's first step, into the registers this tile no longer needs; false
+    // when it has none (no next tile, or K == 0 there).
+    auto prefetch = [&]() {
+        if (next == nullptr) return false;
+        const int kn = pg_k_of(next);
+        if (kn <= 0) return false;
+        carry.load(next->A, next->B, next->lda, next->ldb, nm0, nn0, next->M, next->N, kn,
+                   pg_vec_a(next, nm0), pg_vec_b(next, nn0), 0, tid);
+        return true;
     };
     auto store = [&](int buf) {
-        SA::store(ra, As + buf * BK * SA::S, tid);
-        SB::store(rb, Bs + buf * BK * SB::S, tid);
+        SA::store(carry.ra, As + buf * BK * SA::S, tid);
+        SB::store(carry.rb, Bs + buf * BK * SB::S, tid);
     };
 
+    bool primed = false;                // the next tile's first step is in ra, rb
     if (K > 0) {
-        load(0);
+        if (!carry.primed) load(0);
+        // The previous tile's last barrier retired every read of both buffers.
         store(0);
         __syncthreads();
         int buf = 0;
         for (int k0 = 0; k0 < K; k0 += BK) {
             const bool more = k0 + BK < K;
             if (more) load(k0 + BK);
+            else primed = prefetch();   // overlaps this last step's FMAs and the epilogue
             const PG_T* as = As + buf * BK * SA::S;
             const PG_T* bs = Bs + buf * BK * SB::S;
             PG_UNROLL_K
@@ -550,7 +609,10 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
             __syncthreads();
             buf ^= 1;
         }
+    } else {
+        primed = prefetch();
     }
+    carry.primed = primed;
 #endif
 
     const PG_T alpha = PG_T(gp->alpha), beta = PG_T(gp->beta);
@@ -599,8 +661,32 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #define PG_BOUNDS __launch_bounds__(PG_THREADS)
 #endif
 
+// Runs tiles[t ..] while they are of kind ID (below t1), each with the next one's first
+// k step prefetched (PgCarry); returns the first tile it did not run.
+template <int ID, int BM, int BN, int BK, int NT, int RM, int RN>
+__device__ __forceinline__ int pg_run(const PgGemm* __restrict__ gemms,
+                                      const PgTile* __restrict__ tiles, int t, int t1, PG_T* smem)
+{
+    PgCarry<BM, BN, BK, NT> carry;
+    carry.reset();
+    PgTile tl = tiles[t];
+    for (; t < t1 && tl.kind == ID; ++t) {
+        const PgTile nx = t + 1 < t1 ? tiles[t + 1] : PgTile{-1, 0, 0, -1};
+        // An unused slot of a ragged upper-bound list (gemm < 0) is skipped; a tile of
+        // another kind is not prefetched: its stage layout differs.
+        // Fused entry points (PG_CARRY 0) do not: holding every kind's carried step
+        // made them spill.
+        const bool has_next = PG_CARRY && nx.kind == ID && nx.gemm >= 0;
+        if (tl.gemm >= 0)
+            pg_tile<BM, BN, BK, NT, RM, RN>(gemms + tl.gemm, tl.m0, tl.n0, smem, carry,
+                                            has_next ? gemms + nx.gemm : nullptr, nx.m0, nx.n0);
+        tl = nx;
+    }
+    return t;
+}
+
 #define PG_CASE(id, bm, bn, bk, nt, rm, rn) \
-    case id: pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem); break;
+    case id: t = pg_run<id, bm, bn, bk, nt, rm, rn>(gemms, tiles, t, t1, smem); break;
 #define PG_THREADS_OF(id, bm, bn, bk, nt, rm, rn) case id: return nt;
 
 __device__ __forceinline__ int pg_threads_of(int kind)
@@ -625,7 +711,9 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     case id: {                                                              \
         const int m0 = blockIdx.x * bm, n0 = blockIdx.y * bn;               \
         if (m0 >= g->M || n0 >= g->N) return;                                 \
-        pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem);                   \
+        PgCarry<bm, bn, bk, nt> carry;                                      \
+        carry.reset();                                                      \
+        pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem, carry, nullptr, 0, 0); \
     } break;
         PG_KINDS(PG_GZ)
     }
@@ -642,12 +730,11 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     const int b = base + blockIdx.x;
     const int t0 = block_ptr[b], t1 = block_ptr[b + 1];
     if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;
-    for (int t = t0; t < t1; ++t) {
-        const PgTile tl = tiles[t];
-        if (tl.gemm < 0) continue;  // an unused slot of a ragged upper-bound list
-        const PgGemm* g = gemms + tl.gemm;
-        const int m0 = tl.m0, n0 = tl.n0;
-        switch (tl.kind) { PG_KINDS(PG_CASE) }
+    for (int t = t0; t < t1;) {
+        switch (tiles[t].kind) {
+            PG_KINDS(PG_CASE)
+            default: return;        // no such kind: never written by the host
+        }
     }
 }
 #endif
