@@ -66,36 +66,33 @@ def _new_state(plan, trans_a, trans_b, upload, expand=None) -> dict:
     if plan.mode == "grid-z":
         st["launches"] = grid_z_launches(plan, GRID_YZ_MAX)
         return st
+    if _persist(plan, st, upload):
+        return st
     if expand is not None and _expand_on_device(plan, st, expand):
-        # one tile per block, in the layout's order (the expansion kernel's)
-        lay = plan.layout
-        gemm = np.repeat(lay.gemm, np.diff(lay.first))
-        _persist(plan, st, gemm, np.arange(plan.n_tiles + 1, dtype=np.int32), upload)
         return st
     tiles, block_ptr, st["launches"] = host_device_tiles(plan)
     st["tiles"], st["block_ptr"] = upload(tiles), upload(block_ptr)
-    _persist(plan, st, tiles["gemm"], block_ptr, upload)
     return st
 
 
-def _persist(plan, st, gemm_of_tile, block_ptr, upload) -> None:
-    """Make a per-kind plan's launches persistent where they outnumber the device's
-    resident workgroups (backends/persistent.py): new block pointers over the same tile
-    list (``gemm_of_tile``: each tile's GEMM, in list order; ``block_ptr``: the
-    planned blocks' pointers, on the host)."""
-    if plan.mode != "per-kind" or not persistent.enabled():
-        return
-    launches = st["launches"]
-    ends = [int(block_ptr[f + n]) - int(block_ptr[f]) for _, f, n in launches]
-    kind = np.repeat(np.array([w for w, _, _ in launches], dtype=np.int64), ends)
-    if kind.shape[0] != gemm_of_tile.shape[0]:
-        return
-    weights = persistent.tile_weights(plan, np.asarray(gemm_of_tile, dtype=np.int64), kind)
-    got = persistent.persistent_launches(plan, np.asarray(block_ptr), launches, weights)
-    if got is not None:
-        # the planned pointers stay referenced: an expansion kernel may still write them
-        st["planned_block_ptr"] = st["block_ptr"]
-        st["block_ptr"], st["launches"] = upload(got[0]), got[1]
+def _persist(plan, st, upload) -> bool:
+    """Fill ``st`` with persistent launches (backends/persistent.py) where a per-kind
+    plan's launches outnumber the device's resident workgroups: the tile list, reordered
+    round robin, is built and uploaded from the host (the expansion kernel writes a
+    block per tile). False when no launch would change."""
+    if plan.mode != "per-kind" or not persistent.enabled() or not plan.occupancy:
+        return False
+    if plan.layout is not None:     # a block per tile: most plans fit without a list
+        slots = [persistent.resident_blocks(plan, k) for k in range(len(plan.kinds))]
+        if all(n <= s or s == 0 for n, s in zip(plan.tile_counts().tolist(), slots)):
+            return False
+    tiles, block_ptr, launches = host_device_tiles(plan)
+    got = persistent.persistent_launches(plan, block_ptr, launches)
+    if got is None:
+        return False
+    order, st_ptr, st["launches"] = got
+    st["tiles"], st["block_ptr"] = upload(tiles[order]), upload(st_ptr)
+    return True
 
 
 def host_device_tiles(plan):

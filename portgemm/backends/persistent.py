@@ -1,18 +1,21 @@
 """Persistent per-kind launches (no GPU library here).
 
 A per-kind launch whose blocks outnumber the workgroups the device holds at once runs
-as exactly that many blocks (its kind's resident workgroups per compute unit, from the
-plan's occupancy figures, times the compute units), each over a contiguous run of the
-launch's blocks: the kernel's flat-tile-list entry already runs every tile between
-two block pointers, so only the block pointers change. The runs are balanced by each
-tile's K steps (plus one for its prologue and epilogue), cut where the running sum
-crosses each block's share, so no block is more than about one tile longer than the
-mean. A block running several tiles of one kind prefetches the next tile's first k step
-during the current one's last (vbatched_gemm.cu, PgCarry), which a block per tile
-cannot.
+as exactly that many blocks G (its kind's resident workgroups per compute unit, from
+the plan's occupancy figures, times the compute units), block j running the planned
+blocks j, j + G, j + 2G, ... one after the other (round robin). The plan orders a
+kind's blocks longest first, so each round of G holds blocks of about one length
+(close to LPT), and the tiles running at once stay neighbours in the plan's order, as
+with a block per planned block: tiles of one GEMM share its operands in L2. (Giving
+each block a contiguous run of the list instead, balanced by K steps, measured 5-40 %
+slower on the H100: the tiles running at once then span the whole batch.) The
+kernel's flat-tile-list entry runs every tile between two block pointers, so the
+tile list is reordered (block j's tiles contiguous) and only the pointers change. A
+block running several tiles of one kind prefetches the next tile's first k step during
+the current one's last (vbatched_gemm.cu, PgCarry), which a block per tile cannot.
 
-The plan's launches keep their order (heaviest kind first) and their tiles; a launch
-that fits in one wave stays one tile run per block.
+The plan's launches keep their order (heaviest kind first); a launch that fits in one
+wave stays one block per planned block.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import os
 
 import numpy as np
 
-# Set to "0" to launch every plan a block per tile run as planned (benchmarks compare).
+# Set to "0" to launch every plan a block per planned block (benchmarks compare).
 ENV = "PORTGEMM_PERSISTENT"
 
 
@@ -38,50 +41,43 @@ def resident_blocks(plan, kind_index: int) -> int:
     return int(occ.active_workgroups) * int(plan.arch.compute_units)
 
 
-def tile_weights(plan, gemm: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    """Each tile's weight: its K steps with its kind, plus one (prologue and epilogue)."""
-    tk = np.array([k.tk for k in plan.kinds], dtype=np.int64)
-    K = plan.shapes[gemm, 2]
-    return -(-K // tk[kind]) + 1
+def round_robin(n: int, blocks: int) -> np.ndarray:
+    """The order of n planned blocks when ``blocks`` blocks take them round robin: block
+    j's (j, j + blocks, ...) first, then block j + 1's."""
+    return np.argsort(np.arange(n) % blocks, kind="stable")
 
 
-def balanced_cuts(weights: np.ndarray, blocks: int) -> np.ndarray:
-    """Cut points 0 = c_0 < c_1 < ... < c_blocks = len(weights): block j runs items
-    [c_j, c_j+1), each a share of the total weight to within about one item (an item
-    goes to the block its midpoint falls in). Needs len(weights) >= blocks >= 1."""
-    n = weights.shape[0]
-    w = weights.astype(np.float64)
-    cum = np.cumsum(w)
-    targets = cum[-1] * np.arange(1, blocks) / blocks
-    cuts = np.searchsorted(cum - 0.5 * w, targets)
-    # no empty block: c_j - j must stay within [0, n - blocks] and non-decreasing
-    j = np.arange(1, blocks)
-    slack = np.maximum.accumulate(np.clip(cuts - j, 0, n - blocks))
-    return np.concatenate([[0], slack + j, [n]]).astype(np.int64)
-
-
-def persistent_launches(plan, block_ptr: np.ndarray, launches, weights: np.ndarray):
-    """(block pointers, launches) for the per-kind ``launches`` [(variant index, first
-    block, blocks)] over ``block_ptr`` (tiles of block b: block_ptr[b] .. block_ptr[b+1])
-    with per-tile ``weights``: each launch with more blocks than its kind's resident
-    workgroups becomes that many blocks over contiguous runs of its blocks; None when
-    no launch does (the plan's own pointers and launches stand)."""
-    tile_cum = np.concatenate([[0], np.cumsum(weights, dtype=np.int64)])
-    bw = np.diff(tile_cum[block_ptr])            # weight of each planned block
-    ptrs, out, changed, base, end = [], [], False, 0, 0
+def persistent_launches(plan, block_ptr: np.ndarray, launches):
+    """(tile order, block pointers, launches) for the per-kind ``launches`` [(variant
+    index, first block, blocks)] over ``block_ptr`` (tiles of planned block b:
+    block_ptr[b] .. block_ptr[b + 1]): each launch with more blocks than its kind's
+    resident workgroups becomes that many blocks, round robin; the tile list is to be
+    taken in ``tile order``. None when no launch changes (the plan's own list, pointers
+    and launches stand)."""
+    sizes = np.diff(block_ptr)
+    border, grids, out, changed, end = [], [], [], False, 0
     for which, first, n in launches:
         if first != end:                         # launches must tile the blocks in order
             return None
         slots = resident_blocks(plan, which)
         if 0 < slots < n:
-            cuts = first + balanced_cuts(bw[first:first + n], slots)
+            order = first + round_robin(n, slots)
+            per_block = np.bincount(np.arange(n) % slots, minlength=slots)
             changed, grid = True, slots
         else:
-            cuts, grid = np.arange(first, first + n + 1), n
-        ptrs.append(block_ptr[cuts[:-1]])
-        out.append((which, base, grid))
-        base, end = base + grid, first + n
+            order, per_block, grid = np.arange(first, first + n), np.ones(n, np.int64), n
+        border.append(order)
+        grids.append(per_block)
+        out.append((which, end if not out else out[-1][1] + out[-1][2], grid))
+        end = first + n
     if not changed:
         return None
-    ptrs.append(block_ptr[end:end + 1])
-    return np.concatenate(ptrs).astype(np.int32), out
+    border = np.concatenate(border)
+    # tiles of the planned blocks in their new order
+    starts, counts = block_ptr[:-1][border], sizes[border]
+    offs = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    tile_order = np.arange(int(counts.sum())) + offs
+    # new block j holds per_block[j] consecutive planned blocks of the new order
+    planned_cum = np.concatenate([[0], np.cumsum(counts)])
+    new_cuts = np.concatenate([[0], np.cumsum(np.concatenate(grids))])
+    return tile_order, planned_cum[new_cuts].astype(np.int32), out
