@@ -90,6 +90,8 @@ CONFIGS = {
     # every launch a block per planned tile run (backends/persistent.py off): the
     # launches before the persistent grid
     "flat": {"ENV": {"PORTGEMM_PERSISTENT": "0"}},
+    # persistent launches of twice the resident blocks
+    "pers2": {"ENV": {"PORTGEMM_PERSISTENT": "2"}},
     # measured on the register path (first H100 call): no BK unroll for the 8x8 kinds and
     # caps for one more block per SM: slower
     "occ": {"MIN_BLOCKS": {("portgemm", "128x128/8x8", F32): 2,

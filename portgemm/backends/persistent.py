@@ -23,12 +23,21 @@ import os
 
 import numpy as np
 
-# Set to "0" to launch every plan a block per planned block (benchmarks compare).
+# Blocks per resident workgroup of a persistent launch: "0" launches every plan a
+# block per planned block, "2" twice the resident blocks (two rounds of persistent
+# blocks, so the hardware's block scheduler balances the second); benchmarks compare.
 ENV = "PORTGEMM_PERSISTENT"
 
 
+def rounds() -> int:
+    try:
+        return max(0, int(os.environ.get(ENV, "1")))
+    except ValueError:
+        return 1
+
+
 def enabled() -> bool:
-    return os.environ.get(ENV, "1") != "0"
+    return rounds() > 0
 
 
 def resident_blocks(plan, kind_index: int) -> int:
@@ -38,7 +47,7 @@ def resident_blocks(plan, kind_index: int) -> int:
     occ = plan.occupancy.get(k.name)
     if occ is None:
         return 0
-    return int(occ.active_workgroups) * int(plan.arch.compute_units)
+    return int(occ.active_workgroups) * int(plan.arch.compute_units) * rounds()
 
 
 def round_robin(n: int, blocks: int) -> np.ndarray:
