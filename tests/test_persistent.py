@@ -85,3 +85,17 @@ def test_device_expanded_plan_goes_persistent_from_the_host():
     ptr = st["block_ptr"]
     assert ptr[-1] == p.n_tiles and np.all(np.diff(ptr) >= 1)
     assert sum(g for _, _, g in st["launches"]) == ptr.shape[0] - 1 < p.n_tiles
+
+
+def test_a_plan_of_one_launch_keeps_a_block_per_tile():
+    """One kind's launch alone measured slower persistent: it stays as planned."""
+    from portgemm.tuning.model import one_kind_plan
+    from portgemm.tiles import FAMILIES
+    kind = FAMILIES["portgemm"][1]
+    p = one_kind_plan(random_shapes(7, 1024), kind, "float32", make_plan(
+        random_shapes(7, 4), "float32", "sm_90").arch)
+    if p.mode != "per-kind":
+        pytest.skip(f"one_kind_plan made a {p.mode} plan")
+    _, planned_ptr, planned = host_device_tiles(p)
+    st = _state(p)
+    assert st["launches"] == planned

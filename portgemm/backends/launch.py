@@ -82,9 +82,12 @@ def _persist(plan, st, upload) -> bool:
     block per tile). False when no launch would change."""
     if plan.mode != "per-kind" or not persistent.enabled() or not plan.occupancy:
         return False
+    counts = plan.tile_counts().tolist()
+    if sum(n > 0 for n in counts) < persistent.MIN_LAUNCHES:
+        return False
     if plan.layout is not None:     # a block per tile: most plans fit without a list
         slots = [persistent.resident_blocks(plan, k) for k in range(len(plan.kinds))]
-        if all(n <= s or s == 0 for n, s in zip(plan.tile_counts().tolist(), slots)):
+        if all(n <= s or s == 0 for n, s in zip(counts, slots)):
             return False
     tiles, block_ptr, launches = host_device_tiles(plan)
     got = persistent.persistent_launches(plan, block_ptr, launches)

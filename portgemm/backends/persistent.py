@@ -16,6 +16,12 @@ the current one's last (vbatched_gemm.cu, PgCarry), which a block per tile canno
 
 The plan's launches keep their order (heaviest kind first); a launch that fits in one
 wave stays one block per planned block.
+
+Measured on the H100 (bench/NOTES.md, "Session 5: persistent grid"): plans of several
+kinds' launches, which CUDA runs side by side, ran 1-9 % faster persistent (geomean
++2.9 % over 11 fp32 cases); a plan of one kind's launch ran 0-4 % slower in most cases
+(the block scheduler balances a lone launch's random tile lengths better than a fixed
+round robin), so only plans of at least MIN_LAUNCHES launches go persistent.
 """
 from __future__ import annotations
 
@@ -27,6 +33,10 @@ import numpy as np
 # block per planned block, "2" twice the resident blocks (two rounds of persistent
 # blocks, so the hardware's block scheduler balances the second); benchmarks compare.
 ENV = "PORTGEMM_PERSISTENT"
+
+
+# Launches (kinds with tiles) a per-kind plan needs before its launches go persistent.
+MIN_LAUNCHES = 2
 
 
 def rounds() -> int:
