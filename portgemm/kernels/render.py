@@ -75,6 +75,14 @@ K_UNROLL: dict[tuple, int] = {
 }
 
 
+def carry(variant: Variant) -> bool:
+    """Whether ``variant`` carries the next tile's first k step (PG_CARRY): float32
+    per-kind tile-list entry points, the ones persistent launches run (backends/
+    persistent.py). Fused kernels spilled with it on sm_90 (228-804 bytes), float64
+    kinds on sm_90 (16-24 bytes, vendor matrix)."""
+    return not variant.fused and variant.layout == "tile-list" and variant.dtype == "float32"
+
+
 def _key(variant: Variant) -> tuple[str, str, str]:
     what = "fused" if variant.fused else variant.kinds[0].kind
     return (variant.kinds[0].family, what, variant.dtype)
@@ -178,7 +186,7 @@ def defines(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> dic
         "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant))),
         "PG_PAD": str(pad_elems(variant.dtype)),
         "PG_KINDS(X)": kinds,
-        "PG_CARRY": str(int(not variant.fused and variant.layout == "tile-list")),
+        "PG_CARRY": str(int(carry(variant))),
     }
 
 

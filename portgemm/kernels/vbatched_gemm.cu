@@ -13,7 +13,8 @@
 //   PG_PAD          shared-memory row padding in elements (keeps 16-byte alignment)
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN) for every tile kind this entry point runs
 //   PG_CARRY        1: a block running several tiles of one kind prefetches the next
-//                   tile's first k step during the current one's last (register path)
+//                   tile's first k step during the current one's last (register path;
+//                   where compat.h's PG_CARRY_VENDOR allows)
 //   PG_RAGGED_PROLOGUE  1: render only the ragged-M prologue (needs PG_T, PG_NAME); the
 //                   GEMM defines above are then absent
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
@@ -661,6 +662,9 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #define PG_BOUNDS __launch_bounds__(PG_THREADS)
 #endif
 
+#define PG_CARRY_ON (PG_CARRY && PG_CARRY_VENDOR)
+
+#if PG_CARRY_ON
 // Runs tiles[t ..] while they are of kind ID (below t1), each with the next one's first
 // k step prefetched (PgCarry); returns the first tile it did not run.
 template <int ID, int BM, int BN, int BK, int NT, int RM, int RN>
@@ -674,9 +678,7 @@ __device__ __forceinline__ int pg_run(const PgGemm* __restrict__ gemms,
         const PgTile nx = t + 1 < t1 ? tiles[t + 1] : PgTile{-1, 0, 0, -1};
         // An unused slot of a ragged upper-bound list (gemm < 0) is skipped; a tile of
         // another kind is not prefetched: its stage layout differs.
-        // Fused entry points (PG_CARRY 0) do not: holding every kind's carried step
-        // made them spill.
-        const bool has_next = PG_CARRY && nx.kind == ID && nx.gemm >= 0;
+        const bool has_next = nx.kind == ID && nx.gemm >= 0;
         if (tl.gemm >= 0)
             pg_tile<BM, BN, BK, NT, RM, RN>(gemms + tl.gemm, tl.m0, tl.n0, smem, carry,
                                             has_next ? gemms + nx.gemm : nullptr, nx.m0, nx.n0);
@@ -687,6 +689,16 @@ __device__ __forceinline__ int pg_run(const PgGemm* __restrict__ gemms,
 
 #define PG_CASE(id, bm, bn, bk, nt, rm, rn) \
     case id: t = pg_run<id, bm, bn, bk, nt, rm, rn>(gemms, tiles, t, t1, smem); break;
+#else
+// One tile at a time, nothing carried: fused entry points (holding every kind's carried
+// step made them spill) and AMD (compat.h).
+#define PG_CASE(id, bm, bn, bk, nt, rm, rn)                                   \
+    case id: {                                                              \
+        PgCarry<bm, bn, bk, nt> carry;                                      \
+        carry.reset();                                                      \
+        pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem, carry, nullptr, 0, 0); \
+    } break;
+#endif
 #define PG_THREADS_OF(id, bm, bn, bk, nt, rm, rn) case id: return nt;
 
 __device__ __forceinline__ int pg_threads_of(int kind)
@@ -730,12 +742,22 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     const int b = base + blockIdx.x;
     const int t0 = block_ptr[b], t1 = block_ptr[b + 1];
     if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;
+#if PG_CARRY_ON
     for (int t = t0; t < t1;) {
         switch (tiles[t].kind) {
             PG_KINDS(PG_CASE)
             default: return;        // no such kind: never written by the host
         }
     }
+#else
+    for (int t = t0; t < t1; ++t) {
+        const PgTile tl = tiles[t];
+        if (tl.gemm < 0) continue;  // an unused slot of a ragged upper-bound list
+        const PgGemm* g = gemms + tl.gemm;
+        const int m0 = tl.m0, n0 = tl.n0;
+        switch (tl.kind) { PG_KINDS(PG_CASE) }
+    }
+#endif
 }
 #endif
 #endif  // PG_RAGGED_PROLOGUE
