@@ -99,3 +99,30 @@ def test_a_plan_of_one_launch_keeps_a_block_per_tile():
     _, planned_ptr, planned = host_device_tiles(p)
     st = _state(p)
     assert st["launches"] == planned
+
+
+def test_planned_blocks_of_several_tiles_move_whole():
+    """Planned blocks holding several tiles (li2019's packing) move as wholes: block j
+    runs planned blocks j, j + G, ..., each one's tiles in their order."""
+    class Occ:
+        active_workgroups = 1
+
+    class Arch:
+        compute_units = 3
+
+    class Kind:
+        name = "k"
+
+    class P:
+        kinds = (Kind(),)
+        occupancy = {"k": Occ()}
+        arch = Arch()
+    sizes = np.array([2, 1, 3, 1, 2, 2, 1, 4])
+    block_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    order, ptr, launches = persistent.persistent_launches(P, block_ptr, [(0, 0, 8)])
+    assert launches == [(0, 0, 3)]
+    planned = [list(range(block_ptr[b], block_ptr[b + 1])) for b in range(8)]
+    for j in range(3):
+        want = sum((planned[b] for b in range(j, 8, 3)), [])
+        assert order[ptr[j]:ptr[j + 1]].tolist() == want
+    assert ptr[-1] == block_ptr[-1]

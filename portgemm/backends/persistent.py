@@ -63,7 +63,9 @@ def resident_blocks(plan, kind_index: int) -> int:
 def round_robin(n: int, blocks: int) -> np.ndarray:
     """The order of n planned blocks when ``blocks`` blocks take them round robin: block
     j's (j, j + blocks, ...) first, then block j + 1's."""
-    return np.argsort(np.arange(n) % blocks, kind="stable")
+    rounds = -(-n // blocks)
+    order = np.arange(rounds * blocks).reshape(rounds, blocks).T.ravel()
+    return order[order < n]
 
 
 def persistent_launches(plan, block_ptr: np.ndarray, launches):
@@ -93,9 +95,13 @@ def persistent_launches(plan, block_ptr: np.ndarray, launches):
         return None
     border = np.concatenate(border)
     # tiles of the planned blocks in their new order
-    starts, counts = block_ptr[:-1][border], sizes[border]
-    offs = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    tile_order = np.arange(int(counts.sum())) + offs
+    counts = sizes[border]
+    if sizes.shape[0] == block_ptr[-1]:          # a tile per planned block
+        tile_order = border
+    else:
+        starts = block_ptr[:-1][border]
+        offs = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        tile_order = np.arange(int(counts.sum())) + offs
     # new block j holds per_block[j] consecutive planned blocks of the new order
     planned_cum = np.concatenate([[0], np.cumsum(counts)])
     new_cuts = np.concatenate([[0], np.cumsum(np.concatenate(grids))])
