@@ -465,12 +465,14 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     // What the main loop needs is read here; C, ldc, alpha and beta only in the epilogue,
     // so they hold no registers across the loop.
     const int M = gp->M, N = gp->N;
-    const int K = pg_k_of(gp);
+    const int K = (gp->alpha == 0.0) ? 0 : gp->K;
     const PG_T* __restrict__ A = gp->A;
     const PG_T* __restrict__ B = gp->B;
     const int lda = gp->lda, ldb = gp->ldb;
-    const bool vec_a = pg_vec_a(gp, m0);
-    const bool vec_b = pg_vec_b(gp, n0);
+    // Stored A is M x K (K x M when transposed), B K x N (N x K); a 16-byte unit starts
+    // at a multiple of PG_V columns from the slice start, so these keep it aligned.
+    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
 
     PG_T acc[RM][RN];
 #pragma unroll
