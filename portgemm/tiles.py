@@ -161,8 +161,12 @@ PORTGEMM = _family("portgemm", [
 #
 # fp64's MMA kinds (engine "mma", tm x tn / w<warp sub-tile>): cuBLAS's grouped fp64 runs
 # a 64x64 DMMA tile of four 32x32 warps (BK 16, 4 stages); ours takes BK 8 so that four
-# cp.async stages fit the kernel's 48 KiB of static shared memory; 32x32/w16x16 keeps
-# four warps on tiles a quarter the size, for small GEMMs.
+# cp.async stages fit the kernel's 48 KiB of static shared memory; 64x32/w32x16 and
+# 32x32/w16x16 keep four warps on tiles a half and a quarter the size, for small GEMMs.
+# Measured on the H100 (bench/kernel_bench.py --extra, bench/NOTES.md): 128x64/w32x32
+# (8 warps), 64x64/w32x16 (8 warps), 128x64/w64x32 and 64x128/w32x64 (4 warps, 234-254
+# registers) were 3-25 % slower than 64x64/w32x32 on every case, and the last two spill
+# in the AMD emulation.
 #            kind           tm   tn  tk  threads rm  rn  engine
 PORTGEMM_F64 = _family("portgemm-f64", [
     ("32x32/4x4",    32,  32,  8,  64,  4, 4),
@@ -170,6 +174,7 @@ PORTGEMM_F64 = _family("portgemm-f64", [
     ("128x64/8x4",  128,  64,  8, 256,  8, 4),
     ("64x128/4x8",   64, 128,  8, 256,  4, 8),
     ("32x32/w16x16", 32,  32,  8, 128, 16, 16, "mma"),
+    ("64x32/w32x16", 64,  32,  8, 128, 32, 16, "mma"),
     ("64x64/w32x32", 64,  64,  8, 128, 32, 32, "mma"),
 ])
 
@@ -219,6 +224,7 @@ TUNE_F64 = _family("tune-f64", [
     ("128x32/8x4/k8",    128,  32,  8, 128,  8, 4),
     # the MMA kinds of PORTGEMM_F64 (engine "mma", w: a warp's sub-tile)
     ("32x32/w16x16/k8",   32,  32,  8, 128, 16, 16, "mma"),
+    ("64x32/w32x16/k8",   64,  32,  8, 128, 32, 16, "mma"),
     ("64x64/w32x32/k8",   64,  64,  8, 128, 32, 32, "mma"),
 ])
 PER_KIND_ONLY = ("tune", "tune-f64")

@@ -84,6 +84,18 @@ struct PgMmaF64 {
     static __device__ __forceinline__ int c_row(int l) { return l >> 2; }
     static __device__ __forceinline__ int c_col(int l, int i) { return 2 * (l & 3) + i; }
 };
+// threadIdx.x read in a way the compiler cannot merge with an earlier read, so a value
+// derived from it is recomputed instead of kept live (or spilled) across a loop.
+__device__ __forceinline__ int pg_thread_index()
+{
+#if PG_HIP
+    return (int)threadIdx.x;
+#else
+    int t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t;
+#endif
+}
 #if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 // DMMA (sm_80+): each of the 8 x 8 x 4 products is an IEEE fp64 FMA.
 #define PG_MMA_F64 1

@@ -25,6 +25,11 @@ MIN_BLOCKS = {
     # 128 accumulators a thread: 2 blocks of 128 threads an SM leave 255 registers
     ("portgemm", "128x128/16x8", "float32"): 2,
     ("tune", "128x128/16x8/k8", "float32"): 2,
+    # fp64 MMA 64x64 (four 32x32 warps): 166 registers give 3 blocks an SM; under a cap
+    # of 128 (4 blocks, as its 48 KiB of shared memory allow), no spill on sm_90, and
+    # 3-8 % faster on the H100 (kernel_bench "dmma-cap4"). sm_80 ignores it (compat.h).
+    ("portgemm-f64", "64x64/w32x32", "float64"): 4,
+    ("tune-f64", "64x64/w32x32/k8", "float64"): 4,
 }
 
 
@@ -36,8 +41,9 @@ MIN_BLOCKS = {
 # cap (128 registers), but the planner's cost model then prefers it to 64x128, which
 # is still faster, and the default plan got 5 % slower ("cap128" in the bench).
 STAGES = {
-    # the MMA kinds: as many stages of BK 8 as 48 KiB hold (4 for 64x64: 48 KiB)
+    # the MMA kinds: 4 stages of BK 8 (64x64: 48 KiB); 3 ran 2-10 % slower on the H100
     ("portgemm-f64", "32x32/w16x16", "float64"): 4,
+    ("portgemm-f64", "64x32/w32x16", "float64"): 4,
     ("portgemm-f64", "64x64/w32x32", "float64"): 4,
     ("portgemm-f64", "32x32/4x4", "float64"): 3,
     ("portgemm-f64", "64x64/4x4", "float64"): 3,
@@ -45,6 +51,7 @@ STAGES = {
     ("tune-f64", "32x32/4x4/k8", "float64"): 3,
     ("tune-f64", "64x64/4x4/k16", "float64"): 3,
     ("tune-f64", "32x32/w16x16/k8", "float64"): 4,
+    ("tune-f64", "64x32/w32x16/k8", "float64"): 4,
     ("tune-f64", "64x64/w32x32/k8", "float64"): 4,
     # 128x128/16x8: cuBLAS's grouped SIMT tile (4 stages of BK 8, 128 threads); 3 stages
     # timed the same on the H100 (kernel_bench "fat3": within 1 %)

@@ -735,24 +735,24 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
             if (s < nk) issue(s, s * BK);
             pg_cp_async_commit();
         }
-        int rs = 0, ws = ST - 1;
+        int rs = 0;                     // the stage read; written: the one before it
         for (int kt = 0; kt < nk; ++kt) {
             pg_cp_async_wait<ST - 2>();
             __syncthreads();
             const PG_T* as = As + rs * SA::ELEMS;
             const PG_T* bs = Bs + rs * SB::ELEMS;
+            // Issued before this step's fragment reads (unlike pg_tile): after them, the
+            // fragments of both MMA steps and the copies' addresses are live at once,
+            // and under the 4-block cap (render.MIN_BLOCKS) that spilled on sm_90.
+            if (kt + ST - 1 < nk) issue(rs == 0 ? ST - 1 : rs - 1, (kt + ST - 1) * BK);
+            pg_cp_async_commit();
 #pragma unroll
             for (int kk = 0; kk < BK; kk += PgMmaF64::K) {
                 PG_T a[FM], b[FN];
                 fragments(a, b, as, bs, kk);
-                if (kk == 0) {      // after the first fragment reads, as in pg_tile
-                    if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK);
-                    pg_cp_async_commit();
-                }
                 multiply(a, b);
             }
             rs = rs + 1 == ST ? 0 : rs + 1;
-            ws = ws + 1 == ST ? 0 : ws + 1;
         }
         pg_cp_async_wait<0>();
         __syncthreads();
@@ -807,31 +807,37 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
     PG_T* __restrict__ C = gp->C;
     const int ldc = gp->ldc;
     const bool vec_c = pg_aligned16(C) && ldc % PG_V == 0;
+    {
+        // the lane's place again, read afresh (compat.h): kept from the prologue it was the
+        // one value spilled under the 4-block cap (render.MIN_BLOCKS) on sm_90
+        const int tid = pg_thread_index(), lane = tid & 31, warp = tid >> 5;
+        const int wm = (warp / WGN) * WTM, wn = (warp % WGN) * WTN;
 #pragma unroll
-    for (int i = 0; i < FM; ++i) {
-        const int r = m0 + wm + i * PgMmaF64::M + PgMmaF64::c_row(lane);
-        if (r >= M) continue;
-        PG_T* crow = C + r * ldc;
+        for (int i = 0; i < FM; ++i) {
+            const int r = m0 + wm + i * PgMmaF64::M + PgMmaF64::c_row(lane);
+            if (r >= M) continue;
+            PG_T* crow = C + r * ldc;
 #pragma unroll
-        for (int j = 0; j < FN; ++j) {
-            const int c0 = n0 + wn + j * PgMmaF64::N + PgMmaF64::c_col(lane, 0);
-            if (vec_c && c0 + 1 < N) {
-                PG_T v[2];
-                if (beta != PG_T(0)) pg_get16(crow + c0, v);   // beta == 0 never reads C
+            for (int j = 0; j < FN; ++j) {
+                const int c0 = n0 + wn + j * PgMmaF64::N + PgMmaF64::c_col(lane, 0);
+                if (vec_c && c0 + 1 < N) {
+                    PG_T v[2];
+                    if (beta != PG_T(0)) pg_get16(crow + c0, v);   // beta == 0 never reads C
 #pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    PG_T x = alpha * acc[i][j][q];
-                    if (beta != PG_T(0)) x += beta * v[q];
-                    v[q] = x;
-                }
-                pg_put16(crow + c0, v);
-            } else {
+                    for (int q = 0; q < 2; ++q) {
+                        PG_T x = alpha * acc[i][j][q];
+                        if (beta != PG_T(0)) x += beta * v[q];
+                        v[q] = x;
+                    }
+                    pg_put16(crow + c0, v);
+                } else {
 #pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    if (c0 + q >= N) continue;
-                    PG_T x = alpha * acc[i][j][q];
-                    if (beta != PG_T(0)) x += beta * crow[c0 + q];
-                    crow[c0 + q] = x;
+                    for (int q = 0; q < 2; ++q) {
+                        if (c0 + q >= N) continue;
+                        PG_T x = alpha * acc[i][j][q];
+                        if (beta != PG_T(0)) x += beta * crow[c0 + q];
+                        crow[c0 + q] = x;
+                    }
                 }
             }
         }
@@ -859,7 +865,7 @@ template <> struct PgEngine<1> {
 // A variant with pipeline stages takes its hint only where the pipeline runs: the
 // register path (B^T, pre-sm_80) keeps more registers live and spilled under the caps
 // measured for the pipeline.
-#if PG_MIN_BLOCKS > 0 && (PG_STAGES == 0 || PG_PIPELINE)
+#if PG_MIN_BLOCKS > 0 && (PG_STAGES == 0 || PG_PIPELINE || PG_MMA)
 #define PG_BOUNDS PG_LAUNCH_BOUNDS_MIN(PG_THREADS, PG_MIN_BLOCKS)
 #else
 #define PG_BOUNDS __launch_bounds__(PG_THREADS)
