@@ -665,7 +665,7 @@ struct PgMmaStage {
 template <int BM, int BN, int BK, int NT, int WTM, int WTN>
 __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
 {
-    static_assert(sizeof(PG_T) == 8, "the MMA kinds are fp64");
+    static_assert(sizeof(PG_T) == 8 && BM > 0, "the MMA kinds are fp64");  // BM: checked when used
     constexpr int WGN = BN / WTN;
     static_assert((BM / WTM) * WGN * 32 == NT, "one warp per sub-tile");
     static_assert(WTM % PgMmaF64::M == 0 && WTN % PgMmaF64::N == 0 && BK % PgMmaF64::K == 0,
