@@ -88,12 +88,12 @@ struct PgMmaF64 {
 // derived from it is recomputed instead of kept live (or spilled) across a loop.
 __device__ __forceinline__ int pg_thread_index()
 {
-#if !PG_HIP && defined(__CUDA_ARCH__)
+#if PG_HIP
+    return (int)threadIdx.x;
+#else
     int t;
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
     return t;
-#else
-    return (int)threadIdx.x;
 #endif
 }
 #if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -104,7 +104,7 @@ __device__ __forceinline__ void pg_mma_f64_8x8x4(double (&c)[2], double a, doubl
     asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
         : "+d"(c[0]), "+d"(c[1]) : "d"(a), "d"(b));
 }
-#elif PG_HIP || defined(__CUDA_ARCH__)
+#else
 // No fp64 MMA here (pre-sm_80, AMD until its MFMA path exists): the same fragment
 // contract with shuffles and FMAs, so every kind compiles and computes the same result
 // everywhere; the planner never offers the MMA kinds on these targets (occupancy/archs.py).
@@ -129,8 +129,4 @@ __device__ __forceinline__ void pg_mma_f64_8x8x4(double (&c)[2], double a, doubl
             c[i] = fma(pg_shfl32(a, 4 * r + k), pg_shfl32(b, 4 * col + k), c[i]);
     }
 }
-#else
-// A host build of the source (tests/test_grouped.py compiles the ragged prologue with
-// g++): no warp, so no MMA.
-#define PG_MMA_F64 0
 #endif
