@@ -846,24 +846,6 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
     }
 }
 
-// Kind -> tile function by engine (0: SIMT pg_tile, 1: MMA pg_tile_mma); a struct so
-// only the engine's own template is instantiated.
-template <int E> struct PgEngine;
-template <> struct PgEngine<0> {
-    template <int BM, int BN, int BK, int NT, int RM, int RN>
-    static __device__ __forceinline__ void tile(const PgGemm* g, int m0, int n0, PG_T* smem)
-    {
-        pg_tile<BM, BN, BK, NT, RM, RN>(g, m0, n0, smem);
-    }
-};
-template <> struct PgEngine<1> {
-    template <int BM, int BN, int BK, int NT, int RM, int RN>
-    static __device__ __forceinline__ void tile(const PgGemm* g, int m0, int n0, PG_T* smem)
-    {
-        pg_tile_mma<BM, BN, BK, NT, RM, RN>(g, m0, n0, smem);
-    }
-};
-
 // A variant with pipeline stages takes its hint only where the pipeline runs: the
 // register path (B^T, pre-sm_80) keeps more registers live and spilled under the caps
 // measured for the pipeline.
@@ -873,8 +855,14 @@ template <> struct PgEngine<1> {
 #define PG_BOUNDS __launch_bounds__(PG_THREADS)
 #endif
 
+// Kind -> tile function by engine E (0: SIMT pg_tile, 1: MMA pg_tile_mma), pasted so the
+// SIMT kinds call pg_tile as directly as before the MMA kinds (a template wrapper in
+// between changed hiprtc's register allocation: a 24-byte spill in a gfx90a fused kernel).
+#define PG_TILE_E0 pg_tile
+#define PG_TILE_E1 pg_tile_mma
+#define PG_TILE_OF(e) PG_TILE_E##e
 #define PG_CASE(id, bm, bn, bk, nt, rm, rn, e) \
-    case id: PgEngine<e>::template tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem); break;
+    case id: PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem); break;
 #define PG_THREADS_OF(id, bm, bn, bk, nt, rm, rn, e) case id: return nt;
 
 __device__ __forceinline__ int pg_threads_of(int kind)
@@ -899,7 +887,7 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     case id: {                                                              \
         const int m0 = blockIdx.x * bm, n0 = blockIdx.y * bn;               \
         if (m0 >= g->M || n0 >= g->N) return;                               \
-        PgEngine<e>::template tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem); \
+        PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem);               \
     } break;
         PG_KINDS(PG_GZ)
     }
