@@ -439,6 +439,10 @@ extern "C" void pg_set_thread(unsigned b, unsigned t, unsigned n)
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __restrict__
+#include <cmath>
+using std::fma;
+// compat.h's warp-MMA emulation must compile in this host build (it never runs here)
+template <class T> T __shfl_sync(unsigned, T v, int, int) { return v; }
 """
 
 

@@ -66,9 +66,9 @@ def estimate(variant: Variant, vendor: str) -> KernelResources:
     addressing. Shared memory is exact (it is fixed by the tile shape)."""
     elem = 4 if variant.dtype == "float32" else 8
     words = elem // 4
-    acc = max(k.rm * k.rn for k in variant.kinds)
+    acc = max(k.accumulators for k in variant.kinds)
     loads = max(-(-k.tk * (k.tm + k.tn) // k.threads) for k in variant.kinds)
-    regs = (acc + loads) * words + max(k.rm + k.rn for k in variant.kinds) * words + 40
+    regs = (acc + loads) * words + max(k.operands_held for k in variant.kinds) * words + 40
     regs = min(255, regs)
     return KernelResources(registers=regs, shared_bytes=shared_bytes(variant),
                            sgprs=40 if vendor == "amd" else 0, source="estimate")
