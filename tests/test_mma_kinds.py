@@ -125,5 +125,5 @@ def test_render_marks_the_engine_and_fits_static_shared_memory():
 
 def test_occupancy_cli_names_the_engine():
     k = next(k for k in MMA if k.kind == "64x64/w32x32")
-    assert tile_shape(Variant((k,), "float64")) == "64x64 k8 w32x32 mma"
+    assert tile_shape(Variant((k,), "float64")) == "64x64 k8 w32x32"
     assert tile_shape(Variant((FAMILIES["portgemm-f64"][0],), "float64")) == "32x32 k8 4x4"
