@@ -57,8 +57,9 @@ class RefLayout(tile_layout.TileLayout):
         return ref_build_tiles(*self.ref_args)
 
 
-def ref_tile_layout(shapes, kinds, kidx, gemm_order=None, m_fastest=False):
-    """The per-GEMM layout, one GEMM at a time; its list is ref_build_tiles'."""
+def ref_tile_layout(shapes, kinds, kidx, gemm_order=None, m_fastest=False, per_gemm=None):
+    """The per-GEMM layout, one GEMM at a time (``per_gemm`` ignored: made again here);
+    its list is ref_build_tiles'."""
     order = range(shapes.shape[0]) if gemm_order is None else gemm_order
     cols = []
     for g in order:
@@ -70,6 +71,14 @@ def ref_tile_layout(shapes, kinds, kidx, gemm_order=None, m_fastest=False):
     lay = RefLayout(*cols, first, m_fastest)
     object.__setattr__(lay, "ref_args", (shapes, kinds, kidx, gemm_order, m_fastest))
     return lay
+
+
+def ref_per_gemm_tiles(shapes, kinds, kidx):
+    """tm, tn, gm, gn per GEMM, one GEMM at a time."""
+    rows = [(kinds[int(k)].tm, kinds[int(k)].tn, -(-int(m) // kinds[int(k)].tm),
+             -(-int(n) // kinds[int(k)].tn)) for (m, n, _), k in zip(shapes.tolist(), kidx)]
+    return tuple(np.array(c, dtype=np.int64).reshape(-1) for c in zip(*rows)) if rows else \
+        tuple(np.zeros(0, dtype=np.int64) for _ in range(4))
 
 
 def ref_lpt_order(cost, group=None, total_cost=None):
@@ -182,6 +191,7 @@ def test_pack_blocks_equals_reference(by_kind):
 
 
 REFERENCES = {"build_tiles": ref_build_tiles, "tile_layout": ref_tile_layout,
+              "per_gemm_tiles": ref_per_gemm_tiles,
               "gemm_lpt_order": ref_lpt_order,
               "pack_blocks": ref_pack_blocks}
 

@@ -57,8 +57,8 @@ from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, family
                            first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
-from .tiling import (cdiv_array, gemm_lpt_order, kind_counts, kind_edges, make_plan,
-                     notes_for_shapes, tile_grid, tile_layout)
+from .tiling import (gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
+                     per_gemm_tiles, tile_grid, tile_layout)
 
 FAMILY = ZHANG2025
 assert all(a.area <= b.area for a, b in zip(FAMILY, FAMILY[1:])), "family must run small -> large"
@@ -454,15 +454,16 @@ def _build(req, strategy: str, tlp_formula: str, c: _Choice, more_notes: tuple =
     GEMM cost the same)."""
     shapes, kinds, kidx = req.shapes, c.kinds, c.kidx
     notes = notes_for_shapes(shapes) + list(c.notes) + list(more_notes)
-    tm, tn = kind_edges(kinds)
-    cost = ((tm * tn).take(kidx) * shapes[:, 2]).astype(np.float64)
+    # each GEMM's tile and tile grid, once: for the order and for the layout
+    tm, tn, gm, gn = per_gemm_tiles(shapes, kinds, kidx)
+    cost = tm * tn * shapes[:, 2]   # integers (< 2**45): the order of their float64 values
     if req.mode == "per-kind":  # one launch per kind: kinds contiguous, heaviest first
         # each GEMM's own tile count (its kind only, not the whole (GEMM, kind) grid)
-        n_tiles = cdiv_array(shapes[:, 0], tm.take(kidx)) * cdiv_array(shapes[:, 1], tn.take(kidx))
-        order = gemm_lpt_order(cost, kidx, cost * n_tiles)
+        order = gemm_lpt_order(cost, kidx, cost.astype(np.float64) * (gm * gn))
     else:
         order = gemm_lpt_order(cost)
-    layout = tile_layout(shapes, kinds, kidx, gemm_order=order)   # the list: on first read
+    layout = tile_layout(shapes, kinds, kidx, gemm_order=order,   # the list: on first read
+                         per_gemm=(tm, tn, gm, gn))
     return make_plan(req, strategy, kinds, layout, None, c.tlp, c.threshold,
                      MODEL_NAMES[(c.rule, tlp_formula)], c.table.occupancy, notes,
                      predicted_ms=c.predicted * 1e3)
