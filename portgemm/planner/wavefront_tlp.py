@@ -57,6 +57,7 @@ from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, family
                            first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
+from .scratch import buffer
 from .tiling import (gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
                      per_gemm_tiles, tile_grid, tile_layout)
 
@@ -145,24 +146,40 @@ class BatchTables:
         fk = self.fk = family_keys(tuple(kinds))
         # rows: another family's tables of the same batch, whose rows (M, N, K as
         # float64), live GEMMs and batch sums this one shares
-        s = (shapes.T.astype(np.float64, order="C") if rows is None
-             else (rows.M, rows.N, rows.K))
+        B = shapes.shape[0]
+        slot = self.slot = 0 if rows is None else rows.slot + 1
+        buf = lambda name, shape=(fk["n"], B), dtype=np.float64: buffer(  # noqa: E731
+            (name, slot), shape, dtype, B)
+        if rows is None:
+            s = buf("rows", (3, B))
+            s[...] = shapes.T
+        else:
+            s = (rows.M, rows.N, rows.K)
         M, N, K = self.M, self.N, self.K = s[0], s[1], s[2]
         self._sums = [] if rows is None else rows._sums   # filled by floor() on first use
-        self._qm, self._qn = M / fk["tm_c"], N / fk["tn_c"]
-        self._gm, self._gn = np.ceil(self._qm), np.ceil(self._qn)
-        self.counts = self._gm * self._gn                      # (kinds, batch)
+        self._qm = np.divide(M, fk["tm_c"], out=buf("qm"))
+        self._qn = np.divide(N, fk["tn_c"], out=buf("qn"))
+        self._gm = np.ceil(self._qm, out=buf("gm"))
+        self._gn = np.ceil(self._qn, out=buf("gn"))
+        self.counts = np.multiply(self._gm, self._gn, out=buf("counts"))   # (kinds, batch)
         self.live = (M > 0) & (N > 0) if rows is None else rows.live
+        allowed = buf("allowed", dtype=np.bool_)
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
             fit = np.minimum(np.searchsorted(fk["tm"], M, "right"),
                              np.searchsorted(fk["tn"], N, "right"))
             self._start = np.maximum(fit - 1, 0)               # the largest fitting tile
-            self.allowed = fk["idx_c"] <= self._start          # fits, or the smallest
-        else:
+            self.allowed = np.less_equal(fk["idx_c"], self._start, out=allowed)  # fits, or
+        else:                                                                   # the smallest
             self._start = None
-            self.allowed = ((fk["tm_c"] <= M) & (fk["tn_c"] <= N)) | fk["rank0_c"]
-        self.steps = np.ceil(K / fk["tk"][0]) if fk["one_tk"] else np.ceil(K / fk["tk_c"])
-        self.steps_live = np.where(self.live, self.steps, 0.0)
+            self.allowed = np.less_equal(fk["tm_c"], M, out=allowed)
+            allowed &= np.less_equal(fk["tn_c"], N, out=buf("mask", dtype=np.bool_))
+            allowed |= fk["rank0_c"]
+        steps = buf("steps", (1, B) if fk["one_tk"] else (fk["n"], B))
+        np.divide(K, fk["tk"][:1, None] if fk["one_tk"] else fk["tk_c"], out=steps)
+        self.steps = np.ceil(steps, out=steps)[0] if fk["one_tk"] else np.ceil(steps, out=steps)
+        # steps are finite and >= 0: x 1 or x 0 is where(live, steps, 0) exactly
+        self.steps_live = np.multiply(self.steps, self.live,
+                                      out=buf("steps_live", self.steps.shape))
         self._divides = None
 
     @property
@@ -170,7 +187,12 @@ class BatchTables:
         """(kinds, batch): the tile divides M and N (exact tiling); on first use (only the
         rule needs it, not the bound)."""
         if self._divides is None:
-            self._divides = (self._gm == self._qm) & (self._gn == self._qn)
+            shape, B = self._gm.shape, self._gm.shape[1]
+            d = np.equal(self._gm, self._qm, out=buffer(("divides", self.slot), shape,
+                                                        np.bool_, B))
+            d &= np.equal(self._gn, self._qn, out=buffer(("mask", self.slot), shape,
+                                                         np.bool_, B))
+            self._divides = d
         return self._divides
 
     @property
@@ -178,9 +200,13 @@ class BatchTables:
         """(batch,) the largest fitting tile (equal areas: the one that divides)."""
         if self._start is None:
             # keys are distinct per kind and multiples of n_k apart, so the greatest
-            # key's kind is its remainder
-            n_k = self.fk["n"]
-            key = np.where(self.allowed, self.divides * n_k + self.fk["start_key_c"], -1)
+            # key's kind is its remainder; (key + 1) x allowed - 1 is -1 where not allowed
+            n_k, shape = self.fk["n"], self.allowed.shape
+            key = np.multiply(self.divides, n_k, out=buffer(("key", self.slot), shape,
+                                                             np.int64, shape[1]))
+            key += self.fk["start_key_c"] + 1
+            key *= self.allowed
+            key -= 1
             self._start = key.max(axis=0) % n_k
         return self._start
 
@@ -238,7 +264,8 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         return (start, *g0, notes, 0.0)
 
     steps, steps_live = tabs.steps, tabs.steps_live
-    cs = counts * steps
+    kb = counts.shape
+    cs = np.multiply(counts, steps, out=buffer("cs", kb, batch=B))
     floor = tabs.floor(kc)
     if g0[0] >= g0[1] * (1 - 1e-9):   # the largest fitting tiles fill the device: kept
         steps_start = steps_live if fk["one_tk"] else steps_live.reshape(-1).take(start * B + cols)
@@ -252,13 +279,21 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
 
     # tile times at the start's sharing (the context in which alternatives are weighed)
     pe_k, step_k = start_stage_times(kc, n0.tolist(), per_kind)
-    T = np.array(pe_k)[:, None] + steps * np.array(step_k)[:, None]     # (kinds, batch)
+    T = np.multiply(steps, np.array(step_k)[:, None], out=buffer("T", kb, batch=B))
+    T += np.array(pe_k)[:, None]                                         # (kinds, batch)
     # for equal predicted work, the one that divides, then the larger: a relative
     # nudge far below any real gap
     dk = divides.any(axis=1)
     nudge = nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
-    work = np.where(allowed, counts * T * np.where(divides, nudge[1], nudge[0]), np.inf)
-    T_allowed = np.where(allowed, T, np.inf)
+    work = np.multiply(counts, T, out=buffer("work", kb, batch=B))
+    not_allowed = np.logical_not(allowed, out=buffer("not_allowed", kb, np.bool_, B))
+    np.multiply(work, nudge[1], out=work, where=divides)
+    np.multiply(work, nudge[0], out=work, where=np.logical_not(
+        divides, out=buffer("mask", kb, np.bool_, B)))
+    np.copyto(work, np.inf, where=not_allowed)
+    T_allowed = buffer("T_allowed", kb, batch=B)
+    np.copyto(T_allowed, T)
+    np.copyto(T_allowed, np.inf, where=not_allowed)
     T_fast = T_allowed.min(axis=0)                         # each GEMM's fastest tile
     fastest = first_kind(T_allowed == T_fast, fk)
     least = first_kind(work == work.min(axis=0), fk)
