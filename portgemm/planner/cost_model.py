@@ -53,6 +53,7 @@ import numpy as np
 
 from ..occupancy import tuned
 from ..occupancy.ceilings import Ceilings, ceilings_for
+from .scratch import buffer
 
 PROLOGUE_LATENCIES = 3
 # Warps per compute unit at which its pipes can be kept busy: four per scheduler on
@@ -421,7 +422,11 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray, allowed
     its last wave included), and a call at least one launch latency plus the larger of
     that and the floors. Every GEMM is charged its allowed kind of least such time."""
     pe, step = _bound_times(kc, per_kind)
-    per_cu = np.where(allowed, counts * (pe + steps * step), np.inf)
+    per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
+    per_cu += pe
+    per_cu *= counts
+    np.copyto(per_cu, np.inf, where=np.logical_not(allowed, out=buffer(
+        "mask", allowed.shape, np.bool_, allowed.shape[1])))
     live_time = float(per_cu.min(axis=0).sum()) / kc.cus
     return kc.ceil.launch_s + max(live_time, floor)
 

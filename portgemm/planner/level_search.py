@@ -32,6 +32,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .scratch import buffer
+
 MAX_CAPS = 8          # tau = longest tile / 2**j, j = 1..MAX_CAPS
 LADDERS = ("rounds from the start", "rounds from the least work", "caps")
 
@@ -85,28 +87,38 @@ def first_kind(mask: np.ndarray, fk) -> np.ndarray:
 
 
 def cap_bins(T: np.ndarray, t_long: float, n_caps: int) -> np.ndarray:
-    """(kinds, batch) int64: for each tile, how many caps tau_j = t_long / 2**j (j =
+    """(kinds, batch) int32: for each tile, how many caps tau_j = t_long / 2**j (j =
     1..n_caps) it is no longer than (T positive). Exact without dividing: T <= t_long /
     2**j iff T 2**j <= t_long, which the binary exponents and mantissas of T and t_long
-    decide (frexp)."""
-    mT, eT = np.frexp(T)
+    decide (frexp). The result is a kept buffer (scratch.py): valid for this plan only."""
+    B = T.shape[-1]
+    mT, eT = np.frexp(T, out=(buffer("mantissa", T.shape, batch=B),
+                              buffer("exponent", T.shape, np.intc, B)))
     mL, eL = math.frexp(t_long)
-    last = (eL - eT) - (mT > mL)
+    last = np.subtract(eL, eT, out=eT)
+    last -= np.greater(mT, mL, out=buffer("mask", T.shape, np.bool_, B))
     return np.clip(last, 0, n_caps, out=last)
 
 
 def cap_events(work: np.ndarray, T: np.ndarray, allowed: np.ndarray, fastest_mask: np.ndarray,
                t_long: float, n_caps: int, n_levels: int):
-    """(lo, hi), each (kinds, batch) int64, of the caps ladder: GEMM i takes kind k at
-    levels lo <= j < hi. hi: 1 + the caps k is within where allowed (level 0 is no cap),
+    """(lo, hi), each (kinds, batch) (int64, int32), of the caps ladder: GEMM i takes kind k
+    at levels lo <= j < hi. hi: 1 + the caps k is within where allowed (level 0 is no cap),
     0 where not, every level for the GEMM's fastest tile (the one taken where no tile is
-    short enough); lo: the most levels any tile of less work reaches."""
+    short enough); lo: the most levels any tile of less work reaches. Both are kept
+    buffers (scratch.py): valid for this plan only."""
+    n_k, B = work.shape
     hi = cap_bins(T, t_long, n_caps)
     hi += 1
     hi *= allowed
     np.putmask(hi, fastest_mask, n_levels)
-    less = work[None, :, :] < work[:, None, :]        # [k, k', i]: k' has less work than k
-    lo = (less * hi.astype(np.int8)[None, :, :]).max(axis=1).astype(np.int64)
+    # [k, k', i]: k' has less work than k
+    less = np.less(work[None, :, :], work[:, None, :],
+                   out=buffer("less", (n_k, n_k, B), np.bool_, B))
+    held = np.multiply(less, hi.astype(np.int8)[None, :, :],
+                       out=buffer("less_hi", (n_k, n_k, B), np.int8, B))
+    lo = buffer("lo", (n_k, B), np.int64, B)
+    lo[...] = held.max(axis=1)
     return lo, hi
 
 
@@ -171,7 +183,9 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     n_typ = n * n * nmb * nnb
     seen = np.bincount(typ, minlength=n_typ)
     present = np.flatnonzero(seen)
-    flat = (typ * n + fk["idx_c"]).reshape(-1)           # (type, kind) per (kind, GEMM)
+    flat = np.add(typ * n, fk["idx_c"], out=buffer("type_kind", counts.shape, np.int64,
+                                                   counts.shape[1])).reshape(-1)
+    # (type, kind) per (kind, GEMM)
     t_n = np.bincount(flat, weights=counts.reshape(-1), minlength=n_typ * n)
     t_s = np.bincount(flat, weights=cs.reshape(-1), minlength=n_typ * n)
     if steps_live.ndim == 1:   # one tk: a GEMM's steps are the same for every kind
