@@ -458,3 +458,60 @@ def test_plan_time_counts_numpy_calls_and_puts_numpy_back():
     assert calls > 50 and operators > 0
     assert wavefront_tlp.np is np and cost_model.np is np
     assert sys.getprofile() is None
+
+
+# --- buffers kept between plans (planner/scratch.py) ------------------------------------
+
+def test_no_plan_holds_a_kept_buffer():
+    """Plans made one after another on one thread (the buffers rewritten by each) keep
+    their own arrays: none shares memory with a kept buffer, and an earlier plan's
+    layout and predictions are unchanged by later plans."""
+    from portgemm.planner import scratch
+    rng = np.random.default_rng(21)
+    batches = [random_shapes(rng, n, hi) for n, hi in ((300, 1100), (40, 200), (300, 1100),
+                                                       (2000, 600))]
+    plans = [planner.plan(s, use_cache=False) for s in batches]
+    before = [(p.tiles.tobytes(), p.predicted_ms) for p in plans]
+    again = [planner.plan(s, use_cache=False) for s in reversed(batches)]
+    assert [(p.tiles.tobytes(), p.predicted_ms) for p in plans] == before
+    assert [(p.tiles.tobytes(), p.predicted_ms) for p in reversed(again)] == before
+    kept = list(scratch._local.pool.values())
+    assert kept
+    for p in plans:
+        lay = p.layout
+        for a in (lay.gemm, lay.kind, lay.tm, lay.tn, lay.gm, lay.gn, lay.first):
+            assert not any(np.shares_memory(a, b) for b in kept)
+
+
+def test_buffers_past_the_bound_are_fresh(monkeypatch):
+    from portgemm.planner import scratch
+    monkeypatch.setattr(scratch, "MAX_POOLED", 8)
+    a = scratch.buffer("test", (2, 9))
+    assert scratch.buffer("test", (2, 9)) is not a and not np.shares_memory(
+        a, scratch.buffer("test", (2, 9)))
+    b = scratch.buffer("test", (2, 8))
+    assert scratch.buffer("test", (2, 8)) is b                  # kept: the same view
+    c = scratch.buffer("test", (3, 8))                          # grown: a new buffer
+    assert c.shape == (3, 8) and not np.shares_memory(b, c)
+
+
+@pytest.mark.parametrize("family", ["portgemm", "li2019-128", "tune"])
+def test_round_ladders_longest_k_equals_the_per_kind_maximum(family):
+    """typed_rounds with ``k_live`` (the type's longest K) gives the aggregates of the
+    pass over every (kind, GEMM)."""
+    from portgemm.planner import level_search
+    from portgemm.planner.wavefront_tlp import BatchTables
+    from portgemm.tiles import FAMILIES as ALL
+    kinds = tuple(sorted(ALL[family], key=lambda k: k.area))
+    rng = np.random.default_rng(3)
+    s = planner._shapes(random_shapes(rng, 700, 1500))
+    tabs = BatchTables(s, kinds)
+    if tabs.fk["one_tk"]:
+        pytest.skip("one tk: the per-GEMM path")
+    least = np.where(tabs.allowed, rng.random(tabs.counts.shape), np.inf).argmin(axis=0)
+    cs = tabs.counts * tabs.steps
+    args = (tabs.fk, (tabs.M, tabs.N), tabs.start, least, tabs.counts, cs, tabs.steps_live,
+            len(kinds) + 2)
+    (n0, S0, M0), _ = level_search.typed_rounds(*args)
+    (n1, S1, M1), _ = level_search.typed_rounds(*args, tabs.K * tabs.live)
+    assert np.array_equal(n0, n1) and np.array_equal(S0, S1) and np.array_equal(M0, M1)

@@ -159,7 +159,8 @@ def nested_rounds(n: int) -> np.ndarray:
     return out
 
 
-def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int):
+def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int,
+                 k_live=None):
     """Per-kind aggregates (tiles, tiles x steps, most steps), each (2 x levels, kinds), of
     Algorithm 1's rounds from the start and from the least-work tiles (level 0: the base
     itself), and a function giving every GEMM's kind at one of these rows (the winner's).
@@ -167,7 +168,10 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     Every GEMM of one *type* (its start, its least-work kind and its M and N buckets,
     round_table's) takes the same kind in every round, so one bincount per quantity
     over the (kind, GEMM) table sums it per (type, kind), and every round's aggregates
-    are gathers from that small table (integers: exact in any order)."""
+    are gathers from that small table (integers: exact in any order). ``k_live``: K
+    per GEMM (0 where it has no tiles), where the caller has it: the most K steps of a
+    type are then those of its longest K, kind by kind (ceil(K / tk) never falls as K
+    grows), from one pass over the GEMMs instead of one over (kind, GEMM)."""
     n = fk["n"]
     M, N = shapes_mn
     m_edges, n_edges, seq = round_table(fk["kinds"])
@@ -192,6 +196,10 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
         t_m = np.zeros(n_typ)
         np.maximum.at(t_m, typ, steps_live)
         t_m = np.repeat(t_m, n)
+    elif k_live is not None:   # steps = ceil(K / tk) grow with K: the type's longest K
+        k_max = np.zeros(n_typ)
+        np.maximum.at(k_max, typ, k_live)
+        t_m = np.ceil(np.divide(k_max[:, None], fk["tk"][None, :])).reshape(-1)
     else:
         t_m = np.zeros(n_typ * n)
         np.maximum.at(t_m, flat, steps_live.reshape(-1))

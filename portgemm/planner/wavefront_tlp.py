@@ -305,8 +305,9 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             n_caps = j
             break
     n_levels = max(n_caps + 1, n_k)
-    (r_n, r_s, r_m), round_kinds = typed_rounds(fk, (M, N), start, least, counts, cs,
-                                                       steps_live, n_levels)
+    (r_n, r_s, r_m), round_kinds = typed_rounds(
+        fk, (M, N), start, least, counts, cs, steps_live, n_levels,
+        None if fk["one_tk"] else np.multiply(tabs.K, live))
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts, cs, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
