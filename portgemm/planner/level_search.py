@@ -58,6 +58,7 @@ def family_keys(kinds: tuple):
     return {"kinds": kinds, "tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
             "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
             "rank_c": col(rank), "start_key_c": col(rank * (2 * n) + idx),
+            "start_key1_c": col(rank * (2 * n) + idx + 1),
             "order_key": rank * n + idx, "rank0_c": col(rank == 0), "nested": nested,
             "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)}
 
@@ -179,8 +180,9 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     typ = start * n + least
     if not fk["nested"]:   # nested kinds: the start decides which kinds are allowed
         typ *= nmb * nnb
-        typ += (M[None, :] >= m_edges[:, None]).sum(axis=0) * nnb
-        typ += (N[None, :] >= n_edges[:, None]).sum(axis=0)
+        # the edges no larger than M (N): one binary search each
+        typ += np.searchsorted(m_edges, M, "right") * nnb
+        typ += np.searchsorted(n_edges, N, "right")
     else:
         nmb = nnb = 1
         seq = nested_rounds(n)
@@ -207,8 +209,9 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     t_least, t_bucket = np.divmod(rest, nmb * nnb)
     levels = np.minimum(np.arange(n_levels), n - 1)
     path = seq.reshape(nmb * nnb, n, n)
-    kinds_at = np.concatenate([path[t_bucket, t_start][:, levels],
-                               path[t_bucket, t_least][:, levels]], axis=1).T   # (2L, types)
+    t_bucket = t_bucket[:, None]
+    kinds_at = np.concatenate([path[t_bucket, t_start[:, None], levels],
+                               path[t_bucket, t_least[:, None], levels]], axis=1).T  # (2L, types)
     cell = (present * n)[None, :] + kinds_at
     rows = (np.arange(2 * n_levels) * n)[:, None] + kinds_at
     size = 2 * n_levels * n

@@ -55,3 +55,17 @@ def _view(name, shape: tuple, dtype, views: dict) -> np.ndarray:
         for key in [k for k in views if k[0] == name]:   # views of the buffer replaced
             del views[key]
     return held[:n].reshape(shape)
+
+
+def buffers(name, shape: tuple, dtype, count: int, batch: int | None = None) -> tuple:
+    """``count`` arrays of ``shape`` and ``dtype`` for role ``name`` (one buffer, one
+    request: the tables of one step ask once)."""
+    whole = buffer(name, (count, *shape), dtype, shape[-1] if batch is None else batch)
+    views = getattr(_local, "views", None)
+    key = (name, shape, dtype, count, "split")
+    got = None if views is None else views.get(key)
+    if got is None or got[0].base is not whole.base:
+        got = tuple(whole[i] for i in range(count))
+        if views is not None and (shape[-1] if batch is None else batch) <= MAX_POOLED:
+            views[key] = got
+    return got

@@ -57,7 +57,7 @@ from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, family
                            first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
-from .scratch import buffer
+from .scratch import buffer, buffers
 from .tiling import (gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
                      per_gemm_tiles, tile_grid, tile_layout)
 
@@ -146,24 +146,26 @@ class BatchTables:
         fk = self.fk = family_keys(tuple(kinds))
         # rows: another family's tables of the same batch, whose rows (M, N, K as
         # float64), live GEMMs and batch sums this one shares
-        B = shapes.shape[0]
+        B, n_k = shapes.shape[0], fk["n"]
         slot = self.slot = 0 if rows is None else rows.slot + 1
-        buf = lambda name, shape=(fk["n"], B), dtype=np.float64: buffer(  # noqa: E731
-            (name, slot), shape, dtype, B)
+        # (kinds, batch) tables in buffers kept between plans (scratch.py)
+        qm, qn, gm, gn, counts, steps, steps_live = buffers(("tables", slot), (n_k, B),
+                                                            np.float64, 7)
+        allowed, mask, self.not_allowed, self._divides_buf = buffers(
+            ("masks", slot), (n_k, B), np.bool_, 4)
         if rows is None:
-            s = buf("rows", (3, B))
+            s = buffer(("rows", slot), (3, B))
             s[...] = shapes.T
         else:
             s = (rows.M, rows.N, rows.K)
         M, N, K = self.M, self.N, self.K = s[0], s[1], s[2]
         self._sums = [] if rows is None else rows._sums   # filled by floor() on first use
-        self._qm = np.divide(M, fk["tm_c"], out=buf("qm"))
-        self._qn = np.divide(N, fk["tn_c"], out=buf("qn"))
-        self._gm = np.ceil(self._qm, out=buf("gm"))
-        self._gn = np.ceil(self._qn, out=buf("gn"))
-        self.counts = np.multiply(self._gm, self._gn, out=buf("counts"))   # (kinds, batch)
+        self._qm = np.divide(M, fk["tm_c"], out=qm)
+        self._qn = np.divide(N, fk["tn_c"], out=qn)
+        self._gm = np.ceil(qm, out=gm)
+        self._gn = np.ceil(qn, out=gn)
+        self.counts = np.multiply(gm, gn, out=counts)           # (kinds, batch)
         self.live = (M > 0) & (N > 0) if rows is None else rows.live
-        allowed = buf("allowed", dtype=np.bool_)
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
             fit = np.minimum(np.searchsorted(fk["tm"], M, "right"),
                              np.searchsorted(fk["tn"], N, "right"))
@@ -172,14 +174,17 @@ class BatchTables:
         else:                                                                   # the smallest
             self._start = None
             self.allowed = np.less_equal(fk["tm_c"], M, out=allowed)
-            allowed &= np.less_equal(fk["tn_c"], N, out=buf("mask", dtype=np.bool_))
+            allowed &= np.less_equal(fk["tn_c"], N, out=mask)
             allowed |= fk["rank0_c"]
-        steps = buf("steps", (1, B) if fk["one_tk"] else (fk["n"], B))
+        np.logical_not(allowed, out=self.not_allowed)
+        if fk["one_tk"]:   # a GEMM's steps are the same for every kind: one row
+            steps, steps_live = steps[:1], steps_live[:1]
         np.divide(K, fk["tk"][:1, None] if fk["one_tk"] else fk["tk_c"], out=steps)
         self.steps = np.ceil(steps, out=steps)[0] if fk["one_tk"] else np.ceil(steps, out=steps)
         # steps are finite and >= 0: x 1 or x 0 is where(live, steps, 0) exactly
         self.steps_live = np.multiply(self.steps, self.live,
-                                      out=buf("steps_live", self.steps.shape))
+                                      out=steps_live[0] if fk["one_tk"] else steps_live)
+        self._mask = mask
         self._divides = None
 
     @property
@@ -187,11 +192,8 @@ class BatchTables:
         """(kinds, batch): the tile divides M and N (exact tiling); on first use (only the
         rule needs it, not the bound)."""
         if self._divides is None:
-            shape, B = self._gm.shape, self._gm.shape[1]
-            d = np.equal(self._gm, self._qm, out=buffer(("divides", self.slot), shape,
-                                                        np.bool_, B))
-            d &= np.equal(self._gn, self._qn, out=buffer(("mask", self.slot), shape,
-                                                         np.bool_, B))
+            d = np.equal(self._gm, self._qm, out=self._divides_buf)
+            d &= np.equal(self._gn, self._qn, out=self._mask)
             self._divides = d
         return self._divides
 
@@ -204,7 +206,7 @@ class BatchTables:
             n_k, shape = self.fk["n"], self.allowed.shape
             key = np.multiply(self.divides, n_k, out=buffer(("key", self.slot), shape,
                                                              np.int64, shape[1]))
-            key += self.fk["start_key_c"] + 1
+            key += self.fk["start_key1_c"]
             key *= self.allowed
             key -= 1
             self._start = key.max(axis=0) % n_k
@@ -264,8 +266,8 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         return (start, *g0, notes, 0.0)
 
     steps, steps_live = tabs.steps, tabs.steps_live
-    kb = counts.shape
-    cs = np.multiply(counts, steps, out=buffer("cs", kb, batch=B))
+    cs, T, work, T_allowed = buffers("rule", counts.shape, np.float64, 4)
+    np.multiply(counts, steps, out=cs)
     floor = tabs.floor(kc)
     if g0[0] >= g0[1] * (1 - 1e-9):   # the largest fitting tiles fill the device: kept
         steps_start = steps_live if fk["one_tk"] else steps_live.reshape(-1).take(start * B + cols)
@@ -279,19 +281,17 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
 
     # tile times at the start's sharing (the context in which alternatives are weighed)
     pe_k, step_k = start_stage_times(kc, n0.tolist(), per_kind)
-    T = np.multiply(steps, np.array(step_k)[:, None], out=buffer("T", kb, batch=B))
+    np.multiply(steps, np.array(step_k)[:, None], out=T)
     T += np.array(pe_k)[:, None]                                         # (kinds, batch)
     # for equal predicted work, the one that divides, then the larger: a relative
     # nudge far below any real gap
     dk = divides.any(axis=1)
     nudge = nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
-    work = np.multiply(counts, T, out=buffer("work", kb, batch=B))
-    not_allowed = np.logical_not(allowed, out=buffer("not_allowed", kb, np.bool_, B))
+    np.multiply(counts, T, out=work)
+    not_allowed = tabs.not_allowed
     np.multiply(work, nudge[1], out=work, where=divides)
-    np.multiply(work, nudge[0], out=work, where=np.logical_not(
-        divides, out=buffer("mask", kb, np.bool_, B)))
+    np.multiply(work, nudge[0], out=work, where=np.logical_not(divides, out=tabs._mask))
     np.copyto(work, np.inf, where=not_allowed)
-    T_allowed = buffer("T_allowed", kb, batch=B)
     np.copyto(T_allowed, T)
     np.copyto(T_allowed, np.inf, where=not_allowed)
     T_fast = T_allowed.min(axis=0)                         # each GEMM's fastest tile
@@ -307,7 +307,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     n_levels = max(n_caps + 1, n_k)
     (r_n, r_s, r_m), round_kinds = typed_rounds(
         fk, (M, N), start, least, counts, cs, steps_live, n_levels,
-        None if fk["one_tk"] else np.multiply(tabs.K, live))
+        None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live))
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts, cs, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
@@ -443,8 +443,8 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
     kc = kind_costs(req.arch, kinds, table, req.dtype)
-    return resource_bound(kc, tabs.counts, tabs.steps, tabs.allowed, req.mode == "per-kind",
-                          tabs.floor(kc))
+    return resource_bound(kc, tabs.counts, tabs.steps, tabs.not_allowed,
+                          req.mode == "per-kind", tabs.floor(kc))
 
 
 @dataclasses.dataclass(frozen=True)
