@@ -137,10 +137,10 @@ def _layout(g, kk, tm, tn, gm, gn, m_fastest) -> TileLayout:
 
 
 def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
-                m_fastest: bool = False) -> np.ndarray:
+                m_fastest: bool = False, per_gemm=None) -> np.ndarray:
     """The flat tile list of ``tile_layout(...)`` (same arguments), expanded on the host:
     for plans that pack several tiles in a block (li2019), which need the list itself."""
-    return tile_layout(shapes, kinds, kidx, gemm_order, m_fastest).tiles()
+    return tile_layout(shapes, kinds, kidx, gemm_order, m_fastest, per_gemm).tiles()
 
 
 def gemm_lpt_order(cost_per_tile: np.ndarray, group=None, total_cost=None) -> np.ndarray:
