@@ -60,12 +60,13 @@ def _view(name, shape: tuple, dtype, views: dict) -> np.ndarray:
 def buffers(name, shape: tuple, dtype, count: int, batch: int | None = None) -> tuple:
     """``count`` arrays of ``shape`` and ``dtype`` for role ``name`` (one buffer, one
     request: the tables of one step ask once)."""
-    whole = buffer(name, (count, *shape), dtype, shape[-1] if batch is None else batch)
     views = getattr(_local, "views", None)
-    key = (name, shape, dtype, count, "split")
+    key = (name, shape, dtype, count)
     got = None if views is None else views.get(key)
-    if got is None or got[0].base is not whole.base:
-        got = tuple(whole[i] for i in range(count))
-        if views is not None and (shape[-1] if batch is None else batch) <= MAX_POOLED:
-            views[key] = got
-    return got
+    if got is not None and got[0] is _local.pool.get(name):   # the same as a plan before
+        return got[1]
+    whole = buffer(name, (count, *shape), dtype, shape[-1] if batch is None else batch)
+    split = tuple(whole)
+    if whole.base is not None and whole.base is _local.pool.get(name):   # kept: remember
+        _local.views[key] = (whole.base, split)
+    return split
