@@ -98,7 +98,8 @@ def cap_bins(T: np.ndarray, t_long: float, n_caps: int) -> np.ndarray:
     mL, eL = math.frexp(t_long)
     last = np.subtract(eL, eT, out=eT)
     last -= np.greater(mT, mL, out=buffer("mask", T.shape, np.bool_, B))
-    return np.clip(last, 0, n_caps, out=last)
+    np.maximum(last, 0, out=last)   # a clip, without np.clip's Python layers
+    return np.minimum(last, n_caps, out=last)
 
 
 def cap_events(work: np.ndarray, T: np.ndarray, allowed: np.ndarray, fastest_mask: np.ndarray,
@@ -181,14 +182,14 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     if not fk["nested"]:   # nested kinds: the start decides which kinds are allowed
         typ *= nmb * nnb
         # the edges no larger than M (N): one binary search each
-        typ += np.searchsorted(m_edges, M, "right") * nnb
-        typ += np.searchsorted(n_edges, N, "right")
+        typ += m_edges.searchsorted(M, "right") * nnb
+        typ += n_edges.searchsorted(N, "right")
     else:
         nmb = nnb = 1
         seq = nested_rounds(n)
     n_typ = n * n * nmb * nnb
     seen = np.bincount(typ, minlength=n_typ)
-    present = np.flatnonzero(seen)
+    present = seen.nonzero()[0]
     flat = np.add(typ * n, fk["idx_c"], out=buffer("type_kind", counts.shape, np.int64,
                                                    counts.shape[1])).reshape(-1)
     # (type, kind) per (kind, GEMM)
@@ -197,7 +198,7 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     if steps_live.ndim == 1:   # one tk: a GEMM's steps are the same for every kind
         t_m = np.zeros(n_typ)
         np.maximum.at(t_m, typ, steps_live)
-        t_m = np.repeat(t_m, n)
+        t_m = t_m.repeat(n)
     elif k_live is not None:   # steps = ceil(K / tk) grow with K: the type's longest K
         k_max = np.zeros(n_typ)
         np.maximum.at(k_max, typ, k_live)
@@ -237,7 +238,7 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     L1 = n_levels + 1
     # only the runs that hold a level (a GEMM's few kinds of least work): the rest would
     # add nothing, so the sums and the max run over a fraction of the table
-    held = np.flatnonzero(lo < hi)
+    held = (lo < hi).reshape(-1).nonzero()[0]
     keys = lo.reshape(-1).take(held)
     keys *= L1
     keys += hi.reshape(-1).take(held)

@@ -106,12 +106,12 @@ def tile_layout(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
     i64 = np.int64
     g = (np.arange(shapes.shape[0], dtype=i64) if gemm_order is None
          else np.array(gemm_order, dtype=i64))   # a copy: the layout keeps it
-    kk = np.take(kidx, g).astype(i64, copy=False)
+    kk = np.asarray(kidx).take(g).astype(i64, copy=False)
     if per_gemm is not None:
-        tm, tn, gm, gn = (np.take(a, g) for a in per_gemm)
+        tm, tn, gm, gn = (a.take(g) for a in per_gemm)
         return _layout(g, kk, tm, tn, gm, gn, m_fastest)
     edges = kind_edges(tuple(kinds))
-    tm, tn = np.take(edges[0], kk), np.take(edges[1], kk)
+    tm, tn = edges[0].take(kk), edges[1].take(kk)
     mn = shapes.take(g, axis=0)   # a row gather: several times faster than shapes[g, :2]
     gm, gn = cdiv_array(mn[:, 0], tm), cdiv_array(mn[:, 1], tn)     # 0 when M or N is 0
     return _layout(g, kk, tm, tn, gm, gn, m_fastest)
@@ -121,14 +121,14 @@ def per_gemm_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray):
     """(tm, tn, gm, gn), each (batch,) int64 in GEMM order: GEMM i's tile edges and tile
     grid under kind ``kidx[i]`` (what tile_layout's ``per_gemm`` takes)."""
     edges = kind_edges(tuple(kinds))
-    tm, tn = np.take(edges[0], kidx), np.take(edges[1], kidx)
+    tm, tn = edges[0].take(kidx), edges[1].take(kidx)
     return tm, tn, cdiv_array(shapes[:, 0], tm), cdiv_array(shapes[:, 1], tn)
 
 
 def _layout(g, kk, tm, tn, gm, gn, m_fastest) -> TileLayout:
     n_t = gm * gn
     first = np.zeros(g.shape[0] + 1, dtype=np.int64)
-    np.cumsum(n_t, out=first[1:])
+    n_t.cumsum(out=first[1:])
     if first[-1] > MAX_TILES:
         check_tile_count(n_t, g)   # raises, naming the GEMM
     for a in (g, kk, tm, tn, gm, gn, first):

@@ -167,8 +167,8 @@ class BatchTables:
         self.counts = np.multiply(gm, gn, out=counts)           # (kinds, batch)
         self.live = (M > 0) & (N > 0) if rows is None else rows.live
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
-            fit = np.minimum(np.searchsorted(fk["tm"], M, "right"),
-                             np.searchsorted(fk["tn"], N, "right"))
+            fit = np.minimum(fk["tm"].searchsorted(M, "right"),
+                             fk["tn"].searchsorted(N, "right"))
             self._start = np.maximum(fit - 1, 0)               # the largest fitting tile
             self.allowed = np.less_equal(fk["idx_c"], self._start, out=allowed)  # fits, or
         else:                                                                   # the smallest
