@@ -515,3 +515,17 @@ def test_round_ladders_longest_k_equals_the_per_kind_maximum(family):
     (n0, S0, M0), _ = level_search.typed_rounds(*args)
     (n1, S1, M1), _ = level_search.typed_rounds(*args, tabs.K * tabs.live)
     assert np.array_equal(n0, n1) and np.array_equal(S0, S1) and np.array_equal(M0, M1)
+
+
+def test_a_plan_made_while_planning_leaves_the_outer_tables_whole():
+    """A resources provider that plans (on the same thread, in the middle of the outer
+    plan's tables): the outer plan equals the one made without it."""
+    rng = np.random.default_rng(8)
+    outer, inner = random_shapes(rng, 400, 1100), random_shapes(rng, 300, 700)
+    want = planner.plan(outer, use_cache=False)
+
+    def provider(arch, launch):
+        planner.plan(inner, use_cache=False)      # rewrites nothing of the outer plan's
+        return kres.DEFAULT_PROVIDER(arch, launch)
+    got = planner.plan(outer, use_cache=False, resources=provider)
+    assert got.tiles.tobytes() == want.tiles.tobytes() and got.predicted_ms == want.predicted_ms

@@ -10,7 +10,9 @@ A buffer is named by its role (and, for the batch tables, the family's slot: the
 families' tables live side by side). It stays valid until the next request for the
 same name on this thread, so nothing taken from here may outlive the plan that took
 it: the plan keeps copies (tile_layout gathers). Batches above MAX_POOLED GEMMs get
-fresh arrays (the pages a buffer holds for good are bounded).
+fresh arrays (the pages a buffer holds for good are bounded), and so does a plan made
+while another is being made on the same thread (a resources provider that plans):
+planners run inside :func:`planning`, which counts them.
 """
 from __future__ import annotations
 
@@ -25,11 +27,23 @@ MAX_VIEWS = 512       # views kept for reuse, per thread (each a few hundred byt
 _local = threading.local()
 
 
+class planning:
+    """``with planning():`` around one plan's use of the buffers; a plan begun inside
+    another on this thread gets fresh arrays, so the outer plan's tables stay whole."""
+
+    def __enter__(self):
+        _local.depth = getattr(_local, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _local.depth -= 1
+        return False
+
+
 def buffer(name, shape: tuple, dtype=np.float64, batch: int | None = None) -> np.ndarray:
     """An uninitialised array of ``shape`` and ``dtype`` for role ``name``, reused from
     this thread's last request for that name where it fits (``batch``: the plan's
     GEMMs, for the MAX_POOLED bound; default shape[-1])."""
-    if (shape[-1] if batch is None else batch) > MAX_POOLED:
+    if (shape[-1] if batch is None else batch) > MAX_POOLED or getattr(_local, "depth", 0) > 1:
         return np.empty(shape, dtype)
     views = getattr(_local, "views", None)
     if views is None:
@@ -63,7 +77,8 @@ def buffers(name, shape: tuple, dtype, count: int, batch: int | None = None) -> 
     views = getattr(_local, "views", None)
     key = (name, shape, dtype, count)
     got = None if views is None else views.get(key)
-    if got is not None and got[0] is _local.pool.get(name):   # the same as a plan before
+    if (got is not None and got[0] is _local.pool.get(name)   # the same as a plan before
+            and getattr(_local, "depth", 0) <= 1):
         return got[1]
     whole = buffer(name, (count, *shape), dtype, shape[-1] if batch is None else batch)
     split = tuple(whole)

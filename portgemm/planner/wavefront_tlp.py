@@ -57,7 +57,7 @@ from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, family
                            first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
-from .scratch import buffer, buffers
+from .scratch import buffer, buffers, planning
 from .tiling import (gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
                      per_gemm_tiles, tile_grid, tile_layout)
 
@@ -374,6 +374,12 @@ OUR_FAMILY = {"float32": "portgemm", "float64": "portgemm-f64"}
 
 
 def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
+    """:func:`plan_with`, its tables in this thread's kept buffers (scratch.planning)."""
+    with planning():
+        return plan_with(req, strategy, tlp_formula, kinds)
+
+
+def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     """Plan with ``tlp_formula`` "wavefront" or "workgroup" under the request's
     ``tlp_model`` rule. Under the device rule with neither ``family`` nor a mode named,
     two launch structures are weighed and the one the cost model predicts faster is
