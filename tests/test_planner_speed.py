@@ -529,3 +529,16 @@ def test_a_plan_made_while_planning_leaves_the_outer_tables_whole():
         return kres.DEFAULT_PROVIDER(arch, launch)
     got = planner.plan(outer, use_cache=False, resources=provider)
     assert got.tiles.tobytes() == want.tiles.tobytes() and got.predicted_ms == want.predicted_ms
+
+
+def test_plans_made_on_several_threads_at_once_equal_the_serial_ones():
+    """Each thread keeps its own buffers: plans made concurrently equal those made one
+    after another."""
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(13)
+    batches = [random_shapes(rng, int(n), 1100) for n in rng.integers(200, 900, 12)]
+    want = [planner.plan(s, use_cache=False).tiles.tobytes() for s in batches]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda s: planner.plan(s, use_cache=False).tiles.tobytes(),
+                            batches * 2))
+    assert got == want * 2
