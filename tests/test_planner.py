@@ -841,4 +841,9 @@ def test_hit_path_entries_leave_with_their_plan():
         planner.plan(np.array([[i + 1, 16, 16]]))
     assert not any(e.plan is a for e in planner._fast.values())
     assert len(planner._fast) <= planner.CACHE_SIZE
+    # one plan under ever new spellings (a new Arch object each call): bounded
+    for _ in range(planner.FAST_SIZE + 10):
+        planner.plan(s, arch=replace(get_arch("sm_90")))
+    assert len(planner._fast) <= planner.FAST_SIZE
+    assert sum(len(v) for v in planner._fast_of.values()) == len(planner._fast)
     planner.clear_cache()

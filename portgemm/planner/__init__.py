@@ -44,6 +44,7 @@ DEFAULT_STRATEGY = "wavefront-tlp"
 DEFAULT_MODE = "fused"
 DEFAULT_ARCH = "sm_90"
 CACHE_SIZE = 64
+FAST_SIZE = 4 * CACHE_SIZE   # hit-path entries (several spellings may name one plan)
 DTYPES = ("float32", "float64")
 _INT_LIMIT = 2**31 - 1   # tile coordinates and block_ptr are int32
 
@@ -336,11 +337,14 @@ def _fast_store(fkey, shapes: np.ndarray, key, stamp, provider, p, keep) -> None
     with _cache_lock:
         if _cache.get(key) is not p:
             return
-        old = _fast.get(fkey)
+        old = _fast.pop(fkey, None)
         if old is not None:
             _unlist(old.key, fkey)
         _fast[fkey] = e
         _fast_of.setdefault(key, []).append(fkey)
+        while len(_fast) > FAST_SIZE:   # many argument spellings of few plans: oldest out
+            first = next(iter(_fast))
+            _unlist(_fast.pop(first).key, first)
 
 
 def _unlist(key, fkey) -> None:
