@@ -22,6 +22,7 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import generation
 from .archs import has_fp64_mma
 
 PATH = Path(__file__).with_name("ceilings.json")
@@ -96,6 +97,7 @@ def reload() -> None:
         _data = None
         _by_arch.clear()
         _version += 1
+    generation.bump()
 
 
 def fp64_mma_modelled(arch, fp64_flops_per_s: float, spec: dict) -> float:
@@ -161,6 +163,7 @@ def use_in_memory(arch_name: str, entry: dict) -> None:
         data.setdefault("measured", {})[arch_name] = dict(entry)
         _by_arch.clear()
         _version += 1
+    generation.bump()
 
 
 def write_measured(arch_name: str, entry: dict, path: Path = PATH) -> None:

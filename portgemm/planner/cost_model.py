@@ -53,6 +53,7 @@ import numpy as np
 
 from ..occupancy import tuned
 from ..occupancy.ceilings import Ceilings, ceilings_for
+from .scratch import buffer
 
 PROLOGUE_LATENCIES = 3
 # Warps per compute unit at which its pipes can be kept busy: four per scheduler on
@@ -409,10 +410,11 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
     return np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)
 
 
-def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray, allowed: np.ndarray,
-                   per_kind: bool, floor: float) -> float:
+def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
+                   not_allowed: np.ndarray, per_kind: bool, floor: float) -> float:
     """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
-    ``counts``, ``steps`` (K steps) and ``allowed`` are (kinds, batch). A tile of kind k
+    ``counts``, ``steps`` (K steps) and ``not_allowed`` (the kinds a GEMM may not take)
+    are (kinds, batch). A tile of kind k
     sharing its CU with r - 1 others (r at most the resident workgroups A of its launch)
     holds 1/r of the CU for its whole time, which is at least r x (3 latencies / A +
     global and C bytes at the CU's share of copy bandwidth + steps x max(latency / A,
@@ -421,7 +423,10 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray, allowed
     its last wave included), and a call at least one launch latency plus the larger of
     that and the floors. Every GEMM is charged its allowed kind of least such time."""
     pe, step = _bound_times(kc, per_kind)
-    per_cu = np.where(allowed, counts * (pe + steps * step), np.inf)
+    per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
+    per_cu += pe
+    per_cu *= counts
+    np.copyto(per_cu, np.inf, where=not_allowed)
     live_time = float(per_cu.min(axis=0).sum()) / kc.cus
     return kc.ceil.launch_s + max(live_time, floor)
 
