@@ -880,7 +880,7 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
                             a_step, b_stride, lda, ldb, ldc, N, K, alpha, beta, alphas, \
                             betas, g, m0, n0))                                          \
             return;                                                                     \
-        PgEngine<e>::template tile<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);           \
+        PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);                        \
     } break;
     const int kind = 0;
     switch (kind) { PG_KINDS(PG_RG) }
