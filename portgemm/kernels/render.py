@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .variants import DTYPES, RaggedPrologue, SplitReduce, TileExpand, Variant
+from .variants import DTYPES, SplitReduce, TileExpand, Variant
 
 HERE = Path(__file__).parent
 
@@ -187,9 +187,7 @@ def _texts() -> tuple[str, str]:
     return COMPAT_FILE.read_text(), SOURCE_FILE.read_text()
 
 
-def defines(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> dict[str, str]:
-    if isinstance(variant, RaggedPrologue):  # the prologue needs only the element type
-        return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_RAGGED_PROLOGUE": "1"}
+def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
     if isinstance(variant, TileExpand):      # PG_T only for the shared struct declarations
         return {"PG_T": "float", "PG_NAME": variant.name, "PG_TILE_EXPAND": "1"}
     if isinstance(variant, SplitReduce):
@@ -206,6 +204,7 @@ def defines(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> dic
         "PG_K_UNROLL": str(k_unroll(variant)),
         "PG_NAME": variant.name,
         "PG_GRIDZ": str(int(variant.layout == "grid-z")),
+        "PG_RAGGED": str(int(variant.layout == "ragged")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),
         "PG_STAGES": str(stages(variant)),
         "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant))),
@@ -216,7 +215,7 @@ def defines(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> dic
 
 
 @lru_cache(maxsize=None)
-def render(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> Rendered:
+def render(variant: Variant | TileExpand | SplitReduce) -> Rendered:
     compat, body = _texts()
     prefix = "".join(f"#define {k} {v}\n" for k, v in defines(variant).items())
     source = f"// portgemm variant {variant.name}\n{compat}\n{prefix}\n{body}"

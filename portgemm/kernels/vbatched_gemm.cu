@@ -15,8 +15,8 @@
 //                   runs; E = 0: SIMT, RM x RN a thread's micro-tile; E = 1: warp MMA (fp64),
 //                   RM x RN a warp's sub-tile
 //   PG_MMA          1: some kind is an MMA kind (its pipeline also runs for B^T)
-//   PG_RAGGED_PROLOGUE  1: render only the ragged-M prologue (needs PG_T, PG_NAME); the
-//                   GEMM defines above are then absent
+//   PG_RAGGED       1: the entry point is the ragged-M GEMM (group ends read on the
+//                   device, one kind); 0 or absent: PG_GRIDZ says which
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
@@ -38,66 +38,57 @@ struct alignas(16) PgTile {     // one per tile; layout mirrored by render.DEVIC
     int gemm, m0, n0, kind;
 };
 
-#if PG_RAGGED_PROLOGUE
+#if PG_RAGGED
 // Ragged M with the group ends on the device, in torch._grouped_mm's convention: group g
-// is rows [offs[g-1], offs[g]) of A and C (offs[-1] = 0 implied). It runs before the GEMM
-// kernel on the same stream, so nothing goes back to the host and a graph replay reads
-// the offsets current at replay time. One thread per slot of an upper-bound tile list of
-// rows / tm + groups row slots (times tiles_n column tiles). Group g owns the row slots
-// from first(g) = start(g) / tm + g up to first(g + 1); its real row tiles come first and
-// never reach first(g + 1), so no scan is needed: a slot finds its group by a binary
-// search over first(). Slots past a group's rows get gemm = -1, on which the GEMM
-// kernel's block leaves at once. Threads t < groups also write group t's descriptor.
-// backends/ragged.py emulates this logic on the host; keep the two in step.
-// Offsets are clamped into [0, rows], so bad ones give wrong results, never an access
-// outside A or C.
+// is rows [offs[g-1], offs[g]) of A and C (offs[-1] = 0 implied). One launch, no host
+// round trip and nothing written but C: a graph replay reads the offsets current at
+// replay time. The grid is an upper-bound tile list of rows / tm + groups row slots
+// times tiles_n column tiles, one tile per block. Group g owns the row slots from
+// first(g) = start(g) / tm + g up to first(g + 1); its real row tiles come first and
+// never reach first(g + 1), so no scan is needed: a block finds its group by a binary
+// search over first() and builds that group's descriptor in registers. A slot past its
+// group's rows leaves at once. backends/ragged.py emulates this logic on the host; keep
+// the two in step. Offsets are clamped into [0, rows], so bad ones give wrong results,
+// never an access outside A or C.
 __device__ __forceinline__ int pg_group_start(const int* offs, int g, int rows)
 {
     const int s = g > 0 ? offs[g - 1] : 0;
     return min(max(s, 0), rows);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-PG_NAME(const int* __restrict__ offs, int groups, int rows, int tm, int tn, int tiles_n,
-        int n_tiles, const PG_T* A, const PG_T* B, PG_T* C, long long a_step,
-        long long b_stride, int lda, int ldb, int ldc, int N, int K, double alpha,
-        double beta, const double* __restrict__ alphas, const double* __restrict__ betas,
-        PgGemm* __restrict__ gemms, PgTile* __restrict__ tiles)
+// Slot `slot` (row slot slot / tiles_n, column tile slot % tiles_n) -> the descriptor of
+// the group it falls in and the tile's origin; false for a slot past its group's rows
+// (then g, m0 and n0 are not set).
+__device__ __forceinline__ bool pg_ragged_slot(
+    const int* __restrict__ offs, int groups, int rows, int tm, int tn, int tiles_n,
+    int slot, const PG_T* A, const PG_T* B, PG_T* C, long long a_step, long long b_stride,
+    int lda, int ldb, int ldc, int N, int K, double alpha, double beta,
+    const double* __restrict__ alphas, const double* __restrict__ betas, PgGemm& g,
+    int& m0, int& n0)
 {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < groups) {
-        const int s = pg_group_start(offs, t, rows);
-        const int e = min(max(offs[t], s), rows);
-        PgGemm g;
-        g.A = A + s * a_step;
-        g.B = B + t * b_stride;
-        g.C = C + (long long)s * ldc;
-        g.lda = lda; g.ldb = ldb; g.ldc = ldc;
-        g.M = e - s; g.N = N; g.K = K;
-        g.alpha = alphas ? alphas[t] : alpha;
-        g.beta = betas ? betas[t] : beta;
-        gemms[t] = g;
+    const int r = slot / tiles_n, j = slot - r * tiles_n;
+    int lo = 0, hi = groups - 1;        // the last group with first(g) <= r; first(0) = 0
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (pg_group_start(offs, mid, rows) / tm + mid <= r) lo = mid; else hi = mid - 1;
     }
-    if (t < n_tiles) {
-        const int r = t / tiles_n, j = t - r * tiles_n;
-        int lo = 0, hi = groups - 1;    // the last group with first(g) <= r; first(0) = 0
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (pg_group_start(offs, mid, rows) / tm + mid <= r) lo = mid; else hi = mid - 1;
-        }
-        const int s = pg_group_start(offs, lo, rows);
-        const int e = min(max(offs[lo], s), rows);
-        const int m0 = (r - (s / tm + lo)) * tm;
-        PgTile tile;
-        const bool real = m0 >= 0 && m0 < e - s;
-        tile.gemm = real ? lo : -1;
-        tile.m0 = real ? m0 : 0;
-        tile.n0 = j * tn;
-        tile.kind = 0;
-        tiles[t] = tile;
-    }
+    const int s = pg_group_start(offs, lo, rows);
+    const int e = min(max(offs[lo], s), rows);
+    m0 = (r - (s / tm + lo)) * tm;
+    if (m0 < 0 || m0 >= e - s) return false;
+    n0 = j * tn;
+    g.A = A + s * a_step;
+    g.B = B + lo * b_stride;
+    g.C = C + (long long)s * ldc;
+    g.lda = lda; g.ldb = ldb; g.ldc = ldc;
+    g.M = e - s; g.N = N; g.K = K;
+    g.alpha = alphas ? alphas[lo] : alpha;
+    g.beta = betas ? betas[lo] : beta;
+    return true;
 }
-#elif PG_TILE_EXPAND
+#endif  // PG_RAGGED (slot lookup)
+
+#if PG_TILE_EXPAND
 // A one-tile-per-block plan's tile list and block pointers, written on the device from
 // its per-GEMM layout, so the host sends O(batch) numbers instead of 16 bytes a tile.
 // `layout` holds six int rows of `spans + 1` entries each, one column per GEMM that has
@@ -871,7 +862,30 @@ __device__ __forceinline__ int pg_threads_of(int kind)
     return 0;
 }
 
-#if PG_GRIDZ
+#if PG_RAGGED
+// Ragged M, device offsets (pg_ragged_slot): block `blockIdx.x` is one slot of the
+// upper-bound tile list; one kind (id 0).
+extern "C" __global__ void PG_BOUNDS
+PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const PG_T* A,
+        const PG_T* B, PG_T* C, long long a_step, long long b_stride, int lda, int ldb,
+        int ldc, int N, int K, double alpha, double beta, const double* __restrict__ alphas,
+        const double* __restrict__ betas)
+{
+    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+#define PG_RG(id, bm, bn, bk, nt, rm, rn, e)                                            \
+    case id: {                                                                          \
+        PgGemm g;                                                                       \
+        int m0, n0;                                                                     \
+        if (!pg_ragged_slot(offs, groups, rows, bm, bn, tiles_n, blockIdx.x, A, B, C,   \
+                            a_step, b_stride, lda, ldb, ldc, N, K, alpha, beta, alphas, \
+                            betas, g, m0, n0))                                          \
+            return;                                                                     \
+        PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);                        \
+    } break;
+    const int kind = 0;
+    switch (kind) { PG_KINDS(PG_RG) }
+}
+#elif PG_GRIDZ
 // MAGMA layout: grid (tiles along M, tiles along N, GEMMs); blocks past a GEMM's edge
 // leave at once (early termination). `base` offsets blockIdx.z, so batches beyond the
 // 65535 grid.z limit run as several launches.
@@ -913,7 +927,7 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     }
 }
 #endif
-#endif  // PG_RAGGED_PROLOGUE
+#endif  // PG_TILE_EXPAND, PG_SPLIT_REDUCE, the GEMM
 
 #if PG_SPLIT_REDUCE
 // Split-K's reduction: GEMM i was computed as s_i partial products W_ij (its K slices,
