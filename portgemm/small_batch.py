@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import struct
 import sys
-from itertools import chain
 from operator import attrgetter
 from typing import NamedTuple
 
