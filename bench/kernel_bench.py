@@ -12,7 +12,7 @@ against a float64 reference (NaN-poisoned C, a few GEMMs of the batch).
 config overrides render.py's per-kind tables (minimum blocks, BK unroll, pipeline
 stages) before its variants are compiled; ``base`` is the committed settings.
 
-    python bench/kernel_bench.py [--config base,occ] [--quick] [--out DIR]
+    python bench/kernel_bench.py [--config base,occ] [--quick] [--extra] [--out DIR]
 
 About a minute on an H100 per config (compilation included).
 """
@@ -102,6 +102,21 @@ CONFIGS = {
                          ("portgemm", "64x128/8x8", F32): 1}},
 }
 TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES")
+# fp64 MMA kinds: the 64x64 kind capped to 128 registers (4 blocks an SM, as its 48 KiB
+# of shared memory allow), and with 3 stages instead of 4
+CONFIGS["dmma-cap4"] = {"MIN_BLOCKS": {("portgemm-f64", "64x64/w32x32", F64): 4}}
+CONFIGS["dmma-st3"] = {"STAGES": {("portgemm-f64", "64x64/w32x32", F64): 3,
+                                  ("portgemm-f64", "32x32/w16x16", F64): 3}}
+
+# --extra: shapes outside the catalogue timed beside it (family "bench-f64"), with their
+# cp.async stages; a shape that wins goes into tiles.py (64x32/w32x16 did).
+EXTRA = {"float64": tiles._family("bench-f64", [
+    ("128x64/w32x32",  128,  64, 8, 256, 32, 32, "mma"),
+    ("64x64/w32x16",    64,  64, 8, 256, 32, 16, "mma"),
+    ("128x64/w64x32",  128,  64, 8, 128, 64, 32, "mma"),
+    ("64x128/w32x64",   64, 128, 8, 128, 32, 64, "mma"),
+])}
+EXTRA_STAGES = {("bench-f64", k.kind, F64): 4 for k in EXTRA["float64"]}
 
 
 def apply_config(name, committed):
@@ -155,11 +170,15 @@ def checked(cp, call, C, ref):
     return err if np.isfinite(err) else float("nan")
 
 
-def methods(dtype):
+def timed_kinds(dtype, extra=False):
+    """Our family's kinds, and with ``extra`` the EXTRA shapes."""
+    return tiles.FAMILIES[OURS[dtype]] + (EXTRA.get(dtype, ()) if extra else ())
+
+
+def methods(dtype, extra=False):
     """(label, plan keywords, forced kind or None) of every timed plan."""
-    fam = tiles.FAMILIES[OURS[dtype]]
     out = [("default", {}, None), ("ours per-kind", dict(family=OURS[dtype], mode="per-kind"), None)]
-    out += [(k.kind, None, k) for k in fam]
+    out += [(k.kind, None, k) for k in timed_kinds(dtype, extra)]
     return out
 
 
@@ -180,8 +199,11 @@ def main(argv=None):
     ap.add_argument("--rep-ms", type=float, default=25.0)
     ap.add_argument("--seed", type=int, default=9)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--extra", action="store_true", help="also time the EXTRA shapes")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.extra:
+        render.STAGES.update(EXTRA_STAGES)
     base = cuda_backend.create()
     cp = base.cp
     cublas = CublasGrouped(cp)
@@ -212,12 +234,12 @@ def main(argv=None):
         arch = be.arch()
         regs = {}
         for dtype in args.dtype.split(","):     # compile first: the planner reads the figures
-            for v in variants_for(tiles.FAMILIES[OURS[dtype]], "per-kind", dtype):
+            for v in variants_for(timed_kinds(dtype, args.extra), "per-kind", dtype):
                 regs[(dtype, v.kinds[0].kind)] = be.function_attributes(be.function(v))["num_regs"]
         for i, (name, dtype, shapes, A, B, C, ref) in enumerate(batches):
             flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
             cub = raw[i]["ms"]
-            for label, kw, kind in methods(dtype):
+            for label, kw, kind in methods(dtype, args.extra):
                 p = (one_kind_plan(shapes, kind, dtype, arch) if kind is not None
                      else portgemm.plan(shapes, dtype, arch=arch, **kw))
                 bound = p.bind(A, B, C, backend=be)
@@ -230,7 +252,7 @@ def main(argv=None):
                 raw.append({"case": name, "config": cfg, "method": label, "ms": ms,
                             "err": err, "note": note, "mode": p.mode,
                             "grids": [g for _, _, g in _launches(p, be)]})
-            done = rows[-len(methods(dtype)):]
+            done = rows[-len(methods(dtype, args.extra)):]
             print(f"{cfg} {name}: " + ", ".join(f"{r[2]} {r[3]:.0f}" for r in done), flush=True)
     rows.sort(key=lambda r: [b[0] for b in batches].index(r[0]))
     lines = [f"device: {base.device_name()}; bound calls; TFLOP/s, % of the FMA peak "

@@ -48,7 +48,8 @@ PLANNER_STEPS = ("_shapes", "_key")
 STRATEGY_STEPS = ("device_rule", "paper_rule", "notes_for_shapes", "BatchTables",
                   "least_possible", "typed_rounds", "cap_events", "cap_aggregates", "predict_rows",
                   "tile_grid", "tile_counts", "initial_kinds", "kind_table", "tiling_engine",
-                  "choose_config", "gemm_lpt_order", "build_tiles", "threshold_batching",
+                  "choose_config", "gemm_lpt_order", "per_gemm_tiles", "tile_layout",
+                  "build_tiles", "threshold_batching",
                   "binary_batching", "pack_blocks", "make_plan")
 
 
@@ -274,7 +275,7 @@ def main(argv=None):
                                                  sorted(parts.items(), key=lambda kv: -kv[1])
                                                  if v >= 0.5)])
     hits = []
-    for batch in (8, 1024):   # a hit: the same shapes again (a copy, as a new step would pass)
+    for batch in (8, 1024, 8192):   # a hit: the same shapes again (a copy, as a new step passes)
         s = shapes(batch, 1024)
         planner.plan(s, arch=args.arch)
         med, least = timed(lambda: planner.plan(s.copy(), arch=args.arch), args.reps)

@@ -30,6 +30,7 @@ class ArrayInfo(NamedTuple):
 
 
 _new = tuple.__new__  # NamedTuple's own __new__ is a Python function; this skips it
+MAX_SPAN = 2**31 - 1  # elements one matrix may span: the kernels use 32-bit offsets
 
 
 def info(x) -> ArrayInfo:

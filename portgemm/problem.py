@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arrays import Operand, _kind, _read_only, gather, stacked
+from .arrays import MAX_SPAN, Operand, _kind, _read_only, gather, stacked
 from .arrays import info as _default_info
 from .errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from .memo import kept
@@ -23,7 +23,6 @@ from . import small_batch
 from .small_batch import SMALL_BATCH, Few
 
 SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-MAX_SPAN = 2**31 - 1  # elements one matrix may span: the kernels use 32-bit offsets
 _OPERANDS = "ABC"
 # The recipe for column-major (Fortran-ordered) data, per operand: A and B have a flag to
 # flip; C has none, so the whole product is transposed (C^T = op(B)^T op(A)^T).

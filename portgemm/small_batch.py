@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import struct
 import sys
-from itertools import chain
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
 
-from .arrays import _all_2d, _host_pointers, _one, _torch_dtype, list_kind
+from .arrays import (_C_CONTIGUOUS, _DATA, _DATA_PTR, _DEVICE_ID, _DTYPE, _GET_DEVICE, _PTR,
+                     _SHAPE, _STRIDE, _STRIDES, MAX_SPAN, _all_2d, _host_pointers, _new, _one,
+                     _torch_dtype, list_kind)
 
 # At most this many GEMMs take the pure-Python path: measured on the H100 host
 # (tools/profile_host.py's sweep, bench/NOTES.md session 5) it is faster at 4 and 8 GEMMs
@@ -29,7 +30,6 @@ from .arrays import _all_2d, _host_pointers, _one, _torch_dtype, list_kind
 # slower from 16 on (validate 126 against 78 us): about 1.5 us an array in Python against
 # a fixed ~70 us of NumPy calls.
 SMALL_BATCH = 8
-MAX_SPAN = 2**31 - 1   # as problem.MAX_SPAN (not imported: problem imports this module)
 
 
 class Few(NamedTuple):
@@ -43,12 +43,6 @@ class Few(NamedTuple):
     contiguous: bool = False
 
 
-_new = tuple.__new__
-_DTYPE, _SHAPE, _STRIDES, _DATA = (attrgetter(a) for a in ("dtype", "shape", "strides", "data"))
-_PTR, _DEVICE_ID = attrgetter("ptr"), attrgetter("device_id")
-_C_CONTIGUOUS = attrgetter("_c_contiguous")
-_STRIDE, _DATA_PTR, _GET_DEVICE = (methodcaller(m) for m in ("stride", "data_ptr",
-                                                             "get_device"))
 _WRITEABLE = attrgetter("flags.writeable")
 
 

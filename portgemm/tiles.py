@@ -1,9 +1,15 @@
 """The tile catalogue, as data.
 
 A tile config says what one workgroup computes: a ``tm x tn`` block of C, stepping
-through K by ``tk``, with ``threads`` threads each holding an ``rm x rn`` register
-micro-tile (rows strided by ``tm // rm``, columns by ``tn // rn``), so
-``rm * rn * threads == tm * tn``.
+through K by ``tk``, with ``threads`` threads, on one of two engines:
+
+- ``simt`` (every family but the MMA kinds): each thread holds an ``rm x rn`` register
+  micro-tile of FMAs, so ``rm * rn * threads == tm * tn``;
+- ``mma`` (fp64 warp-level matrix multiply-accumulate: DMMA m8n8k4 on sm_80+): each
+  warp of 32 threads holds an ``rm x rn`` sub-tile of C as 8x8 fragments, so
+  ``(tm / rm) * (tn / rn) * 32 == threads``. They are named ``<tm>x<tn>/w<rm>x<rn>``
+  (``w``: a warp's sub-tile, not a thread's). The architectures that run them are data
+  (occupancy/archs.py ``FP64_MMA``); elsewhere the planner does not offer them.
 
 Families:
 - ``zhang2025``: Table 3 of the paper we implement (five tiles, 128/256 threads, Tk 16).
@@ -23,6 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+ENGINES = ("simt", "mma")
+MMA_WARP = 32               # lanes sharing one MMA (a warp; half a wave on AMD)
+MMA_SHAPE = (8, 8, 4)       # m, n, k of the fp64 MMA fragment (kernels/compat.h)
+
+
 @dataclass(frozen=True)
 class TileConfig:
     family: str
@@ -33,12 +44,40 @@ class TileConfig:
     threads: int
     rm: int
     rn: int
+    engine: str = "simt"
 
     def __post_init__(self):
-        if self.rm * self.rn * self.threads != self.tm * self.tn:
-            raise ValueError(f"{self.name}: rm*rn*threads != tm*tn")
+        if self.engine not in ENGINES:
+            raise ValueError(f"{self.name}: engine must be one of {', '.join(ENGINES)}")
         if self.tm % self.rm or self.tn % self.rn:
             raise ValueError(f"{self.name}: micro-tile does not divide the tile")
+        if self.engine == "mma":
+            if (self.tm // self.rm) * (self.tn // self.rn) * MMA_WARP != self.threads:
+                raise ValueError(f"{self.name}: one warp of {MMA_WARP} per rm x rn sub-tile")
+            if self.rm % MMA_SHAPE[0] or self.rn % MMA_SHAPE[1] or self.tk % MMA_SHAPE[2]:
+                raise ValueError(f"{self.name}: sub-tile and tk must be whole fragments "
+                                 f"of {'x'.join(map(str, MMA_SHAPE))}")
+        elif self.rm * self.rn * self.threads != self.tm * self.tn:
+            raise ValueError(f"{self.name}: rm*rn*threads != tm*tn")
+
+    @property
+    def accumulators(self) -> int:
+        """Accumulators (elements of C) one thread holds."""
+        return self.rm * self.rn // (MMA_WARP if self.engine == "mma" else 1)
+
+    @property
+    def operands_held(self) -> int:
+        """Elements of A and B one thread holds per k: its micro-tile's column of A and
+        row of B (SIMT), or one element per 8x8 fragment of its warp's sub-tile (MMA)."""
+        if self.engine == "mma":
+            return self.rm // MMA_SHAPE[0] + self.rn // MMA_SHAPE[1]
+        return self.rm + self.rn
+
+    @property
+    def reads_per_k(self) -> float:
+        """Shared-memory elements one thread reads per k: its micro-tile's row and
+        column (SIMT), or its share of the warp's fragments of A and B (MMA)."""
+        return (self.rm + self.rn) / (MMA_WARP if self.engine == "mma" else 1)
 
     @property
     def name(self) -> str:
@@ -119,11 +158,24 @@ PORTGEMM = _family("portgemm", [
     ("128x128/8x8", 128, 128,  8, 256,  8, 8),
     ("128x128/16x8", 128, 128, 8, 128, 16, 8),
 ])
+#
+# fp64's MMA kinds (engine "mma", tm x tn / w<warp sub-tile>): cuBLAS's grouped fp64 runs
+# a 64x64 DMMA tile of four 32x32 warps (BK 16, 4 stages); ours takes BK 8 so that four
+# cp.async stages fit the kernel's 48 KiB of static shared memory; 64x32/w32x16 and
+# 32x32/w16x16 keep four warps on tiles a half and a quarter the size, for small GEMMs.
+# Measured on the H100 (bench/kernel_bench.py --extra, bench/NOTES.md): 128x64/w32x32
+# (8 warps), 64x64/w32x16 (8 warps), 128x64/w64x32 and 64x128/w32x64 (4 warps, 234-254
+# registers) were 3-25 % slower than 64x64/w32x32 on every case, and the last two spill
+# in the AMD emulation.
+#            kind           tm   tn  tk  threads rm  rn  engine
 PORTGEMM_F64 = _family("portgemm-f64", [
     ("32x32/4x4",    32,  32,  8,  64,  4, 4),
     ("64x64/4x4",    64,  64, 16, 256,  4, 4),
     ("128x64/8x4",  128,  64,  8, 256,  8, 4),
     ("64x128/4x8",   64, 128,  8, 256,  4, 8),
+    ("32x32/w16x16", 32,  32,  8, 128, 16, 16, "mma"),
+    ("64x32/w32x16", 64,  32,  8, 128, 32, 16, "mma"),
+    ("64x64/w32x32", 64,  64,  8, 128, 32, 32, "mma"),
 ])
 
 # Autotuning candidates (``python -m portgemm tune``, portgemm/tuning/): the space the
@@ -170,6 +222,10 @@ TUNE_F64 = _family("tune-f64", [
     ("128x64/8x4/k8",    128,  64,  8, 256,  8, 4),
     ("64x128/4x8/k8",     64, 128,  8, 256,  4, 8),
     ("128x32/8x4/k8",    128,  32,  8, 128,  8, 4),
+    # the MMA kinds of PORTGEMM_F64 (engine "mma", w: a warp's sub-tile)
+    ("32x32/w16x16/k8",   32,  32,  8, 128, 16, 16, "mma"),
+    ("64x32/w32x16/k8",   64,  32,  8, 128, 32, 16, "mma"),
+    ("64x64/w32x32/k8",   64,  64,  8, 128, 32, 32, "mma"),
 ])
 PER_KIND_ONLY = ("tune", "tune-f64")
 # The dtype each of our families is made for (the paper's families serve both).

@@ -349,6 +349,72 @@ def test_fat_kind_edges(be, trans, layouts):
     run_family_case(be, shapes, "float32", *trans, layouts, "per-kind", FAT, name="fat")
 
 
+MMA_KINDS = [k.kind for k in FAMILIES["portgemm-f64"] if k.engine == "mma"]
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("kind", MMA_KINDS)
+def test_mma_kinds_elementwise(be, kind, trans):
+    """Each fp64 MMA kind forced (DMMA on sm_80+), elementwise against a reference of
+    exact products summed in long double: |C - ref| <= 1e-12 (|alpha| sum_k |a||b| +
+    |beta| |c|) per element, which fp64 FMA accumulation over K <= 1000 meets with
+    room to spare. Edge sizes: M, N, K not multiples of 8 or BK, K < BK, K == 0,
+    M or N == 1; odd and aligned leading dimensions; per-GEMM alpha and beta, alpha == 0,
+    beta == 0 over NaN C."""
+    cp = getattr(be, "cp", None)
+    if cp is None:
+        pytest.skip(f"{be.name}: needs CuPy arrays")
+    k = next(t for t in FAMILIES["portgemm-f64"] if t.kind == kind)
+    ta, tb = trans
+    seed = stable_seed("mma-elementwise", kind, ta, tb)
+    rng = np.random.default_rng(seed)
+    shapes = np.array([[k.tm, k.tn, k.tk], [1, 1, 1], [1, 37, 5], [37, 1, 9], [9, 7, 3],
+                       [k.tm + 3, k.tn - 5, k.tk - 1], [2 * k.tm + 1, k.tn + 7, 0],
+                       [130, 65, 1000], [64, 64, 17], [17, 129, 4 * k.tk + 3]], dtype=np.int64)
+    batch = len(shapes)
+    alpha = rng.uniform(-2, 2, batch)
+    alpha[3] = 0.0
+    beta = rng.uniform(-2, 2, batch)
+    beta[::2] = 0.0
+    A, B, C, refs, bounds = [], [], [], [], []
+    for i, (m, n, kk) in enumerate(shapes):
+        lay = "odd" if i % 3 == 0 else "aligned"
+        a, av = make_operand(rng, *((kk, m) if ta else (m, kk)), "float64", lay)
+        b, bv = make_operand(rng, *((n, kk) if tb else (kk, n)), "float64", lay)
+        c, cv = make_operand(rng, m, n, "float64", lay)
+        ha, hb, hc = a[av].astype(np.longdouble), b[bv].astype(np.longdouble), c[cv].copy()
+        ha, hb = (ha.T if ta else ha), (hb.T if tb else hb)
+        exact = np.einsum("ik,kj->ij", ha, hb) if kk else np.zeros((m, n), np.longdouble)
+        scale = np.abs(ha) @ np.abs(hb) if kk else np.zeros((m, n), np.longdouble)
+        refs.append(alpha[i] * exact + (beta[i] * hc if beta[i] else 0))
+        bounds.append(1e-12 * (abs(alpha[i]) * scale + abs(beta[i]) * np.abs(hc)) + 1e-300)
+        if beta[i] == 0:
+            c[cv] = np.nan
+        da, db, dc = cp.asarray(a), cp.asarray(b), cp.asarray(c)
+        A.append(da[av])
+        B.append(db[bv])
+        C.append(dc[cv])
+    plan = family_plan(shapes, "float64", be.arch(), "per-kind", kind)
+    plan.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
+    for i in range(batch):
+        got = cp.asnumpy(C[i]).astype(np.longdouble)
+        err = np.abs(got - refs[i])
+        assert np.all(np.isfinite(got)) and np.all(err <= bounds[i]), (
+            f"GEMM {i} {tuple(shapes[i])} alpha {alpha[i]:g} beta {beta[i]:g}: worst "
+            f"{float(np.max(err / bounds[i])) if err.size else 0:.3g} x the bound (seed {seed})")
+
+
+@pytest.mark.parametrize("kind", MMA_KINDS)
+def test_mma_kinds_build_without_spill(be, kind):
+    """The MMA kinds use no local memory (CUDA: the driver's figures), every transpose."""
+    from portgemm.kernels.variants import Variant
+    if not hasattr(be, "function_attributes"):
+        pytest.skip(f"{be.name}: no function attributes")
+    k = next(t for t in FAMILIES["portgemm-f64"] if t.kind == kind)
+    for trans in TRANS:
+        attrs = be.function_attributes(be.function(Variant((k,), "float64", "tile-list", *trans)))
+        assert attrs["local_size_bytes"] == 0, (trans, attrs)
+
 # --- persistent launches (backends/persistent.py) and the carried first k step ------
 
 def _persistent_launches(plan) -> int:

@@ -1,17 +1,18 @@
 """The packed API on the NumPy backend: gemm_grouped (ragged M, host offsets and the
-emulated device-offsets prologue) and gemm_grouped_general, against the lists API and a
+emulated device-offsets launch) and gemm_grouped_general, against the lists API and a
 float64 reference over NaN-poisoned outputs; typed errors that name the group and leave
-C untouched; the prologue's tile list for any split."""
+C untouched; the device-offsets launch's blocks cover any split exactly once (the
+kernel's own slot lookup compiled for the host, against its emulation)."""
 import itertools
 
 import numpy as np
 import pytest
 
 import portgemm
-from portgemm.backends.ragged import RaggedJob, emulate_prologue
+from portgemm.backends.ragged import RaggedJob, emulate_slots, gemm_args
 from portgemm.errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from portgemm.kernels.render import DEVICE_TILE_DTYPE as DEVICE_TILE
-from portgemm.kernels.variants import TileExpand, catalogue_variants
+from portgemm.kernels.variants import TileExpand, Variant, catalogue_variants
 from portgemm.tiles import ZHANG2025
 from test_cuda_backend_fake import backend as cuda_fake_backend  # noqa: F401  (a fixture)
 from test_hip_backend_fake import FakeHip
@@ -363,7 +364,7 @@ def test_general_overlapping_outputs_are_rejected():
     call_general(bufs, offs, lds, sizes, c_off=c_off, ldc=ld, backend="numpy")
 
 
-# ---- the prologue's tile list (the same logic the device runs) ------------------------------
+# ---- the device-offsets launch: which group and tile each block runs -------------------------
 
 def job_for(kind, offs, rows, N):
     return RaggedJob(kind, np.dtype(np.float32), False, False, len(offs), rows, N, 3, 0,
@@ -371,7 +372,7 @@ def job_for(kind, offs, rows, N):
 
 
 @pytest.mark.parametrize("kind", [ZHANG2025[0], ZHANG2025[3], ZHANG2025[4]])
-def test_prologue_covers_every_split_exactly_once(kind):
+def test_blocks_cover_every_split_exactly_once(kind):
     rng = np.random.default_rng(21)
     for _ in range(300):
         G = int(rng.integers(1, 12))
@@ -382,39 +383,36 @@ def test_prologue_covers_every_split_exactly_once(kind):
             cuts = np.sort(cuts)
         N = int(rng.integers(1, 150))
         job = job_for(kind, cuts.astype(np.int32), rows, N)
-        starts, M, tiles = emulate_prologue(job, cuts)
-        assert tiles.size == (rows // kind.tm + G) * -(-N // kind.tn)
+        starts, M, slots = emulate_slots(job, cuts)
+        assert slots.size == job.n_tiles == (rows // kind.tm + G) * -(-N // kind.tn)
         np.testing.assert_array_equal(M, np.diff(np.concatenate([[0], cuts])))
-        real = tiles[tiles["gemm"] >= 0]
+        real = slots[slots["gemm"] >= 0]
         got = sorted(zip(real["gemm"].tolist(), real["m0"].tolist(), real["n0"].tolist()))
         want = sorted((g, m0, n0) for g in range(G) for m0 in range(0, int(M[g]), kind.tm)
                       for n0 in range(0, N, kind.tn))
         assert got == want
 
 
-def test_prologue_keeps_bad_offsets_inside_the_buffers():
+def test_bad_offsets_stay_inside_the_buffers():
     rng = np.random.default_rng(22)
     kind = ZHANG2025[1]
     for _ in range(300):
         G, rows, N = int(rng.integers(1, 10)), int(rng.integers(0, 200)), 40
         offs = rng.integers(-50, rows + 80, G).astype(np.int32)   # any order, out of range
-        starts, M, tiles = emulate_prologue(job_for(kind, offs, rows, N), offs)
+        starts, M, slots = emulate_slots(job_for(kind, offs, rows, N), offs)
         assert ((starts >= 0) & (M >= 0) & (starts + M <= rows)).all()
-        real = tiles[tiles["gemm"] >= 0]
+        real = slots[slots["gemm"] >= 0]
         g = real["gemm"]
         assert ((g < G) & (real["m0"] >= 0) & (real["m0"] < M[g])).all()
 
 
-def test_prologue_arguments_match_the_kernel_signature():
-    """backends/ragged.prologue_args lists the prologue's parameters in the order and
-    with the types of the entry point in vbatched_gemm.cu (a mismatch would only show
-    on a GPU)."""
+def _ragged_params():
+    """The ragged entry point's parameter list in vbatched_gemm.cu, as ctypes kinds."""
     import re
 
-    from portgemm.backends.ragged import prologue_args
     from portgemm.kernels.render import SOURCE_FILE
     src = SOURCE_FILE.read_text()
-    body = src[src.index("#if PG_RAGGED_PROLOGUE"):]
+    body = src[src.index("// Ragged M, device offsets (pg_ragged_slot)"):]
     params = re.search(r"PG_NAME\(([^)]*)\)", body).group(1).split(",")
 
     def kind(p):
@@ -422,9 +420,14 @@ def test_prologue_arguments_match_the_kernel_signature():
         if "*" in p:
             return "p"
         return {"int": "i", "long long": "q", "double": "d"}[p.rsplit(" ", 1)[0]]
+    return [kind(p) for p in params]
 
+
+def test_ragged_arguments_match_the_kernel_signature():
+    """backends/ragged.gemm_args lists the entry point's parameters in the order and with
+    the types of vbatched_gemm.cu (a mismatch would only show on a GPU)."""
     job = job_for(ZHANG2025[0], np.zeros(2, np.int32), 10, 5)
-    assert [k for k, _ in prologue_args(job, 1, 2, 3, 4)] == [kind(p) for p in params]
+    assert [k for k, _ in gemm_args(job, 3, 4)] == _ragged_params()
 
 
 HOST_PRELUDE = """
@@ -439,39 +442,57 @@ extern "C" void pg_set_thread(unsigned b, unsigned t, unsigned n)
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __restrict__
+#include <cmath>
+using std::fma;
+// compat.h's warp-MMA emulation must compile in this host build (it never runs here)
+template <class T> T __shfl_sync(unsigned, T v, int, int) { return v; }
+"""
+
+HOST_WRAPPER = """
+extern "C" int pg_slot_on_host(
+    const int* offs, int groups, int rows, int tm, int tn, int tiles_n, int slot,
+    long long A, long long B, long long C, long long a_step, long long b_stride,
+    int ldc, PgGemm* g, int* m0n0)
+{
+    return pg_ragged_slot(offs, groups, rows, tm, tn, tiles_n, slot, (const PG_T*)A,
+                          (const PG_T*)B, (PG_T*)C, a_step, b_stride, 3, 5, ldc, 7, 9, 1.5,
+                          0.5, nullptr, nullptr, *g, m0n0[0], m0n0[1]);
+}
 """
 
 
 @pytest.fixture(scope="module")
-def host_prologue(tmp_path_factory):
-    """The prologue's own source compiled for the host (CUDA built-ins stubbed), so its
-    logic runs thread by thread on any machine with a C++ compiler."""
+def host_slot(tmp_path_factory):
+    """The kernel's own slot lookup (the PG_RAGGED section of vbatched_gemm.cu, with the
+    descriptor struct) compiled for the host, so its logic runs block by block on any
+    machine with a C++ compiler."""
     import ctypes
+    import re
     import shutil
     import subprocess
 
-    from portgemm.kernels.render import render
-    from portgemm.kernels.variants import RaggedPrologue
+    from portgemm.kernels.render import SOURCE_FILE
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler")
-    r = render(RaggedPrologue("float32"))
-    out = tmp_path_factory.mktemp("prologue") / "prologue.so"
+    src = SOURCE_FILE.read_text()
+    struct = re.search(r"struct PgGemm \{.*?\n\};\n", src, re.S).group(0)
+    a = src.index("#if PG_RAGGED\n")
+    section = src[a + len("#if PG_RAGGED\n"):src.index("#endif  // PG_RAGGED (slot lookup)")]
+    out = tmp_path_factory.mktemp("ragged") / "slot.so"
     subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-x", "c++", "-", "-o", str(out)],
-                   input=(HOST_PRELUDE + r.source).encode(), check=True)
-    lib = ctypes.CDLL(str(out))
-    return lib, getattr(lib, r.name)
+                   input=(HOST_PRELUDE + "#define PG_T float\n" + struct + section
+                          + HOST_WRAPPER).encode(), check=True)
+    return ctypes.CDLL(str(out)).pg_slot_on_host
 
 
-def test_prologue_source_agrees_with_its_emulation(host_prologue):
+def test_slot_lookup_source_agrees_with_its_emulation(host_slot):
     import ctypes
 
-    from portgemm.backends.launch import typed_args
-    from portgemm.backends.ragged import prologue_args
     from portgemm.kernels.render import GEMM_DTYPE
-    lib, kernel = host_prologue
     rng = np.random.default_rng(23)
-    for trial in range(40):
+    A0, B0, C0 = 1 << 20, 1 << 30, 1 << 40   # never read: only addresses are formed
+    for trial in range(60):
         kind = ZHANG2025[int(rng.integers(len(ZHANG2025)))]
         G, rows, N = int(rng.integers(1, 9)), int(rng.integers(0, 120)), int(rng.integers(1, 90))
         if trial % 4 == 3:   # bad offsets too: both must still agree
@@ -479,22 +500,27 @@ def test_prologue_source_agrees_with_its_emulation(host_prologue):
         else:
             offs = np.sort(rng.integers(0, rows + 1, G)).astype(np.int32)
         job = job_for(kind, offs, rows, N)
-        gemms = np.zeros(G, GEMM_DTYPE)
-        tiles = np.zeros(job.n_tiles, DEVICE_TILE)
-        args = prologue_args(job, gemms.ctypes.data, tiles.ctypes.data, 0, 0)
-        args[0] = ("p", offs.ctypes.data)
-        args[7:10] = [("p", 1 << 20), ("p", 1 << 30), ("p", 1 << 40)]   # A, B, C: never read
-        cargs = typed_args(args)
-        n = job.prologue_blocks() * 256
-        for t in range(n):
-            lib.pg_set_thread(t // 256, t % 256, 256)
-            kernel(*cargs)
-        starts, M, want = emulate_prologue(job, offs)
-        np.testing.assert_array_equal(tiles, want)
-        np.testing.assert_array_equal(gemms["M"], M)
-        np.testing.assert_array_equal(gemms["A"], (1 << 20) + starts * job.a_step * 4)
-        np.testing.assert_array_equal(gemms["C"], (1 << 40) + starts * job.ldc * 4)
-        np.testing.assert_array_equal(gemms["B"], (1 << 30) + np.arange(G) * job.b_stride * 4)
+        starts, M, want = emulate_slots(job, offs)
+        g = np.zeros(1, GEMM_DTYPE)
+        m0n0 = np.zeros(2, np.int32)
+        for slot in range(job.n_tiles):
+            real = host_slot(offs.ctypes.data_as(ctypes.c_void_p), G, rows, kind.tm, kind.tn,
+                             job.tiles_n, slot, ctypes.c_longlong(A0), ctypes.c_longlong(B0),
+                             ctypes.c_longlong(C0), ctypes.c_longlong(job.a_step),
+                             ctypes.c_longlong(job.b_stride), job.ldc,
+                             g.ctypes.data_as(ctypes.c_void_p),
+                             m0n0.ctypes.data_as(ctypes.c_void_p))
+            w = want[slot]
+            assert bool(real) == (w["gemm"] >= 0), (trial, slot)
+            if not real:
+                continue
+            grp = int(w["gemm"])
+            assert (m0n0[0], m0n0[1]) == (w["m0"], w["n0"])
+            assert g["M"][0] == M[grp] and (g["N"][0], g["K"][0]) == (7, 9)
+            assert g["A"][0] == A0 + starts[grp] * job.a_step * 4
+            assert g["B"][0] == B0 + grp * job.b_stride * 4
+            assert g["C"][0] == C0 + starts[grp] * job.ldc * 4
+            assert (g["alpha"][0], g["beta"][0]) == (1.5, 0.5)
 
 
 def test_unreadable_sizes_and_offsets_are_type_errors():
@@ -566,38 +592,23 @@ def test_the_call_cache_keeps_no_array_alive():
 _VARIANTS = {v.name: v for v in catalogue_variants(trans=TRANS)}
 
 
+def _ragged_variants():
+    from portgemm.grouped.ragged_kind import candidate_kinds
+    return {v.name: v for v in (Variant((k,), dt, "ragged", ta, tb)
+                                for dt in ("float32", "float64") for k in candidate_kinds(dt)
+                                for ta, tb in TRANS)}
+
+
 class FakeKernels:
-    """The two kernels of a device-offsets call on host memory posing as device memory:
-    the prologue (emulate_prologue, from exactly the arguments a backend passed) and the
-    GEMM kernel (FakeHip's tile emulation; slots with gemm = -1 do nothing)."""
+    """The kernels of the packed calls on host memory posing as device memory: the
+    ragged entry point of a device-offsets call (each block's group and tile by
+    emulate_slots, from exactly the arguments a backend passed, then that tile by
+    FakeHip's tile emulation; blocks past their group's rows do nothing) and the
+    tile-list GEMM kernels of a host-offsets call's plan."""
 
     def __init__(self, variants):
-        from portgemm.backends.ragged import prologue_args
-        self.variants = variants
-        self.kinds = [k for k, _ in prologue_args(
-            job_for(ZHANG2025[0], np.zeros(1, np.int32), 1, 1), 0, 0, 0, 0)]
-
-    def prologue(self, name, values):
-        import types
-
-        from test_hip_backend_fake import _read, _view
-
-        from portgemm.kernels.render import GEMM_DTYPE
-        (offs_p, G, rows, tm, tn, tiles_n, n_tiles, a, b, c, a_step, b_stride, lda, ldb, ldc,
-         N, K, alpha, beta, alphas_p, betas_p, gemms_p, tiles_p) = values
-        isz = 4 if "_f32_" in name else 8
-        offs = _read(offs_p, np.int32, G)
-        job = types.SimpleNamespace(groups=G, rows=rows, tiles_n=tiles_n, n_tiles=n_tiles,
-                                    kind=types.SimpleNamespace(tm=tm, tn=tn))
-        starts, M, tiles = emulate_prologue(job, offs)
-        d = np.zeros(G, GEMM_DTYPE)
-        d["A"], d["B"], d["C"] = (a + starts * a_step * isz, b + np.arange(G) * b_stride * isz,
-                                  c + starts * ldc * isz)
-        d["lda"], d["ldb"], d["ldc"], d["M"], d["N"], d["K"] = lda, ldb, ldc, M, N, K
-        d["alpha"] = _read(alphas_p, np.float64, G) if alphas_p else alpha
-        d["beta"] = _read(betas_p, np.float64, G) if betas_p else beta
-        _view(gemms_p, np.uint8, d.nbytes)[:] = d.view(np.uint8)
-        _view(tiles_p, np.uint8, tiles.nbytes)[:] = tiles.view(np.uint8)
+        self.variants = {**variants, **_ragged_variants()}
+        self.kinds = _ragged_params()
 
     def gemm(self, name, gx, g_p, t_p, b_p):
         from test_hip_backend_fake import _read
@@ -608,8 +619,33 @@ class FakeKernels:
         tiles = _read(t_p, DEVICE_TILE, int(bp[gx]))
         g = _read(g_p, GEMM_DTYPE, int(tiles["gemm"].max(initial=-1)) + 1)
         for t in tiles:
+            FakeHip._tile(g[t["gemm"]], v, v.kinds[t["kind"]], int(t["m0"]), int(t["n0"]))
+
+    def run(self, name, blocks, threads, values):
+        import types
+
+        from test_hip_backend_fake import _read
+
+        from portgemm.kernels.render import GEMM_DTYPE
+        (offs_p, G, rows, tiles_n, a, b, c, a_step, b_stride, lda, ldb, ldc, N, K, alpha, beta,
+         alphas_p, betas_p) = values
+        v = self.variants[name]
+        kind = v.kinds[0]
+        assert threads == kind.threads and blocks == (rows // kind.tm + G) * tiles_n
+        isz = 4 if v.dtype == "float32" else 8
+        offs = _read(offs_p, np.int32, G)
+        job = types.SimpleNamespace(groups=G, rows=rows, tiles_n=tiles_n, n_tiles=blocks,
+                                    kind=kind)
+        starts, M, slots = emulate_slots(job, offs)
+        d = np.zeros(G, GEMM_DTYPE)
+        d["A"], d["B"], d["C"] = (a + starts * a_step * isz, b + np.arange(G) * b_stride * isz,
+                                  c + starts * ldc * isz)
+        d["lda"], d["ldb"], d["ldc"], d["M"], d["N"], d["K"] = lda, ldb, ldc, M, N, K
+        d["alpha"] = _read(alphas_p, np.float64, G) if alphas_p else alpha
+        d["beta"] = _read(betas_p, np.float64, G) if betas_p else beta
+        for t in slots:
             if t["gemm"] >= 0:
-                FakeHip._tile(g[t["gemm"]], v, v.kinds[t["kind"]], int(t["m0"]), int(t["n0"]))
+                FakeHip._tile(d[t["gemm"]], v, kind, int(t["m0"]), int(t["n0"]))
 
 
 @pytest.fixture
@@ -631,9 +667,10 @@ def fake_cuda(cuda_fake_backend):
         if name == TileExpand.name:   # a plan's tile-list expansion: the fake's own
             return real(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
         be.launches.append((name, stream))
-        if name.endswith("prologue"):
-            kernels.prologue(name, [ctype[k].from_address(params[i]).value
-                                    for i, k in enumerate(kernels.kinds)])
+        if "_ragged_" in name:
+            assert (gy, gz, by, bz, shmem) == (1, 1, 1, 1, 0)
+            kernels.run(name, gx, bx, [ctype[k].from_address(params[i]).value
+                                       for i, k in enumerate(kernels.kinds)])
         else:
             kernels.gemm(name, gx, *(ctypes.c_uint64.from_address(params[i]).value
                                      for i in range(3)))
@@ -645,7 +682,7 @@ def fake_cuda(cuda_fake_backend):
 @pytest.fixture
 def fake_hip(hip_backend, monkeypatch):
     """The HIP backend on test_hip_backend_fake's runtime, with FakeKernels behind
-    hipModuleLaunchKernel for both kernels of a device-offsets call."""
+    hipModuleLaunchKernel for the device-offsets entry point."""
     be, launches = hip_backend, []
     kernels = FakeKernels(be.fake.variants)
     real = be.fake.hipModuleLaunchKernel
@@ -655,8 +692,9 @@ def fake_hip(hip_backend, monkeypatch):
             return real(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra)
         launches.append((fn, stream))
         values = [a.value or 0 for a in extra]
-        if fn.endswith("prologue"):
-            kernels.prologue(fn, values)
+        if "_ragged_" in fn:
+            assert (gy, gz, by, bz, shared) == (1, 1, 1, 1, 0)
+            kernels.run(fn, gx, bx, values)
         else:
             kernels.gemm(fn, gx, *values[:3])
         return (0,)
@@ -669,7 +707,7 @@ def fake_hip(hip_backend, monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_cuda_device_offsets_encode_once_and_follow_new_offsets(fake_cuda, dtype, trans):
     """Device offsets on the CUDA backend: the first call uploads the per-group scalars
-    and encodes both launches; later calls on the same arrays upload nothing and only
+    and encodes its one launch; later calls on the same arrays upload nothing and only
     launch, and each one computes the split the offsets hold at that time (as a graph
     replay would)."""
     from test_cuda_backend_fake import FakeArray, FakeStream
@@ -698,7 +736,7 @@ def test_cuda_device_offsets_encode_once_and_follow_new_offsets(fake_cuda, dtype
             if i:
                 assert len(s.log) == uploads, "a repeated call uploaded something"
     names = [n for n, _ in fake_cuda.launches]
-    assert len(names) == 2 * len(splits) and all(n.endswith("prologue") for n in names[::2])
+    assert len(names) == len(splits) and all("_ragged_" in n for n in names)
     assert {st for _, st in fake_cuda.launches} == {71}
 
 
@@ -738,7 +776,7 @@ def test_hip_device_offsets_encode_once(fake_hip):
         close(C[:end], ref[:end], np.float64)
         assert np.isnan(C[end:]).all()
         allocs.append(len(fake_hip.fake._keep))
-    assert len(fake_hip.launches) == 6
+    assert len(fake_hip.launches) == 3
     assert allocs[0] == allocs[-1] > 0, "a repeated call allocated or uploaded"
 
 
@@ -752,8 +790,8 @@ def _every_candidate():
 @pytest.mark.parametrize("dtype, kind", _every_candidate(), ids=lambda x: getattr(x, "name", None))
 def test_cuda_device_offsets_run_every_kind_the_chooser_may_give(fake_cuda, monkeypatch,
                                                                  dtype, kind):
-    """Every kind choose_kind can return runs the prologue and the GEMM correctly (the
-    fake backend runs both kernels' logic from the encoded arguments), with empty
+    """Every kind choose_kind can return runs correctly in the ragged entry point (the
+    fake backend runs its logic from the encoded arguments), with empty
     groups, groups of fewer rows than a tile and of several tiles."""
     from test_cuda_backend_fake import FakeArray
     from portgemm.grouped import ragged
@@ -772,8 +810,8 @@ def test_cuda_device_offsets_run_every_kind_the_chooser_may_give(fake_cuda, monk
     end = int(offs[-1])
     close(C[:end], ref[:end], dtype)
     assert np.isnan(C[end:]).all(), "rows past offs[-1] were written"
-    gemm_launches = [n for n, _ in fake_cuda.launches if not n.endswith("prologue")]
-    assert gemm_launches and all(n.endswith(kind.ident) for n in gemm_launches)
+    launches = [n for n, _ in fake_cuda.launches]
+    assert len(launches) == 1 and launches[0].endswith("_ragged_" + kind.ident)
     ragged._kinds.clear()
     ragged._calls.clear()
 

@@ -174,8 +174,9 @@ def _every_candidate():
 @pytest.mark.parametrize("dtype, kind", _every_candidate(), ids=lambda x: getattr(x, "name", None))
 def test_device_offsets_every_kind_the_chooser_may_give(cuda, cp, monkeypatch, dtype, kind):
     """Each kind the cost model may pick for a device-offsets call, forced, on the GPU:
-    the prologue's tile list and that kind's kernel over NaN-poisoned C, with empty
-    groups and groups shorter and longer than one tile."""
+    its ragged entry point (each block finds its group and tile from the offsets) over
+    NaN-poisoned C, with empty groups and groups shorter and longer than one tile; the
+    kinds take the four transposes in turn, so each engine (SIMT, fp64 MMA) runs all."""
     from portgemm.grouped import ragged
     monkeypatch.setattr(ragged, "choose_kind", lambda *a: kind)
     ragged._kinds.clear()
@@ -183,7 +184,7 @@ def test_device_offsets_every_kind_the_chooser_may_give(cuda, cp, monkeypatch, d
     try:
         rng = np.random.default_rng(next(SEEDS))
         sizes = [0, 3, kind.tm + 5, 0, 2 * kind.tm, 1, 3 * kind.tm - 1]
-        ta = tb = False   # the NN kernels, which the other GPU tests compile anyway
+        ta, tb = TRANS[_every_candidate().index((dtype, kind)) % len(TRANS)]
         A, B, C, offs = ragged_operands(rng, sizes, 37, kind.tn + 9, dtype, ta, tb)
         alpha, beta = scalars(rng, len(sizes), True)
         poison(C, offs, beta)
@@ -198,6 +199,30 @@ def test_device_offsets_every_kind_the_chooser_may_give(cuda, cp, monkeypatch, d
     finally:
         ragged._kinds.clear()
         ragged._calls.clear()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_device_offsets_k_zero_and_all_groups_empty(cuda, cp, dtype):
+    """K = 0 is C = beta C (beta = 0 writes zeros and never reads the NaNs), and offsets
+    that leave every group empty write nothing, all on the one-launch path."""
+    rng = np.random.default_rng(next(SEEDS))
+    sizes = [3, 0, 40, 0, 17]
+    A, B, C, offs = ragged_operands(rng, sizes, 0, 24, dtype, False, False)
+    beta = np.array([2.0, 1.0, 0.0, 3.0, -0.5])
+    poison(C, offs, beta)
+    ref = ragged_reference(A, B, C, offs, 1.0, beta, False, False)
+    dC = cp.asarray(C)
+    portgemm.gemm_grouped(cp.asarray(A), cp.asarray(B), dC, cp.asarray(offs), beta=beta,
+                          backend="cuda")
+    got = cp.asnumpy(dC)
+    end = int(offs[-1])
+    assert rel_err(got[:end], ref[:end]) < TOL[dtype]
+    assert np.isnan(got[end:]).all()
+    A, B, C, _ = ragged_operands(rng, sizes, 16, 24, dtype, True, True)
+    dC = cp.full(C.shape, cp.nan, dtype=dtype)
+    portgemm.gemm_grouped(cp.asarray(A), cp.asarray(B), dC, cp.zeros(len(sizes), cp.int32),
+                          trans_a=True, trans_b=True, backend="cuda")
+    assert np.isnan(cp.asnumpy(dC)).all(), "an empty group was written"
 
 
 def test_repeated_host_offsets_call_relaunches_on_the_current_stream_and_in_a_graph(cuda, cp):

@@ -112,6 +112,7 @@ def test_planned_blocks_of_several_tiles_move_whole():
 
     class Kind:
         name = "k"
+        engine = "simt"
 
     class P:
         kinds = (Kind(),)
@@ -126,3 +127,37 @@ def test_planned_blocks_of_several_tiles_move_whole():
         want = sum((planned[b] for b in range(j, 8, 3)), [])
         assert order[ptr[j]:ptr[j + 1]].tolist() == want
     assert ptr[-1] == block_ptr[-1]
+
+
+def _expand_on_host(exp):
+    """The device expansion's output, emulated (the GPU backends' expand callback)."""
+    from portgemm.backends.expand import emulate_expand
+    tiles, block_ptr = emulate_expand(exp.table, exp.spans, exp.n_tiles)
+    return tiles, block_ptr, exp.table
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("strategy, mode", [(None, None), (None, "fused"), (None, "per-kind"),
+                                            ("coordinated", None), ("workgroup-tlp", None)])
+@pytest.mark.parametrize("persist", ["0", "1"])
+def test_flat_lists_name_a_real_gemm_in_every_record(dtype, strategy, mode, persist,
+                                                     monkeypatch):
+    """The flat-tile-list entry point (vbatched_gemm.cu) runs every record between two
+    block pointers without checking it: every list a backend can upload or have the
+    device write (the host's list, the device expansion, a persistent reordering) holds
+    a GEMM of the batch in every record, and every block at least one record. (The
+    ragged upper-bound list's empty slots never reach this entry point: the ragged entry
+    finds its own group.)"""
+    monkeypatch.setenv(persistent.ENV, persist)
+    for seed, batch, max_mn in [(11, 1024, 1024), (12, 64, 256), (13, 3, 40), (14, 300, 128)]:
+        shapes = random_shapes(seed, batch, max_mn=max_mn)
+        shapes[::7, 2] = 0                                  # K = 0 GEMMs keep their tiles
+        p = make_plan(shapes, dtype, "sm_90", strategy, mode)
+        if p.mode == "grid-z":
+            continue
+        st = plan_state(p, ("test-lists", seed, persist), False, False,
+                        lambda a: np.array(a, copy=True), _expand_on_host)
+        tiles, ptr = st["tiles"], st["block_ptr"]
+        assert np.all(tiles["gemm"] >= 0) and np.all(tiles["gemm"] < batch), (seed, p.strategy)
+        assert ptr[0] == 0 and ptr[-1] == tiles.shape[0] and np.all(np.diff(ptr) >= 1)
+        assert sum(g for _, _, g in st["launches"]) == ptr.shape[0] - 1

@@ -746,11 +746,104 @@ def test_hit_path_never_returns_a_stale_plan(monkeypatch):
     assert c is not a and c.n_tiles == a.n_tiles
 
 
-def test_hit_path_sample_collisions_cost_a_probe_not_a_wrong_plan(monkeypatch):
+def test_hit_path_sample_collisions_cost_a_probe_not_a_wrong_plan():
     planner.clear_cache()
-    monkeypatch.setattr(planner._Raw, "__hash__", lambda self: 0)
-    batches = [np.array([[16 * (i + 1), 64, 64]] * 8) for i in range(5)]
+    # 40 rows: the sample takes every third value, the M column only; these batches
+    # differ in N alone, so they share one hit-path key
+    batches = [np.array([[64, 16 * (i + 1), 64]] * 40) for i in range(5)]
+    keys = {planner._fast_key(b, "float32", None, None, None, None, {}) for b in batches}
+    assert len(keys) == 1
     plans = [planner.plan(b) for b in batches]
-    for b, p in zip(batches, plans):
-        assert planner.plan(b.copy()) is p and np.array_equal(p.shapes, b)
+    for _ in range(2):
+        for b, p in zip(batches, plans):
+            assert planner.plan(b.copy()) is p and np.array_equal(p.shapes, b)
+    planner.clear_cache()
+
+
+def _fake_register(arch_name):
+    """A compile that registers new figures for ``arch_name`` (the default provider's
+    version moves, and so does the generation); returns the undo."""
+    from portgemm.kernels import resources as kres
+    from portgemm.occupancy import KernelResources
+    v = "test-variant-that-no-plan-uses"
+    kres.register(arch_name, v, KernelResources(registers=64, source="test"))
+
+    def undo():
+        kres._registered.pop((arch_name, v), None)
+    return undo
+
+
+class _Versioned:
+    def __init__(self):
+        self.v = 0
+
+    def __call__(self, arch, launch):
+        from portgemm.occupancy import KernelResources
+        return KernelResources(registers=64 + 8 * self.v, source="test")
+
+    def version(self, arch_name):
+        return self.v
+
+
+@pytest.mark.parametrize("change", ["ceilings", "tuned", "register", "provider", "factor"])
+def test_hit_path_sees_every_input_read_at_call_time(change, monkeypatch):
+    """Each input the full key reads at call time, changed between two calls with the
+    same NumPy shapes: the hit path must not return the plan made before (for the
+    default provider's figures, registered for another arch, the plan stays valid and
+    comes back through the full key, as the same object)."""
+    from portgemm.kernels import resources as kres
+    from portgemm.occupancy import ceilings, tuned
+    planner.clear_cache()
+    # the registry's versions move in copies (the kind tables memoised under them go too)
+    monkeypatch.setattr(kres, "_registered", dict(kres._registered))
+    monkeypatch.setattr(kres, "_versions", dict(kres._versions))
+    s = np.array([[300, 200, 64], [17, 18, 19]] * 20)
+    prov = _Versioned() if change == "provider" else None
+    a = planner.plan(s, arch="sm_90", resources=prov)
+    assert planner.plan(s.copy(), arch="sm_90", resources=prov) is a
+    undo = None
+    if change == "ceilings":
+        ceilings.reload()
+    elif change == "tuned":
+        tuned.reload()
+    elif change == "register":
+        undo = _fake_register("sm_80")
+    elif change == "provider":
+        prov.v = 1
+    else:
+        monkeypatch.setattr(parallelism, "TLP_FACTOR", parallelism.TLP_FACTOR * 0.5)
+    try:
+        b = planner.plan(s.copy(), arch="sm_90", resources=prov)
+        if change == "register":   # another arch's figures: the same plan, via the full key
+            assert b is a
+            hits = planner.cache_info()["hits"]
+            assert planner.plan(s.copy(), arch="sm_90") is a
+            assert planner.cache_info()["hits"] == hits + 1
+            undo()
+            undo = _fake_register("sm_90")   # this arch's: replanned
+            b = planner.plan(s.copy(), arch="sm_90")
+        assert b is not a and np.array_equal(b.shapes, s)
+        assert planner.plan(s.copy(), arch="sm_90", resources=prov) is b   # and kept
+    finally:
+        if undo is not None:
+            undo()
+        planner.clear_cache()
+        parallelism._tables.clear()
+
+
+def test_hit_path_entries_leave_with_their_plan():
+    planner.clear_cache()
+    s = np.array([[300, 200, 64]] * 40)
+    a = planner.plan(s)
+    planner.plan(s.astype(np.int32))                      # a second hit-path key, same plan
+    assert sum(e.plan is a for e in planner._fast.values()) == 2
+    for i in range(planner.CACHE_SIZE):                    # evicted from the LRU
+        planner.plan(np.array([[i + 1, 16, 16]]))
+    assert not any(e.plan is a for e in planner._fast.values())
+    assert len(planner._fast) <= planner.CACHE_SIZE
+    # one plan under ever new spellings (a new Arch object each call): bounded
+    for _ in range(planner.FAST_SIZE + 10):
+        planner.plan(s, arch=replace(get_arch("sm_90")))
+    assert len(planner._fast) <= planner.FAST_SIZE
+    assert sum(len(v) for v in planner._fast_of.values()) == len(planner._fast)
     planner.clear_cache()

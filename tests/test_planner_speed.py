@@ -57,8 +57,9 @@ class RefLayout(tile_layout.TileLayout):
         return ref_build_tiles(*self.ref_args)
 
 
-def ref_tile_layout(shapes, kinds, kidx, gemm_order=None, m_fastest=False):
-    """The per-GEMM layout, one GEMM at a time; its list is ref_build_tiles'."""
+def ref_tile_layout(shapes, kinds, kidx, gemm_order=None, m_fastest=False, per_gemm=None):
+    """The per-GEMM layout, one GEMM at a time (``per_gemm`` ignored: made again here);
+    its list is ref_build_tiles'."""
     order = range(shapes.shape[0]) if gemm_order is None else gemm_order
     cols = []
     for g in order:
@@ -70,6 +71,14 @@ def ref_tile_layout(shapes, kinds, kidx, gemm_order=None, m_fastest=False):
     lay = RefLayout(*cols, first, m_fastest)
     object.__setattr__(lay, "ref_args", (shapes, kinds, kidx, gemm_order, m_fastest))
     return lay
+
+
+def ref_per_gemm_tiles(shapes, kinds, kidx):
+    """tm, tn, gm, gn per GEMM, one GEMM at a time."""
+    rows = [(kinds[int(k)].tm, kinds[int(k)].tn, -(-int(m) // kinds[int(k)].tm),
+             -(-int(n) // kinds[int(k)].tn)) for (m, n, _), k in zip(shapes.tolist(), kidx)]
+    return tuple(np.array(c, dtype=np.int64).reshape(-1) for c in zip(*rows)) if rows else \
+        tuple(np.zeros(0, dtype=np.int64) for _ in range(4))
 
 
 def ref_lpt_order(cost, group=None, total_cost=None):
@@ -182,6 +191,7 @@ def test_pack_blocks_equals_reference(by_kind):
 
 
 REFERENCES = {"build_tiles": ref_build_tiles, "tile_layout": ref_tile_layout,
+              "per_gemm_tiles": ref_per_gemm_tiles,
               "gemm_lpt_order": ref_lpt_order,
               "pack_blocks": ref_pack_blocks}
 
@@ -448,3 +458,87 @@ def test_plan_time_counts_numpy_calls_and_puts_numpy_back():
     assert calls > 50 and operators > 0
     assert wavefront_tlp.np is np and cost_model.np is np
     assert sys.getprofile() is None
+
+
+# --- buffers kept between plans (planner/scratch.py) ------------------------------------
+
+def test_no_plan_holds_a_kept_buffer():
+    """Plans made one after another on one thread (the buffers rewritten by each) keep
+    their own arrays: none shares memory with a kept buffer, and an earlier plan's
+    layout and predictions are unchanged by later plans."""
+    from portgemm.planner import scratch
+    rng = np.random.default_rng(21)
+    batches = [random_shapes(rng, n, hi) for n, hi in ((300, 1100), (40, 200), (300, 1100),
+                                                       (2000, 600))]
+    plans = [planner.plan(s, use_cache=False) for s in batches]
+    before = [(p.tiles.tobytes(), p.predicted_ms) for p in plans]
+    again = [planner.plan(s, use_cache=False) for s in reversed(batches)]
+    assert [(p.tiles.tobytes(), p.predicted_ms) for p in plans] == before
+    assert [(p.tiles.tobytes(), p.predicted_ms) for p in reversed(again)] == before
+    kept = list(scratch._local.pool.values())
+    assert kept
+    for p in plans:
+        lay = p.layout
+        for a in (lay.gemm, lay.kind, lay.tm, lay.tn, lay.gm, lay.gn, lay.first):
+            assert not any(np.shares_memory(a, b) for b in kept)
+
+
+def test_buffers_past_the_bound_are_fresh(monkeypatch):
+    from portgemm.planner import scratch
+    monkeypatch.setattr(scratch, "MAX_POOLED", 8)
+    a = scratch.buffer("test", (2, 9))
+    assert scratch.buffer("test", (2, 9)) is not a and not np.shares_memory(
+        a, scratch.buffer("test", (2, 9)))
+    b = scratch.buffer("test", (2, 8))
+    assert scratch.buffer("test", (2, 8)) is b                  # kept: the same view
+    c = scratch.buffer("test", (3, 8))                          # grown: a new buffer
+    assert c.shape == (3, 8) and not np.shares_memory(b, c)
+
+
+@pytest.mark.parametrize("family", ["portgemm", "li2019-128", "tune"])
+def test_round_ladders_longest_k_equals_the_per_kind_maximum(family):
+    """typed_rounds with ``k_live`` (the type's longest K) gives the aggregates of the
+    pass over every (kind, GEMM)."""
+    from portgemm.planner import level_search
+    from portgemm.planner.wavefront_tlp import BatchTables
+    from portgemm.tiles import FAMILIES as ALL
+    kinds = tuple(sorted(ALL[family], key=lambda k: k.area))
+    rng = np.random.default_rng(3)
+    s = planner._shapes(random_shapes(rng, 700, 1500))
+    tabs = BatchTables(s, kinds)
+    if tabs.fk["one_tk"]:
+        pytest.skip("one tk: the per-GEMM path")
+    least = np.where(tabs.allowed, rng.random(tabs.counts.shape), np.inf).argmin(axis=0)
+    cs = tabs.counts * tabs.steps
+    args = (tabs.fk, (tabs.M, tabs.N), tabs.start, least, tabs.counts, cs, tabs.steps_live,
+            len(kinds) + 2)
+    (n0, S0, M0), _ = level_search.typed_rounds(*args)
+    (n1, S1, M1), _ = level_search.typed_rounds(*args, tabs.K * tabs.live)
+    assert np.array_equal(n0, n1) and np.array_equal(S0, S1) and np.array_equal(M0, M1)
+
+
+def test_a_plan_made_while_planning_leaves_the_outer_tables_whole():
+    """A resources provider that plans (on the same thread, in the middle of the outer
+    plan's tables): the outer plan equals the one made without it."""
+    rng = np.random.default_rng(8)
+    outer, inner = random_shapes(rng, 400, 1100), random_shapes(rng, 300, 700)
+    want = planner.plan(outer, use_cache=False)
+
+    def provider(arch, launch):
+        planner.plan(inner, use_cache=False)      # rewrites nothing of the outer plan's
+        return kres.DEFAULT_PROVIDER(arch, launch)
+    got = planner.plan(outer, use_cache=False, resources=provider)
+    assert got.tiles.tobytes() == want.tiles.tobytes() and got.predicted_ms == want.predicted_ms
+
+
+def test_plans_made_on_several_threads_at_once_equal_the_serial_ones():
+    """Each thread keeps its own buffers: plans made concurrently equal those made one
+    after another."""
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(13)
+    batches = [random_shapes(rng, int(n), 1100) for n in rng.integers(200, 900, 12)]
+    want = [planner.plan(s, use_cache=False).tiles.tobytes() for s in batches]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda s: planner.plan(s, use_cache=False).tiles.tobytes(),
+                            batches * 2))
+    assert got == want * 2

@@ -183,7 +183,7 @@ def test_expand_arguments_match_the_kernel_signature():
 
     from portgemm.kernels.render import SOURCE_FILE
     src = SOURCE_FILE.read_text()
-    body = src[src.index("#elif PG_TILE_EXPAND"):]
+    body = src[src.index("#if PG_TILE_EXPAND"):]
     params = re.search(r"PG_NAME\(([^)]*)\)", body).group(1).split(",")
     kinds = ["p" if "*" in q else {"int": "i"}[" ".join(q.split()).rsplit(" ", 1)[0]]
              for q in params]

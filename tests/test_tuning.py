@@ -127,7 +127,8 @@ def test_candidate_families_are_made_for_one_dtype_each():
     assert FAMILY_DTYPES[space.CANDIDATES["float64"]] == ("float64",)
     for dtype, fam in space.CANDIDATES.items():
         kinds = FAMILIES[fam]
-        assert 10 <= len(kinds) <= 14 and len({k.kind for k in kinds}) == len(kinds)
+        # 15: tune-f64 holds every shape of portgemm-f64, its three MMA kinds included
+        assert 10 <= len(kinds) <= 15 and len({k.kind for k in kinds}) == len(kinds)
         v = 4 if dtype == "float32" else 2           # elements per 16 bytes
         for k in kinds:
             assert k.rn % v == 0 and (k.tm * k.tk) % (v * k.threads) == 0

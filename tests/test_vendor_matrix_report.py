@@ -65,6 +65,19 @@ def test_matrix_covers_our_families_in_every_transpose(vm):
     assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) for n in names)
 
 
+def test_matrix_covers_every_ragged_kind_and_their_spills_fail(vm):
+    """The device-offsets entry point of every kind a packed call may run is compiled
+    (our families' in every transpose) and must not spill."""
+    from portgemm.grouped.ragged_kind import candidate_kinds
+    by_name = {v.name: v for v in vm.matrix_variants()}
+    for dtype, d in (("float32", "f32"), ("float64", "f64")):
+        for k in candidate_kinds(dtype):
+            ops = ("nn", "nt", "tn", "tt") if k.family in vm.ALL_TRANSPOSES else ("nn",)
+            for op in ops:
+                v = by_name[f"pg_{d}_{op}_ragged_{k.ident}"]
+                assert v.layout == "ragged" and vm.must_not_spill(v)
+
+
 def test_own_family_spills_fail(vm):
     row = cell("pg_f32_nn_portgemm_128x128_8x8", spill=8)
     row["no_spill"] = True

@@ -7,12 +7,14 @@ LLVM's own occupancy for every AMD variant.
                                   [--json out.json] [--verbose]
 
 Variants: nn for the whole catalogue, all four transposes for our own families
-(ALL_TRANSPOSES), and split-K's reduction (both dtypes; not with --family). Every compile treats warnings as errors ($PORTGEMM_WERROR: NVRTC's log and ptxas, -Wall
--Werror for hiprtc and clang), so a warning is a compile error here.
+(ALL_TRANSPOSES), the device-offsets (ragged) entry point of every kind a packed call may
+run (the same transposes), and split-K's reduction (both dtypes; not with --family). Every
+compile treats warnings as errors ($PORTGEMM_WERROR: NVRTC's log and ptxas, -Wall -Werror
+for hiprtc and clang), so a warning is a compile error here.
 
 Exit status 1 on: a compile error (any variant, any arch); a spill or scratch use in a
 default variant (DEFAULT_FAMILIES, the fused kernel the default plan launches, float32 and
-float64) or in any variant of our own families (ALL_TRANSPOSES); a
+float64), in any variant of our own families (ALL_TRANSPOSES) or in a ragged one; a
 disagreement between our model and LLVM's "Occupancy [waves/SIMD]" remark. A spill in
 any other variant is printed as a "warning" line (a plan that picks such a variant warns
 in its describe() too).
@@ -72,9 +74,23 @@ def matrix_variants() -> list[Variant]:
     """nn for every catalogue variant, and nt/tn/tt for those of ALL_TRANSPOSES."""
     more = [v for v in catalogue_variants(trans=TRANSPOSES)
             if all(k.family in ALL_TRANSPOSES for k in v.kinds)]
-    # the entry points beside the GEMM's that render from the same source: split-K's
-    # reduction (the tile expansion and ragged prologue are covered by their own tests)
-    return catalogue_variants() + more + [SplitReduce(d) for d in ("float32", "float64")]
+    # the entry points beside the GEMM's that render from the same source: the
+    # device-offsets (ragged) GEMM and split-K's reduction (the tile expansion is covered
+    # by its own tests)
+    return (catalogue_variants() + more + ragged_variants()
+            + [SplitReduce(d) for d in ("float32", "float64")])
+
+
+def ragged_variants() -> list[Variant]:
+    """The device-offsets entry point of every kind a packed call may run
+    (grouped/ragged_kind.candidate_kinds): nn for the paper's kinds, all four transposes
+    for our own families', as for the tile-list variants."""
+    from portgemm.grouped.ragged_kind import candidate_kinds
+    return [Variant((k,), dtype, "ragged", ta, tb) for dtype in ("float32", "float64")
+            for k in candidate_kinds(dtype)
+            for ta, tb in ((False, False),) + (TRANSPOSES if k.family in ALL_TRANSPOSES else ())]
+
+
 OCC_KEY = "Occupancy [waves/SIMD]"
 
 
@@ -87,8 +103,9 @@ def is_default(v: Variant) -> bool:
 
 
 def must_not_spill(v: Variant) -> bool:
-    """Default variants and every variant of our own families fail CI when they spill."""
-    return not isinstance(v, Variant) or is_default(v) or \
+    """Default variants, every variant of our own families and every ragged entry point
+    (what a device-offsets call runs) fail CI when they spill."""
+    return not isinstance(v, Variant) or is_default(v) or v.layout == "ragged" or \
         all(k.family in FAMILY_DTYPES for k in v.kinds)
 
 

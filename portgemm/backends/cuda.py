@@ -31,7 +31,7 @@ from .expand import expand_args
 from ..occupancy.resources import KernelResources
 from .launch import (DESCRIPTOR_CACHE, cached_descriptors, descriptors, plan_state,
                      torch_device, torch_stream, typed_args)
-from .ragged import Scratch, prologue_args
+from .ragged import Scalars, gemm_args
 from . import split
 
 
@@ -73,8 +73,7 @@ class CudaBackend:
         self._modules: dict[tuple[int, str], object] = {}
         self._side: dict[int, list] = {}
         self._arch: dict[int, object] = {}
-        self._ragged = Scratch()
-        self._ragged_gemms: dict = {}   # encoded GEMM launches of ragged calls (_ragged_gemm)
+        self._ragged = Scalars()        # per-group alpha/beta of ragged calls
         self._external: dict = {}       # (torch stream handle, device) -> ExternalStream
 
     # -- device ---------------------------------------------------------------------
@@ -356,48 +355,29 @@ class CudaBackend:
 
     # -- ragged M, group ends on the device ------------------------------------------
     def execute_ragged(self, job, arrays) -> None:
-        """Two raw launches on the caller's current stream, no host round trip
-        (graph-capturable): the prologue writes descriptors and the tile list from the
-        offsets on the device, then ``job.variant`` runs the upper-bound list, one tile
-        per block. The arguments are encoded once per job, device and stream (kept on
-        the job), so a repeated call uploads nothing and only launches."""
+        """One raw launch on the caller's current stream, no host round trip
+        (graph-capturable): ``job.variant``'s blocks read the offsets on the device and
+        each finds its group and tile (backends/ragged.py). The launch is encoded once
+        per job, device and stream (kept on the job), so a repeated call uploads nothing
+        and only launches."""
         stream = self._stream(torch_device(arrays))
         key = (id(self), self._dev(), stream.ptr)
         enc = job.launches.get(key)
         if enc is None:
             if job.groups == 0 or job.n_tiles == 0:
                 return None
-            with stream:  # the scalars' upload goes to the stream of the launches
-                enc = job.launches[key] = self._encode_ragged(job, stream)
-        launch, sp = self._cu_launch, stream.ptr
-        for item in enc[0]:
-            _run(launch, item, sp)
+            with stream:  # the scalars' upload goes to the stream of the launch
+                enc = job.launches[key] = self._encode_ragged(job)
+        _run(self._cu_launch, enc[0], stream.ptr)
         return None
 
-    def _encode_ragged(self, job, stream):
-        """(the prologue's and the GEMM's encoded launches (_encoded), the device buffers
-        they use)."""
-        gemms, tiles, bptr = self._ragged.get(
-            (self._dev(), stream.ptr), job.groups, job.n_tiles,
-            lambda n: self.cp.empty(n, dtype=self.cp.uint8), self._upload)
-        alphas, betas = (self._ragged.scalars(self._dev(), x, self._upload)
+    def _encode_ragged(self, job):
+        """(the encoded launch (_encoded), the device scalars it reads)."""
+        alphas, betas = (self._ragged.get(self._dev(), x, self._upload)
                          for x in (job.alphas, job.betas))
-        pro = prologue_args(job, gemms.data.ptr, tiles.data.ptr, _ptr(alphas), _ptr(betas))
-        v = job.prologue
-        out = [_encoded(self.function(v).ptr, job.prologue_blocks(), v.threads, pro, v.name),
-               self._ragged_gemm(job.variant, job.n_tiles, gemms, tiles, bptr)]
-        return out, (gemms, tiles, bptr, alphas, betas)  # the buffers live with the launches
-
-    def _ragged_gemm(self, variant, n_tiles, gemms, tiles, bptr):
-        """The GEMM launch of a ragged call: its arguments are the scratch buffers, not the
-        user's, so one encoding serves every call of that kernel and size on them (a call
-        on new buffers encodes only its prologue)."""
-        key = (self._dev(), variant.name, n_tiles, gemms.data.ptr, tiles.data.ptr,
-               bptr.data.ptr)
-        return kept(self._ragged_gemms, key, 64, lambda: _encoded(
-            self.function(variant).ptr, n_tiles, variant.threads,
-            (("p", gemms.data.ptr), ("p", tiles.data.ptr), ("p", bptr.data.ptr), ("i", 0)),
-            variant.name))
+        v = job.variant
+        args = gemm_args(job, _ptr(alphas), _ptr(betas))
+        return _encoded(self.function(v).ptr, job.n_tiles, v.threads, args, v.name), (alphas, betas)
 
 
 class _SplitOps(split.Ops):

@@ -30,7 +30,7 @@ from ..kernels.variants import TileExpand
 from .expand import expand_args
 from .launch import (cached_descriptors, descriptors, plan_state, torch_device, torch_stream,
                      typed_args)
-from .ragged import Scratch, prologue_args
+from .ragged import Scalars, gemm_args
 from . import split
 
 KDL_ROCM = 10          # DLPack device type of ROCm memory
@@ -93,7 +93,7 @@ class HipBackend:
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
         self._arch: dict[int, object] = {}
-        self._ragged = Scratch()
+        self._ragged = Scalars()        # per-group alpha/beta of ragged calls
 
     # -- device ---------------------------------------------------------------------
     def _dev(self) -> int:
@@ -286,34 +286,26 @@ class HipBackend:
 
     # -- ragged M, group ends on the device ------------------------------------------
     def execute_ragged(self, job, arrays) -> None:
-        """The prologue then the GEMM over the upper-bound tile list, on the caller's
-        current stream, with no host round trip (see backends/cuda.py and
-        backends/ragged.py); arguments encoded once per job, device and stream."""
+        """One launch of ``job.variant`` on the caller's current stream, whose blocks read
+        the offsets on the device (see backends/cuda.py and backends/ragged.py); the
+        arguments encoded once per job, device and stream."""
         stream = self._caller_stream(arrays)
         key = (id(self), self._dev(), int(stream or 0))
         enc = job.launches.get(key)
         if enc is None:
             if job.groups == 0 or job.n_tiles == 0:
                 return None
-            enc = job.launches[key] = self._encode_ragged(job, stream)
-        for fn, blocks, threads, args in enc[0]:
-            _check(hip.hipModuleLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, stream,
-                                             None, args))
+            enc = job.launches[key] = self._encode_ragged(job)
+        fn, blocks, threads, args = enc[0]
+        _check(hip.hipModuleLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, stream, None, args))
         return None
 
-    def _encode_ragged(self, job, stream):
-        gemms, tiles, bptr = self._ragged.get(
-            (self._dev(), int(stream or 0)), job.groups, job.n_tiles, DeviceBuffer,
-            self._upload)
-        alphas, betas = (self._ragged.scalars(self._dev(), x, self._upload)
+    def _encode_ragged(self, job):
+        alphas, betas = (self._ragged.get(self._dev(), x, self._upload)
                          for x in (job.alphas, job.betas))
-        args = tuple(typed_args(prologue_args(job, gemms.ptr, tiles.ptr, _ptr(alphas),
-                                              _ptr(betas))))
-        gemm = tuple(typed_args((("p", gemms.ptr), ("p", tiles.ptr), ("p", bptr.ptr),
-                                 ("i", 0))))
-        out = [(self.function(v), blocks, v.threads, a) for v, blocks, a in
-               ((job.prologue, job.prologue_blocks(), args), (job.variant, job.n_tiles, gemm))]
-        return out, (gemms, tiles, bptr, alphas, betas)
+        v = job.variant
+        args = tuple(typed_args(gemm_args(job, _ptr(alphas), _ptr(betas))))
+        return (self.function(v), job.n_tiles, v.threads, args), (alphas, betas)
 
 
 def _ptr(buf) -> int:

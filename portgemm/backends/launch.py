@@ -17,7 +17,7 @@ from . import persistent
 
 DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in rotation)
 
-# Kernel arguments as (kind, value) pairs (ragged.prologue_args, expand.expand_args) and the
+# Kernel arguments as (kind, value) pairs (ragged.gemm_args, expand.expand_args) and the
 # ctypes that carry each kind to cuLaunchKernel / hipModuleLaunchKernel: "p" a pointer,
 # "i" int32, "q" int64, "d" double.
 ARG_CTYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int32, "q": ctypes.c_int64,

@@ -88,18 +88,18 @@ class NumpyBackend:
                     c[r0:r1, c0:c1] = 0
 
 
-    # -- ragged M, group ends on the device (here: the host emulation of the prologue) --
+    # -- ragged M, group ends on the device (here: the host emulation of its blocks) --
     def execute_ragged(self, job, arrays) -> None:
-        """Run a device-offsets call (``arrays``: its RaggedArrays) as a GPU would: the
-        emulated prologue, then the GEMM over its tile list, where a slot with gemm = -1
-        does nothing (the kernel's exit)."""
+        """Run a device-offsets call (``arrays``: its RaggedArrays) as a GPU would: each
+        block's group and tile found as the kernel finds them (ragged.emulate_slots),
+        then those tiles; a block past its group's rows does nothing (its exit)."""
         from ..plan import TILE_DTYPE, Plan
         from ..problem import Batch
-        from .ragged import emulate_prologue
+        from .ragged import emulate_slots
         if job.groups == 0 or job.n_tiles == 0:
             return None
         offs = np.asarray(arrays.offs)
-        starts, M, dev_tiles = emulate_prologue(job, offs)
+        starts, M, dev_tiles = emulate_slots(job, offs)
         real = dev_tiles[dev_tiles["gemm"] >= 0]
         tiles = np.zeros(real.size, TILE_DTYPE)
         for f in ("gemm", "m0", "n0", "kind"):

@@ -52,10 +52,11 @@ def enabled() -> bool:
 
 def resident_blocks(plan, kind_index: int) -> int:
     """Workgroups of the plan's kind ``kind_index`` the device holds at once (0 when
-    the plan carries no occupancy figure for it)."""
+    the plan carries no occupancy figure for it, or for an MMA kind: its launches stay a
+    block per planned block, persistent MMA launches not having been measured)."""
     k = plan.kinds[kind_index]
     occ = plan.occupancy.get(k.name)
-    if occ is None:
+    if occ is None or k.engine != "simt":
         return 0
     return int(occ.active_workgroups) * int(plan.arch.compute_units) * rounds()
 

@@ -3,7 +3,7 @@
 Group g is rows [offs[g-1], offs[g]) of op(A) and C (offs[-1] = 0 implied), as in
 ``torch._grouped_mm``'s ``offs``. Host offsets are validated and become a Batch for the
 planner and the backend's ``execute``; device offsets never leave the device: the
-backend's ``execute_ragged`` runs a prologue kernel that reads them (backends/ragged.py).
+backend's ``execute_ragged`` makes one launch whose blocks read them (backends/ragged.py).
 """
 from __future__ import annotations
 
@@ -37,13 +37,13 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
 
     Offsets on the host (a sequence or NumPy array) are checked exactly, and C may not
     overlap A or B. Offsets on the device (int32, contiguous) are never copied to the
-    host: a prologue kernel reads them on the device, so the call does not synchronise
+    host: the kernel reads them on the device, so the call does not synchronise
     and may be captured in a CUDA graph that stays correct when ``offs`` changes in place
     between replays (warm it up with one uncaptured call of the same sizes first). Device
     offsets cannot be checked: values that break the rules above give wrong results, but
     no access outside A, B or C. device_offs: None (decide by where offs is), True (run
     the device path; host offsets are uploaded, and the NumPy backend emulates the
-    prologue) or False (device offsets are copied to the host and checked).
+    kernel's lookup) or False (device offsets are copied to the host and checked).
 
     A call that repeats an earlier one (the same arrays by address and layout, the same
     host offsets by value, or the same device offsets array, and equal scalars) is not
@@ -311,7 +311,7 @@ def _job(be, a, b, c, offs, rows, N, K, dtype, ta, tb, strategy, alpha, beta, up
                     a.strides[1] if ta else a.strides[0], b.strides[0],
                     ld[0], ld[1], ld[2], float(alphas[0]), float(betas[0]),
                     None if a1 else alphas, None if b1 else betas, uploaded)
-    if job.n_tiles > _MAX_SLOTS:  # the prologue indexes its threads with 32-bit ints
+    if job.n_tiles > _MAX_SLOTS:  # one block a slot, indexed with 32-bit ints
         raise ValidationError(f"the upper-bound tile list has {job.n_tiles} slots; device "
                               f"offsets support at most {_MAX_SLOTS}")
     return job

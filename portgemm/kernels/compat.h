@@ -75,3 +75,63 @@ __device__ __forceinline__ void pg_cp_async_wait()
 #define PG_ASYNC 0
 #endif
 
+
+// fp64 warp-level MMA: D(8x8) += A(8x4) B(4x8) over the 32 lanes of a warp (on AMD a
+// 32-lane half of a wave). Which element each lane holds is data, the same on every
+// target (PTX ISA, "Matrix Fragments for mma.m8n8k4 with .f64"): lane l holds
+// A[l >> 2][l % 4], B[l % 4][l >> 2] and C[l >> 2][2 (l % 4) + i], i = 0, 1.
+struct PgMmaF64 {
+    static constexpr int M = 8, N = 8, K = 4;
+    static __device__ __forceinline__ int a_row(int l) { return l >> 2; }
+    static __device__ __forceinline__ int a_k(int l) { return l & 3; }
+    static __device__ __forceinline__ int b_k(int l) { return l & 3; }
+    static __device__ __forceinline__ int b_col(int l) { return l >> 2; }
+    static __device__ __forceinline__ int c_row(int l) { return l >> 2; }
+    static __device__ __forceinline__ int c_col(int l, int i) { return 2 * (l & 3) + i; }
+};
+// threadIdx.x read in a way the compiler cannot merge with an earlier read, so a value
+// derived from it is recomputed instead of kept live (or spilled) across a loop.
+__device__ __forceinline__ int pg_thread_index()
+{
+#if PG_HIP
+    return (int)threadIdx.x;
+#else
+    int t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t;
+#endif
+}
+#if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// DMMA (sm_80+): each of the 8 x 8 x 4 products is an IEEE fp64 FMA.
+#define PG_MMA_F64 1
+__device__ __forceinline__ void pg_mma_f64_8x8x4(double (&c)[2], double a, double b)
+{
+    asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+        : "+d"(c[0]), "+d"(c[1]) : "d"(a), "d"(b));
+}
+#else
+// No fp64 MMA here (pre-sm_80, AMD until its MFMA path exists): the same fragment
+// contract with shuffles and FMAs, so every kind compiles and computes the same result
+// everywhere; the planner never offers the MMA kinds on these targets (occupancy/archs.py).
+#define PG_MMA_F64 0
+__device__ __forceinline__ double pg_shfl32(double v, int src)
+{
+#if PG_HIP
+    return __shfl(v, src, 32);
+#else
+    return __shfl_sync(0xffffffffu, v, src, 32);
+#endif
+}
+__device__ __forceinline__ void pg_mma_f64_8x8x4(double (&c)[2], double a, double b)
+{
+    const int l = threadIdx.x & 31;
+    const int r = PgMmaF64::c_row(l);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int col = PgMmaF64::c_col(l, i);
+#pragma unroll
+        for (int k = 0; k < 4; ++k)     // A[r][k] sits in lane 4 r + k, B[k][col] in 4 col + k
+            c[i] = fma(pg_shfl32(a, 4 * r + k), pg_shfl32(b, 4 * col + k), c[i]);
+    }
+}
+#endif

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .variants import DTYPES, RaggedPrologue, SplitReduce, TileExpand, Variant
+from .variants import DTYPES, SplitReduce, TileExpand, Variant
 
 HERE = Path(__file__).parent
 
@@ -25,6 +25,11 @@ MIN_BLOCKS = {
     # 128 accumulators a thread: 2 blocks of 128 threads an SM leave 255 registers
     ("portgemm", "128x128/16x8", "float32"): 2,
     ("tune", "128x128/16x8/k8", "float32"): 2,
+    # fp64 MMA 64x64 (four 32x32 warps): 166 registers give 3 blocks an SM; under a cap
+    # of 128 (4 blocks, as its 48 KiB of shared memory allow), no spill on sm_90, and
+    # 3-8 % faster on the H100 (kernel_bench "dmma-cap4"). sm_80 ignores it (compat.h).
+    ("portgemm-f64", "64x64/w32x32", "float64"): 4,
+    ("tune-f64", "64x64/w32x32/k8", "float64"): 4,
 }
 
 
@@ -36,11 +41,18 @@ MIN_BLOCKS = {
 # cap (128 registers), but the planner's cost model then prefers it to 64x128, which
 # is still faster, and the default plan got 5 % slower ("cap128" in the bench).
 STAGES = {
+    # the MMA kinds: 4 stages of BK 8 (64x64: 48 KiB); 3 ran 2-10 % slower on the H100
+    ("portgemm-f64", "32x32/w16x16", "float64"): 4,
+    ("portgemm-f64", "64x32/w32x16", "float64"): 4,
+    ("portgemm-f64", "64x64/w32x32", "float64"): 4,
     ("portgemm-f64", "32x32/4x4", "float64"): 3,
     ("portgemm-f64", "64x64/4x4", "float64"): 3,
     # the same two tiles among the tuning candidates, so `tune` times what runs
     ("tune-f64", "32x32/4x4/k8", "float64"): 3,
     ("tune-f64", "64x64/4x4/k16", "float64"): 3,
+    ("tune-f64", "32x32/w16x16/k8", "float64"): 4,
+    ("tune-f64", "64x32/w32x16/k8", "float64"): 4,
+    ("tune-f64", "64x64/w32x32/k8", "float64"): 4,
     # 128x128/16x8: cuBLAS's grouped SIMT tile (4 stages of BK 8, 128 threads); 3 stages
     # timed the same on the H100 (kernel_bench "fat3": within 1 %)
     ("portgemm", "128x128/16x8", "float32"): 4,
@@ -77,10 +89,12 @@ K_UNROLL: dict[tuple, int] = {
 
 def carry(variant: Variant) -> bool:
     """Whether ``variant`` carries the next tile's first k step (PG_CARRY): float32
-    per-kind tile-list entry points, the ones persistent launches run (backends/
-    persistent.py). Fused kernels spilled with it on sm_90 (228-804 bytes), float64
-    kinds on sm_90 (16-24 bytes, vendor matrix)."""
-    return not variant.fused and variant.layout == "tile-list" and variant.dtype == "float32"
+    per-kind tile-list entry points of SIMT kinds, the ones persistent launches run
+    (backends/persistent.py). Fused kernels spilled with it on sm_90 (228-804 bytes),
+    float64 kinds on sm_90 (16-24 bytes, vendor matrix); MMA kinds stage through their
+    own fragments (pg_tile_mma), which the carry does not know."""
+    return (not variant.fused and variant.layout == "tile-list" and variant.dtype == "float32"
+            and all(k.engine == "simt" for k in variant.kinds))
 
 
 def _key(variant: Variant) -> tuple[str, str, str]:
@@ -131,11 +145,26 @@ def pad_elems(dtype: str) -> int:
     return 16 // np.dtype(dtype).itemsize
 
 
+# Row padding of the MMA kinds' staged operands (MMA_PAD in the kernel source).
+MMA_PAD = 4
+
+
+def mma_stage_elems(k) -> int:
+    """One stage of an MMA kind's A and B (kernel: PgMmaStage), each the larger of its
+    x-major (tm or tn rows of tk + pad) and k-major (tk rows of tm or tn + pad) layouts."""
+    return sum(max(x * (k.tk + MMA_PAD), k.tk * (x + MMA_PAD)) for x in (k.tm, k.tn))
+
+
+def _stage_elems(k, p: int) -> int:
+    """One register-path stage of kind ``k``'s A and B (padding ``p``)."""
+    return mma_stage_elems(k) if k.engine == "mma" else k.tk * (k.tm + p) + k.tk * (k.tn + p)
+
+
 def smem_elems(kinds, dtype: str = "float32") -> int:
     """Shared-memory elements an entry point declares on the register path: two stages
     of the A and B tiles of its largest kind."""
     p = pad_elems(dtype)
-    return max(2 * k.tk * (k.tm + p) + 2 * k.tk * (k.tn + p) for k in kinds)
+    return max(2 * _stage_elems(k, p) for k in kinds)
 
 
 def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
@@ -146,8 +175,14 @@ def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
     if stages < 2:
         return smem_elems(kinds, dtype)
     p = pad_elems(dtype)
-    return max(stages * (max(k.tk * (k.tm + p), k.tm * (k.tk + p)) + k.tk * (k.tn + p))
-               for k in kinds)
+    simt = [stages * (max(k.tk * (k.tm + p), k.tm * (k.tk + p)) + k.tk * (k.tn + p))
+            for k in kinds if k.engine != "mma"]
+    mma = [stages * mma_stage_elems(k) for k in kinds if k.engine == "mma"]
+    if not mma:
+        return max(simt)
+    # the MMA kinds pipeline B^T too, where the SIMT kinds of the same entry point take
+    # the register path (kernel: PG_SMEM_TILE): cover that as well
+    return max(simt + mma + [smem_elems(kinds, dtype)])
 
 
 @dataclass(frozen=True)
@@ -162,16 +197,14 @@ def _texts() -> tuple[str, str]:
     return COMPAT_FILE.read_text(), SOURCE_FILE.read_text()
 
 
-def defines(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> dict[str, str]:
-    if isinstance(variant, RaggedPrologue):  # the prologue needs only the element type
-        return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_RAGGED_PROLOGUE": "1"}
+def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
     if isinstance(variant, TileExpand):      # PG_T only for the shared struct declarations
         return {"PG_T": "float", "PG_NAME": variant.name, "PG_TILE_EXPAND": "1"}
     if isinstance(variant, SplitReduce):
         return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_SPLIT_REDUCE": "1",
                 "PG_REDUCE_THREADS": str(variant.threads), "PG_REDUCE_CHUNK": str(variant.chunk)}
-    kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn})"
-                     for i, k in enumerate(variant.kinds))
+    kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn}, "
+                     f"{int(k.engine == 'mma')})" for i, k in enumerate(variant.kinds))
     return {
         "PG_T": DTYPES[variant.dtype],
         "PG_TRANS_A": str(int(variant.trans_a)),
@@ -181,17 +214,19 @@ def defines(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> dic
         "PG_K_UNROLL": str(k_unroll(variant)),
         "PG_NAME": variant.name,
         "PG_GRIDZ": str(int(variant.layout == "grid-z")),
+        "PG_RAGGED": str(int(variant.layout == "ragged")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),
         "PG_STAGES": str(stages(variant)),
         "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant))),
         "PG_PAD": str(pad_elems(variant.dtype)),
+        "PG_MMA": str(int(any(k.engine == "mma" for k in variant.kinds))),
         "PG_KINDS(X)": kinds,
         "PG_CARRY": str(int(carry(variant))),
     }
 
 
 @lru_cache(maxsize=None)
-def render(variant: Variant | RaggedPrologue | TileExpand | SplitReduce) -> Rendered:
+def render(variant: Variant | TileExpand | SplitReduce) -> Rendered:
     compat, body = _texts()
     prefix = "".join(f"#define {k} {v}\n" for k, v in defines(variant).items())
     source = f"// portgemm variant {variant.name}\n{compat}\n{prefix}\n{body}"

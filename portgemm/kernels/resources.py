@@ -17,6 +17,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
+from .. import generation
 from ..occupancy.resources import KernelResources
 from ..occupancy.resources import kernel_fingerprint as source_fingerprint  # noqa: F401 (tools, tests)
 from .variants import Variant
@@ -44,6 +45,7 @@ def register(arch: str, variant_name: str, res: KernelResources) -> None:
         _registered[(arch, variant_name)] = res
         if before is None or _occupancy_inputs(before) != _occupancy_inputs(res):
             _versions[arch] = _versions.get(arch, 0) + 1
+            generation.bump()
 
 
 @lru_cache(maxsize=1)
@@ -66,9 +68,9 @@ def estimate(variant: Variant, vendor: str) -> KernelResources:
     addressing. Shared memory is exact (it is fixed by the tile shape)."""
     elem = 4 if variant.dtype == "float32" else 8
     words = elem // 4
-    acc = max(k.rm * k.rn for k in variant.kinds)
+    acc = max(k.accumulators for k in variant.kinds)
     loads = max(-(-k.tk * (k.tm + k.tn) // k.threads) for k in variant.kinds)
-    regs = (acc + loads) * words + max(k.rm + k.rn for k in variant.kinds) * words + 40
+    regs = (acc + loads) * words + max(k.operands_held for k in variant.kinds) * words + 40
     regs = min(255, regs)
     return KernelResources(registers=regs, shared_bytes=shared_bytes(variant),
                            sgprs=40 if vendor == "amd" else 0, source="estimate")
@@ -101,7 +103,10 @@ class DefaultProvider:
     """The planner's default resources provider: :func:`lookup` of the variant a launch
     runs as (compiled in this process, else recorded, else estimated). ``version(arch)``
     changes when register() changes a figure for that arch, so only those plans are made
-    again."""
+    again. Every such change also bumps portgemm.generation (``bumps_generation``), so
+    the planner's cache-hit path need not ask for the version."""
+
+    bumps_generation = True
 
     def __call__(self, arch, launch) -> KernelResources:
         return lookup(arch, as_variant(launch))

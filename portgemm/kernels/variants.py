@@ -15,6 +15,11 @@ DTYPES = {"float32": "float", "float64": "double"}
 # "grid-z": MAGMA's layout, one config, grid (tiles_m, tiles_n, batch), early exit.
 MODES = ("fused", "per-kind", "grid-z")
 
+# Entry-point layouts. "tile-list": blocks run a flat tile list through block pointers;
+# "grid-z": MAGMA's grid; "ragged": ragged M with the group ends on the device, each block
+# finding its group and tile from them (backends/ragged.py).
+LAYOUTS = ("tile-list", "grid-z", "ragged")
+
 # gridDim.y / gridDim.z limit on both vendors: grid-z launches split z into chunks of it.
 GRID_YZ_MAX = 65535
 
@@ -23,17 +28,17 @@ GRID_YZ_MAX = 65535
 class Variant:
     kinds: tuple[TileConfig, ...]
     dtype: str = "float32"
-    layout: str = "tile-list"  # "tile-list" (flat tile list) or "grid-z"
+    layout: str = "tile-list"  # "tile-list" (flat tile list), "grid-z" or "ragged"
     trans_a: bool = False
     trans_b: bool = False
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
             raise ValueError(f"unsupported dtype {self.dtype!r}")
-        if self.layout not in ("tile-list", "grid-z"):
+        if self.layout not in LAYOUTS:
             raise ValueError(f"unknown layout {self.layout!r}")
-        if self.layout == "grid-z" and len(self.kinds) != 1:
-            raise ValueError("grid-z variants hold exactly one tile config")
+        if self.layout != "tile-list" and len(self.kinds) != 1:
+            raise ValueError(f"{self.layout} variants hold exactly one tile config")
 
     @property
     def threads(self) -> int:
@@ -49,6 +54,8 @@ class Variant:
         op = ("t" if self.trans_a else "n") + ("t" if self.trans_b else "n")
         if self.layout == "grid-z":
             what = "gridz_" + self.kinds[0].ident
+        elif self.layout == "ragged":
+            what = "ragged_" + self.kinds[0].ident
         elif self.fused:
             fam = self.kinds[0].family
             what = "fused_" + fam.replace("-", "_")
@@ -57,22 +64,6 @@ class Variant:
         else:
             what = self.kinds[0].ident
         return f"pg_{d}_{op}_{what}"
-
-
-@dataclass(frozen=True)
-class RaggedPrologue:
-    """The ragged-M prologue entry point (PG_RAGGED_PROLOGUE): reads group ends on the
-    device and writes the descriptors and tile list a tile-list variant then runs."""
-    dtype: str = "float32"
-    threads = 256  # its __launch_bounds__
-
-    def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unsupported dtype {self.dtype!r}")
-
-    @property
-    def name(self) -> str:
-        return f"pg_{'f32' if self.dtype == 'float32' else 'f64'}_ragged_prologue"
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,15 @@
 //   PG_STAGES       cp.async pipeline stages on sm_80+ (0: the register path everywhere)
 //   PG_SMEM_ELEMS_ASYNC  shared-memory elements of the cp.async path (PG_STAGES stages)
 //   PG_PAD          shared-memory row padding in elements (keeps 16-byte alignment)
-//   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN) for every tile kind this entry point runs
+//   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN, E) for every tile kind this entry point
+//                   runs; E = 0: SIMT, RM x RN a thread's micro-tile; E = 1: warp MMA (fp64),
+//                   RM x RN a warp's sub-tile
+//   PG_MMA          1: some kind is an MMA kind (its pipeline also runs for B^T)
+//   PG_RAGGED       1: the entry point is the ragged-M GEMM (group ends read on the
+//                   device, one kind); 0 or absent: PG_GRIDZ says which
 //   PG_CARRY        1: a block running several tiles of one kind prefetches the next
-//                   tile's first k step during the current one's last (register path;
-//                   where compat.h's PG_CARRY_VENDOR allows)
-//   PG_RAGGED_PROLOGUE  1: render only the ragged-M prologue (needs PG_T, PG_NAME); the
-//                   GEMM defines above are then absent
+//                   tile's first k step during the current one's last (register path,
+//                   SIMT kinds; where compat.h's PG_CARRY_VENDOR allows)
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
@@ -38,66 +41,57 @@ struct alignas(16) PgTile {     // one per tile; layout mirrored by render.DEVIC
     int gemm, m0, n0, kind;
 };
 
-#if PG_RAGGED_PROLOGUE
+#if PG_RAGGED
 // Ragged M with the group ends on the device, in torch._grouped_mm's convention: group g
-// is rows [offs[g-1], offs[g]) of A and C (offs[-1] = 0 implied). It runs before the GEMM
-// kernel on the same stream, so nothing goes back to the host and a graph replay reads
-// the offsets current at replay time. One thread per slot of an upper-bound tile list of
-// rows / tm + groups row slots (times tiles_n column tiles). Group g owns the row slots
-// from first(g) = start(g) / tm + g up to first(g + 1); its real row tiles come first and
-// never reach first(g + 1), so no scan is needed: a slot finds its group by a binary
-// search over first(). Slots past a group's rows get gemm = -1, on which the GEMM
-// kernel's block leaves at once. Threads t < groups also write group t's descriptor.
-// backends/ragged.py emulates this logic on the host; keep the two in step.
-// Offsets are clamped into [0, rows], so bad ones give wrong results, never an access
-// outside A or C.
+// is rows [offs[g-1], offs[g]) of A and C (offs[-1] = 0 implied). One launch, no host
+// round trip and nothing written but C: a graph replay reads the offsets current at
+// replay time. The grid is an upper-bound tile list of rows / tm + groups row slots
+// times tiles_n column tiles, one tile per block. Group g owns the row slots from
+// first(g) = start(g) / tm + g up to first(g + 1); its real row tiles come first and
+// never reach first(g + 1), so no scan is needed: a block finds its group by a binary
+// search over first() and builds that group's descriptor in registers. A slot past its
+// group's rows leaves at once. backends/ragged.py emulates this logic on the host; keep
+// the two in step. Offsets are clamped into [0, rows], so bad ones give wrong results,
+// never an access outside A or C.
 __device__ __forceinline__ int pg_group_start(const int* offs, int g, int rows)
 {
     const int s = g > 0 ? offs[g - 1] : 0;
     return min(max(s, 0), rows);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-PG_NAME(const int* __restrict__ offs, int groups, int rows, int tm, int tn, int tiles_n,
-        int n_tiles, const PG_T* A, const PG_T* B, PG_T* C, long long a_step,
-        long long b_stride, int lda, int ldb, int ldc, int N, int K, double alpha,
-        double beta, const double* __restrict__ alphas, const double* __restrict__ betas,
-        PgGemm* __restrict__ gemms, PgTile* __restrict__ tiles)
+// Slot `slot` (row slot slot / tiles_n, column tile slot % tiles_n) -> the descriptor of
+// the group it falls in and the tile's origin; false for a slot past its group's rows
+// (then g, m0 and n0 are not set).
+__device__ __forceinline__ bool pg_ragged_slot(
+    const int* __restrict__ offs, int groups, int rows, int tm, int tn, int tiles_n,
+    int slot, const PG_T* A, const PG_T* B, PG_T* C, long long a_step, long long b_stride,
+    int lda, int ldb, int ldc, int N, int K, double alpha, double beta,
+    const double* __restrict__ alphas, const double* __restrict__ betas, PgGemm& g,
+    int& m0, int& n0)
 {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < groups) {
-        const int s = pg_group_start(offs, t, rows);
-        const int e = min(max(offs[t], s), rows);
-        PgGemm g;
-        g.A = A + s * a_step;
-        g.B = B + t * b_stride;
-        g.C = C + (long long)s * ldc;
-        g.lda = lda; g.ldb = ldb; g.ldc = ldc;
-        g.M = e - s; g.N = N; g.K = K;
-        g.alpha = alphas ? alphas[t] : alpha;
-        g.beta = betas ? betas[t] : beta;
-        gemms[t] = g;
+    const int r = slot / tiles_n, j = slot - r * tiles_n;
+    int lo = 0, hi = groups - 1;        // the last group with first(g) <= r; first(0) = 0
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (pg_group_start(offs, mid, rows) / tm + mid <= r) lo = mid; else hi = mid - 1;
     }
-    if (t < n_tiles) {
-        const int r = t / tiles_n, j = t - r * tiles_n;
-        int lo = 0, hi = groups - 1;    // the last group with first(g) <= r; first(0) = 0
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (pg_group_start(offs, mid, rows) / tm + mid <= r) lo = mid; else hi = mid - 1;
-        }
-        const int s = pg_group_start(offs, lo, rows);
-        const int e = min(max(offs[lo], s), rows);
-        const int m0 = (r - (s / tm + lo)) * tm;
-        PgTile tile;
-        const bool real = m0 >= 0 && m0 < e - s;
-        tile.gemm = real ? lo : -1;
-        tile.m0 = real ? m0 : 0;
-        tile.n0 = j * tn;
-        tile.kind = 0;
-        tiles[t] = tile;
-    }
+    const int s = pg_group_start(offs, lo, rows);
+    const int e = min(max(offs[lo], s), rows);
+    m0 = (r - (s / tm + lo)) * tm;
+    if (m0 < 0 || m0 >= e - s) return false;
+    n0 = j * tn;
+    g.A = A + s * a_step;
+    g.B = B + lo * b_stride;
+    g.C = C + (long long)s * ldc;
+    g.lda = lda; g.ldb = ldb; g.ldc = ldc;
+    g.M = e - s; g.N = N; g.K = K;
+    g.alpha = alphas ? alphas[lo] : alpha;
+    g.beta = betas ? betas[lo] : beta;
+    return true;
 }
-#elif PG_TILE_EXPAND
+#endif  // PG_RAGGED (slot lookup)
+
+#if PG_TILE_EXPAND
 // A one-tile-per-block plan's tile list and block pointers, written on the device from
 // its per-GEMM layout, so the host sends O(batch) numbers instead of 16 bytes a tile.
 // `layout` holds six int rows of `spans + 1` entries each, one column per GEMM that has
@@ -275,6 +269,52 @@ struct PgStage {
     }
 };
 
+#if PG_ASYNC  // its copy helpers exist only there (compat.h)
+// Issue one thread's cp.async copies of a slice's units: UNITS units of W contiguous
+// elements, CONT / W of them to a stored row, thread tid taking units tid + l NT. Unit
+// (o, c) covers stored row o (of the slice), columns c .. c + W - 1, and goes to
+// dst(o, c). (rbase, cbase): the slice's first stored row and column; rlim, clim: the
+// stored matrix's rows and columns; `vec`: 16-byte units are aligned (as in
+// PgStage::load); `inside` (uniform): the whole slice lies inside the matrix, so no
+// unit needs its bounds checked (most steps of most tiles: the checks cost more issue
+// slots than the copies). Units past the edge are zero-filled by the copy itself.
+template <int W, int L, int UNITS, int CONT, int NT, class Dst>
+__device__ __forceinline__ void pg_copy_units(Dst dst_of, const PG_T* __restrict__ X, int ld,
+                                              int rbase, int cbase, int rlim, int clim,
+                                              bool vec, bool inside, int tid)
+{
+    if (W > 1 && vec && inside) {
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            const int u = tid + l * NT;
+            if (UNITS % NT != 0 && u >= UNITS) continue;
+            const int o = u / (CONT / W), c = (u % (CONT / W)) * W;
+            pg_cp_async16(dst_of(o, c), X + (rbase + o) * ld + cbase + c, 16);
+        }
+        return;
+    }
+#pragma unroll
+    for (int l = 0; l < L; ++l) {
+        const int u = tid + l * NT;
+        if (UNITS % NT != 0 && u >= UNITS) continue;
+        const int o = u / (CONT / W), c = (u % (CONT / W)) * W;
+        const int row = rbase + o, col = cbase + c;
+        PG_T* dst = dst_of(o, c);
+        const bool live = row < rlim;
+        if (W > 1 && vec) {
+            const int n = live ? max(0, min(W, clim - col)) : 0;
+            pg_cp_async16(dst, n > 0 ? X + row * ld + col : X, n * (int)sizeof(PG_T));
+        } else {
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                const bool in = live && col + j < clim;
+                pg_cp_async_elem<sizeof(PG_T)>(dst + j, in ? X + row * ld + col + j : X,
+                                               in ? (int)sizeof(PG_T) : 0);
+            }
+        }
+    }
+}
+
 // cp.async staging of one operand's BK x BX slice (sm_80+, PG_PIPELINE): every 16-byte
 // unit goes global -> shared unchanged, so the layout follows global memory. An operand
 // with x contiguous (CONT = BX: A^T, B) keeps the register path's Xs[k][x] (PgStage, not
@@ -288,7 +328,6 @@ struct PgStage {
 // groups of row x are XOR-ed with (x / RB) % KG (KG: the groups that hold k values)
 // and the row blocks of a warp read different banks. Units past the matrix edge are
 // zero-filled by the copy itself (source size 0), as the register path loads zeros.
-#if PG_ASYNC  // its copy helpers exist only there (compat.h)
 template <int BK, int BX, int NT, bool TRANSPOSED, int RB = 1>
 struct PgAsync {
     using KMajor = PgStage<BK, BX, NT, false>;          // Xs[k][x] layout and its read
@@ -308,47 +347,14 @@ struct PgAsync {
         return SWIZZLE ? ((k / PG_V) ^ (x / RB % KG)) * PG_V + k % PG_V : k;
     }
 
-    // Issue this thread's copies of the slice whose first stored row and column are
-    // (rbase, cbase); rlim, clim: the stored matrix's rows and columns; `vec`: 16-byte
-    // units are aligned (as in PgStage::load); `inside` (uniform): the whole slice lies
-    // inside the matrix, so no unit needs its bounds checked (most steps of most tiles:
-    // the checks cost more issue slots than the copies).
+    // Issue this thread's copies of the slice (pg_copy_units says what the arguments are).
     static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
                                                 int rbase, int cbase, int rlim, int clim,
                                                 bool vec, bool inside, int tid)
     {
-        if (W > 1 && vec && inside) {
-#pragma unroll
-            for (int l = 0; l < L; ++l) {
-                const int u = tid + l * NT;
-                if (UNITS % NT != 0 && u >= UNITS) continue;
-                const int o = u / (CONT / W), c = (u % (CONT / W)) * W;
-                pg_cp_async16(xs + o * S + (TRANSPOSED ? kpos(o, c) : c),
-                              X + (rbase + o) * ld + cbase + c, 16);
-            }
-            return;
-        }
-#pragma unroll
-        for (int l = 0; l < L; ++l) {
-            const int u = tid + l * NT;
-            if (UNITS % NT != 0 && u >= UNITS) continue;
-            const int o = u / (CONT / W), c = (u % (CONT / W)) * W;
-            const int row = rbase + o, col = cbase + c;
-            // x-major: stored row o is x, its W elements one 16-byte group of k values
-            PG_T* dst = xs + o * S + (TRANSPOSED ? kpos(o, c) : c);
-            const bool live = row < rlim;
-            if (W > 1 && vec) {
-                const int n = live ? max(0, min(W, clim - col)) : 0;
-                pg_cp_async16(dst, n > 0 ? X + row * ld + col : X, n * (int)sizeof(PG_T));
-            } else {
-#pragma unroll
-                for (int j = 0; j < W; ++j) {
-                    const bool in = live && col + j < clim;
-                    pg_cp_async_elem<sizeof(PG_T)>(dst + j, in ? X + row * ld + col + j : X,
-                                                   in ? (int)sizeof(PG_T) : 0);
-                }
-            }
-        }
+        pg_copy_units<W, L, UNITS, CONT, NT>(
+            [&](int o, int c) { return xs + o * S + (TRANSPOSED ? kpos(o, c) : c); },
+            X, ld, rbase, cbase, rlim, clim, vec, inside, tid);
     }
 
     // Xs[x][k]: N rows from x, KV k values from k each (KV * sizeof(PG_T) <= 16, k a
@@ -387,9 +393,15 @@ struct PgAsync {
 // warp's 16-byte reads 4 rows apart, on the same banks.
 #if PG_ASYNC && PG_STAGES >= 2 && !PG_TRANS_B
 #define PG_PIPELINE 1
-#define PG_SMEM_TILE PG_SMEM_ELEMS_ASYNC
 #else
 #define PG_PIPELINE 0
+#endif
+// The MMA kinds pipeline every transpose (pg_tile_mma), so their variants' B^T entry
+// points declare the pipeline's stages too (render.py makes that figure cover the
+// register path's).
+#if PG_ASYNC && PG_STAGES >= 2 && (!PG_TRANS_B || PG_MMA)
+#define PG_SMEM_TILE PG_SMEM_ELEMS_ASYNC
+#else
 #define PG_SMEM_TILE PG_SMEM_ELEMS
 #endif
 
@@ -655,20 +667,270 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     }
 }
 
+// The MMA kinds (fp64, engine "mma" in tiles.py): warps in a (BM / WTM) x (BN / WTN)
+// grid, each computing a WTM x WTN sub-tile of C as (WTM / 8) x (WTN / 8) fragments of
+// the 8x8x4 warp MMA (compat.h: DMMA on sm_80+), accumulators in registers.
+//
+// Each operand's BK x BX slice is staged as its 16-byte units lie in global memory (no
+// transposition, so cp.async can copy them unchanged): k-contiguous operands (A, B^T)
+// x-major, Xs[x][k] in rows of BK + 4, the others k-major, Xs[k][x] in rows of BX + 4.
+// A warp's fragment read has lane l load element (x0 + l / 4, k0 + l % 4) (A's row and
+// k, B's column and k: PgMmaF64), 8 bytes a lane, which the hardware serves a half warp
+// at a time; a half warp's 16 loads hit 16 different 8-byte bank pairs when the row
+// stride S is 4 mod 8 doubles: x-major lanes sit at (l / 4) S + l % 4, k-major at
+// (l % 4) S + l / 4, and l / 4, l % 4 < 4 there, so offsets mod 16 are distinct. Two
+// wavefronts per read, the minimum for 256 bytes. A row stride of BX + 4 (or BK + 4)
+// doubles is 16-byte aligned, so the staging's 16-byte units stay aligned.
+constexpr int PG_MMA_PAD = 4;
+
+template <int BK, int BX, int NT, bool KCONT>
+struct PgMmaStage {
+    using Units = PgStage<BK, BX, NT, KCONT>;   // the same units, CONT = KCONT ? BK : BX
+    static constexpr int CONT = Units::CONT;
+    static constexpr int W = Units::W, L = Units::L, UNITS = Units::UNITS;
+    static constexpr int S = CONT + PG_MMA_PAD;              // row stride
+    static constexpr int ELEMS = (KCONT ? BX : BK) * S;      // one stage
+    static_assert(S % PG_V == 0 && S % 8 == 4, "16-byte rows, conflict-free fragment reads");
+
+    static __device__ __forceinline__ int at(int x, int k) { return KCONT ? x * S + k : k * S + x; }
+
+    // Registers (PgStage::load) -> one stage.
+    static __device__ __forceinline__ void store(const PG_T (&r)[L][W], PG_T* xs, int tid)
+    {
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            const int u = tid + l * NT;
+            if (UNITS % NT != 0 && u >= UNITS) continue;
+            int o, c;
+            Units::unit(u, o, c);
+            if (W > 1) pg_put16(xs + o * S + c, r[l]);
+            else xs[o * S + c] = r[l][0];
+        }
+    }
+#if PG_ASYNC
+    static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
+                                                int rbase, int cbase, int rlim, int clim,
+                                                bool vec, bool inside, int tid)
+    {
+        pg_copy_units<W, L, UNITS, CONT, NT>([&](int o, int c) { return xs + o * S + c; },
+                                             X, ld, rbase, cbase, rlim, clim, vec, inside, tid);
+    }
+#endif
+};
+
+template <int BM, int BN, int BK, int NT, int WTM, int WTN>
+__device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+{
+    static_assert(sizeof(PG_T) == 8 && BM > 0, "the MMA kinds are fp64");  // BM: checked when used
+    constexpr int WGN = BN / WTN;
+    static_assert((BM / WTM) * WGN * 32 == NT, "one warp per sub-tile");
+    static_assert(WTM % PgMmaF64::M == 0 && WTN % PgMmaF64::N == 0 && BK % PgMmaF64::K == 0,
+                  "sub-tiles of whole fragments");
+    constexpr int FM = WTM / PgMmaF64::M, FN = WTN / PgMmaF64::N;
+    using SA = PgMmaStage<BK, BM, NT, !PG_TRANS_A>;
+    using SB = PgMmaStage<BK, BN, NT, (bool)PG_TRANS_B>;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = (warp / WGN) * WTM, wn = (warp % WGN) * WTN;
+    // this lane's fragment elements (A: row, k; B: column, k), relative to the sub-tile
+    const int ar = wm + PgMmaF64::a_row(lane), ak = PgMmaF64::a_k(lane);
+    const int bc = wn + PgMmaF64::b_col(lane), bk = PgMmaF64::b_k(lane);
+
+    const int M = gp->M, N = gp->N;
+    const int K = (gp->alpha == 0.0) ? 0 : gp->K;   // alpha == 0 never reads A or B
+    const PG_T* __restrict__ A = gp->A;
+    const PG_T* __restrict__ B = gp->B;
+    const int lda = gp->lda, ldb = gp->ldb;
+    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+
+    PG_T acc[FM][FN][2];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) acc[i][j][0] = acc[i][j][1] = PG_T(0);
+
+    // A k step is BK / 4 MMA steps: read this lane's fragments of A and B, then multiply.
+    auto fragments = [&](PG_T (&a)[FM], PG_T (&b)[FN], const PG_T* as, const PG_T* bs, int kk) {
+#pragma unroll
+        for (int i = 0; i < FM; ++i) a[i] = as[SA::at(ar + i * PgMmaF64::M, kk + ak)];
+#pragma unroll
+        for (int j = 0; j < FN; ++j) b[j] = bs[SB::at(bc + j * PgMmaF64::N, kk + bk)];
+    };
+    auto multiply = [&](const PG_T (&a)[FM], const PG_T (&b)[FN]) {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < FN; ++j) pg_mma_f64_8x8x4(acc[i][j], a[i], b[j]);
+    };
+
+#if PG_ASYNC && PG_STAGES >= 2
+    // cp.async pipeline, as pg_tile's: PG_STAGES - 1 steps in flight, one barrier a step.
+    constexpr int ST = PG_STAGES;
+    static_assert(ST * (SA::ELEMS + SB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_TILE");
+    PG_T* As = smem;                   // [ST][SA::ELEMS]
+    PG_T* Bs = smem + ST * SA::ELEMS;  // [ST][SB::ELEMS]
+    const bool m_in = m0 + BM <= M, n_in = n0 + BN <= N;
+    auto issue = [&](int stage, int k0) {
+        const bool k_in = k0 + BK <= K;
+#if PG_TRANS_A
+        SA::copy(As + stage * SA::ELEMS, A, lda, k0, m0, K, M, vec_a, m_in && k_in, tid);
+#else
+        SA::copy(As + stage * SA::ELEMS, A, lda, m0, k0, M, K, vec_a, m_in && k_in, tid);
+#endif
+#if PG_TRANS_B
+        SB::copy(Bs + stage * SB::ELEMS, B, ldb, n0, k0, N, K, vec_b, n_in && k_in, tid);
+#else
+        SB::copy(Bs + stage * SB::ELEMS, B, ldb, k0, n0, K, N, vec_b, n_in && k_in, tid);
+#endif
+    };
+    const int nk = (K + BK - 1) / BK;
+    if (nk > 0) {
+#pragma unroll
+        for (int s = 0; s < ST - 1; ++s) {
+            if (s < nk) issue(s, s * BK);
+            pg_cp_async_commit();
+        }
+        int rs = 0;                     // the stage read; written: the one before it
+        for (int kt = 0; kt < nk; ++kt) {
+            pg_cp_async_wait<ST - 2>();
+            __syncthreads();
+            const PG_T* as = As + rs * SA::ELEMS;
+            const PG_T* bs = Bs + rs * SB::ELEMS;
+            // Issued before this step's fragment reads (unlike pg_tile): after them, the
+            // fragments of both MMA steps and the copies' addresses are live at once,
+            // and under the 4-block cap (render.MIN_BLOCKS) that spilled on sm_90.
+            if (kt + ST - 1 < nk) issue(rs == 0 ? ST - 1 : rs - 1, (kt + ST - 1) * BK);
+            pg_cp_async_commit();
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += PgMmaF64::K) {
+                PG_T a[FM], b[FN];
+                fragments(a, b, as, bs, kk);
+                multiply(a, b);
+            }
+            rs = rs + 1 == ST ? 0 : rs + 1;
+        }
+        pg_cp_async_wait<0>();
+        __syncthreads();
+    }
+#else
+    // Register staging, double-buffered, as pg_tile's register path.
+    static_assert(2 * (SA::ELEMS + SB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_TILE");
+    PG_T* As = smem;                   // [2][SA::ELEMS]
+    PG_T* Bs = smem + 2 * SA::ELEMS;   // [2][SB::ELEMS]
+    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
+    auto load = [&](int k0) {
+#if PG_TRANS_A
+        SA::Units::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
+#else
+        SA::Units::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
+#endif
+#if PG_TRANS_B
+        SB::Units::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
+#else
+        SB::Units::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
+#endif
+    };
+    if (K > 0) {
+        load(0);
+        SA::store(ra, As, tid);
+        SB::store(rb, Bs, tid);
+        __syncthreads();
+        int buf = 0;
+        for (int k0 = 0; k0 < K; k0 += BK) {
+            const bool more = k0 + BK < K;
+            if (more) load(k0 + BK);
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += PgMmaF64::K) {
+                PG_T a[FM], b[FN];
+                fragments(a, b, As + buf * SA::ELEMS, Bs + buf * SB::ELEMS, kk);
+                multiply(a, b);
+            }
+            if (more) {
+                SA::store(ra, As + (buf ^ 1) * SA::ELEMS, tid);
+                SB::store(rb, Bs + (buf ^ 1) * SB::ELEMS, tid);
+            }
+            __syncthreads();
+            buf ^= 1;
+        }
+    }
+#endif
+
+    // Epilogue: a lane's two accumulators of a fragment are adjacent columns of one row,
+    // starting at an even column (n0, wn and the fragment's offset are even), so they
+    // move as one 16-byte access where C and ldc allow it. (It repeats pg_tile's store of
+    // a run of columns: one helper for both cost the fp32 128x64/8x8 kind 18 registers on
+    // sm_90, 165 -> 183, and 12-20 % of its speed on the H100.)
+    const PG_T alpha = PG_T(gp->alpha), beta = PG_T(gp->beta);
+    PG_T* __restrict__ C = gp->C;
+    const int ldc = gp->ldc;
+    const bool vec_c = pg_aligned16(C) && ldc % PG_V == 0;
+    {
+        // the lane's place again, read afresh (compat.h): kept from the prologue it was the
+        // one value spilled under the 4-block cap (render.MIN_BLOCKS) on sm_90
+        const int tid = pg_thread_index(), lane = tid & 31, warp = tid >> 5;
+        const int wm = (warp / WGN) * WTM, wn = (warp % WGN) * WTN;
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+            const int r = m0 + wm + i * PgMmaF64::M + PgMmaF64::c_row(lane);
+            if (r >= M) continue;
+            PG_T* crow = C + r * ldc;
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                const int c0 = n0 + wn + j * PgMmaF64::N + PgMmaF64::c_col(lane, 0);
+                if (vec_c && c0 + 1 < N) {
+                    PG_T v[2];
+                    if (beta != PG_T(0)) pg_get16(crow + c0, v);   // beta == 0 never reads C
+#pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                        PG_T x = alpha * acc[i][j][q];
+                        if (beta != PG_T(0)) x += beta * v[q];
+                        v[q] = x;
+                    }
+                    pg_put16(crow + c0, v);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                        if (c0 + q >= N) continue;
+                        PG_T x = alpha * acc[i][j][q];
+                        if (beta != PG_T(0)) x += beta * crow[c0 + q];
+                        crow[c0 + q] = x;
+                    }
+                }
+            }
+        }
+    }
+}
+
 // A variant with pipeline stages takes its hint only where the pipeline runs: the
 // register path (B^T, pre-sm_80) keeps more registers live and spilled under the caps
 // measured for the pipeline.
-#if PG_MIN_BLOCKS > 0 && (PG_STAGES == 0 || PG_PIPELINE)
+#if PG_MIN_BLOCKS > 0 && (PG_STAGES == 0 || PG_PIPELINE || PG_MMA)
 #define PG_BOUNDS PG_LAUNCH_BOUNDS_MIN(PG_THREADS, PG_MIN_BLOCKS)
 #else
 #define PG_BOUNDS __launch_bounds__(PG_THREADS)
 #endif
 
+// One tile by engine E (0: SIMT pg_tile, 1: MMA pg_tile_mma), pasted so the SIMT kinds
+// call pg_tile as directly as before the MMA kinds (a template wrapper in between
+// changed hiprtc's register allocation: a 24-byte spill in a gfx90a fused kernel). The
+// SIMT call carries nothing (a fresh, unprimed PgCarry).
+#define PG_TILE_CALL_E0(bm, bn, bk, nt, rm, rn, g, m0, n0)                       \
+    {                                                                           \
+        PgCarry<bm, bn, bk, nt> carry;                                          \
+        carry.reset();                                                          \
+        pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem, carry, nullptr, 0, 0); \
+    }
+#define PG_TILE_CALL_E1(bm, bn, bk, nt, rm, rn, g, m0, n0) \
+    pg_tile_mma<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem);
+#define PG_TILE_CALL(e) PG_TILE_CALL_E##e
+
 #define PG_CARRY_ON (PG_CARRY && PG_CARRY_VENDOR)
 
 #if PG_CARRY_ON
 // Runs tiles[t ..] while they are of kind ID (below t1), each with the next one's first
-// k step prefetched (PgCarry); returns the first tile it did not run.
+// k step prefetched (PgCarry); returns the first tile it did not run. SIMT kinds only
+// (render.carry): pg_tile_mma stages through its own fragments.
 template <int ID, int BM, int BN, int BK, int NT, int RM, int RN>
 __device__ __forceinline__ int pg_run(const PgGemm* __restrict__ gemms,
                                       const PgTile* __restrict__ tiles, int t, int t1, PG_T* smem)
@@ -677,31 +939,28 @@ __device__ __forceinline__ int pg_run(const PgGemm* __restrict__ gemms,
     carry.reset();
     PgTile tl = tiles[t];
     for (; t < t1 && tl.kind == ID; ++t) {
-        const PgTile nx = t + 1 < t1 ? tiles[t + 1] : PgTile{-1, 0, 0, -1};
-        // An unused slot of a ragged upper-bound list (gemm < 0) is skipped; a tile of
-        // another kind is not prefetched: its stage layout differs.
-        const bool has_next = nx.kind == ID && nx.gemm >= 0;
-        if (tl.gemm >= 0)
-            pg_tile<BM, BN, BK, NT, RM, RN>(gemms + tl.gemm, tl.m0, tl.n0, smem, carry,
-                                            has_next ? gemms + nx.gemm : nullptr, nx.m0, nx.n0);
+        const PgTile nx = t + 1 < t1 ? tiles[t + 1] : PgTile{0, 0, 0, -1};
+        // A tile of another kind is not prefetched: its stage layout differs.
+        const bool has_next = nx.kind == ID;
+        pg_tile<BM, BN, BK, NT, RM, RN>(gemms + tl.gemm, tl.m0, tl.n0, smem, carry,
+                                        has_next ? gemms + nx.gemm : nullptr, nx.m0, nx.n0);
         tl = nx;
     }
     return t;
 }
 
-#define PG_CASE(id, bm, bn, bk, nt, rm, rn) \
-    case id: t = pg_run<id, bm, bn, bk, nt, rm, rn>(gemms, tiles, t, t1, smem); break;
+#define PG_CASE(id, bm, bn, bk, nt, rm, rn, e)                                   \
+    case id: {                                                                 \
+        static_assert(e == 0, "PG_CARRY: SIMT kinds only");                    \
+        t = pg_run<id, bm, bn, bk, nt, rm, rn>(gemms, tiles, t, t1, smem);     \
+    } break;
 #else
 // One tile at a time, nothing carried: fused entry points (holding every kind's carried
-// step made them spill) and AMD (compat.h).
-#define PG_CASE(id, bm, bn, bk, nt, rm, rn)                                   \
-    case id: {                                                              \
-        PgCarry<bm, bn, bk, nt> carry;                                      \
-        carry.reset();                                                      \
-        pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem, carry, nullptr, 0, 0); \
-    } break;
+// step made them spill), float64 and MMA kinds, and AMD (compat.h).
+#define PG_CASE(id, bm, bn, bk, nt, rm, rn, e) \
+    case id: PG_TILE_CALL(e)(bm, bn, bk, nt, rm, rn, g, m0, n0) break;
 #endif
-#define PG_THREADS_OF(id, bm, bn, bk, nt, rm, rn) case id: return nt;
+#define PG_THREADS_OF(id, bm, bn, bk, nt, rm, rn, e) case id: return nt;
 
 __device__ __forceinline__ int pg_threads_of(int kind)
 {
@@ -709,7 +968,30 @@ __device__ __forceinline__ int pg_threads_of(int kind)
     return 0;
 }
 
-#if PG_GRIDZ
+#if PG_RAGGED
+// Ragged M, device offsets (pg_ragged_slot): block `blockIdx.x` is one slot of the
+// upper-bound tile list; one kind (id 0).
+extern "C" __global__ void PG_BOUNDS
+PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const PG_T* A,
+        const PG_T* B, PG_T* C, long long a_step, long long b_stride, int lda, int ldb,
+        int ldc, int N, int K, double alpha, double beta, const double* __restrict__ alphas,
+        const double* __restrict__ betas)
+{
+    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+#define PG_RG(id, bm, bn, bk, nt, rm, rn, e)                                            \
+    case id: {                                                                          \
+        PgGemm g;                                                                       \
+        int m0, n0;                                                                     \
+        if (!pg_ragged_slot(offs, groups, rows, bm, bn, tiles_n, blockIdx.x, A, B, C,   \
+                            a_step, b_stride, lda, ldb, ldc, N, K, alpha, beta, alphas, \
+                            betas, g, m0, n0))                                          \
+            return;                                                                     \
+        PG_TILE_CALL(e)(bm, bn, bk, nt, rm, rn, &g, m0, n0)                             \
+    } break;
+    const int kind = 0;
+    switch (kind) { PG_KINDS(PG_RG) }
+}
+#elif PG_GRIDZ
 // MAGMA layout: grid (tiles along M, tiles along N, GEMMs); blocks past a GEMM's edge
 // leave at once (early termination). `base` offsets blockIdx.z, so batches beyond the
 // 65535 grid.z limit run as several launches.
@@ -721,13 +1003,11 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     const PgGemm* g = gemms + base + blockIdx.z;
     const int kind = 0;
     switch (kind) {
-#define PG_GZ(id, bm, bn, bk, nt, rm, rn)                                   \
+#define PG_GZ(id, bm, bn, bk, nt, rm, rn, e)                                \
     case id: {                                                              \
         const int m0 = blockIdx.x * bm, n0 = blockIdx.y * bn;               \
-        if (m0 >= g->M || n0 >= g->N) return;                                 \
-        PgCarry<bm, bn, bk, nt> carry;                                      \
-        carry.reset();                                                      \
-        pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem, carry, nullptr, 0, 0); \
+        if (m0 >= g->M || n0 >= g->N) return;                               \
+        PG_TILE_CALL(e)(bm, bn, bk, nt, rm, rn, g, m0, n0)                  \
     } break;
         PG_KINDS(PG_GZ)
     }
@@ -754,7 +1034,6 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
 #else
     for (int t = t0; t < t1; ++t) {
         const PgTile tl = tiles[t];
-        if (tl.gemm < 0) continue;  // an unused slot of a ragged upper-bound list
         const PgGemm* g = gemms + tl.gemm;
         const int m0 = tl.m0, n0 = tl.n0;
         switch (tl.kind) { PG_KINDS(PG_CASE) }
@@ -762,7 +1041,7 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
 #endif
 }
 #endif
-#endif  // PG_RAGGED_PROLOGUE
+#endif  // PG_TILE_EXPAND, PG_SPLIT_REDUCE, the GEMM
 
 #if PG_SPLIT_REDUCE
 // Split-K's reduction: GEMM i was computed as s_i partial products W_ij (its K slices,

@@ -118,11 +118,14 @@ def _model_cells(arch: Arch, threads: int, res: KernelResources, model: str) -> 
 
 
 def tile_shape(variant) -> str:
-    """BMxBN, BK and micro-tile of a one-kind variant ("128x128 k8 8x8"); a fused
+    """BMxBN, BK and micro-tile of a one-kind variant ("128x128 k8 8x8"; an MMA kind
+    "64x64 k8 w32x32": w, a warp's sub-tile on the matrix units); a fused
     variant names how many kinds it carries (each has its own per-kind row)."""
     if len(variant.kinds) > 1:
         return f"fused {len(variant.kinds)}"
     k = variant.kinds[0]
+    if k.engine == "mma":   # a warp's sub-tile of MMA fragments
+        return f"{k.tm}x{k.tn} k{k.tk} w{k.rm}x{k.rn}"
     return f"{k.tm}x{k.tn} k{k.tk} {k.rm}x{k.rn}"
 
 

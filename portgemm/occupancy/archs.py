@@ -128,6 +128,18 @@ _ROWS = (
 
 ARCHS: dict[str, Arch] = {a.name: a for a in _ROWS}
 
+# Where the kernel's fp64 MMA kinds (tiles.py, engine "mma") run on matrix units
+# (kernels/compat.h: DMMA m8n8k4). sm_86 and sm_89 have DMMA but at 1/64 of the fp32
+# rate, so no; sm_70 and gfx908 have no fp64 matrix unit; gfx90a and gfx94x have fp64
+# MFMA, which the kernel does not use yet. Elsewhere the MMA kinds compile to a shuffle
+# emulation (correct, slow) and the planner does not offer them.
+FP64_MMA = frozenset({"sm_80", "sm_90"})
+
+
+def has_fp64_mma(arch) -> bool:
+    """Whether ``arch`` (an Arch or its name) runs the fp64 MMA kinds on matrix units."""
+    return (arch.name if isinstance(arch, Arch) else get_arch(arch).name) in FP64_MMA
+
 # Family names -> arch.
 FAMILY_ALIASES = {
     "cdna1": "gfx908", "cdna2": "gfx90a", "cdna3": "gfx942", "rdna3": "gfx1100",

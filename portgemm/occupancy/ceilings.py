@@ -22,10 +22,19 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import generation
+from .archs import has_fp64_mma
+
 PATH = Path(__file__).with_name("ceilings.json")
 
 SUSTAINED = 0.8       # sustained / peak FMA rate under a full load (H100: 0.77)
 COPY_FRACTION = 0.9   # device-to-device copy / DRAM spec bandwidth (H100: 0.90)
+
+# The MMA kinds without matrix units (kernels/compat.h): per lane and 8x8x4 MMA, 8 FMAs
+# as SIMT would do them plus 16 shuffles; a model figure, not measured.
+MMA_EMULATION = 0.25
+# Optional in a measured entry (else modelled from the spec row's fp64_mma_ratio).
+OPTIONAL_FIELDS = ("fp64_mma_flops_per_s",)
 
 FIELDS = ("copy_bytes_per_s", "smem_bytes_per_s_per_cu", "fp32_flops_per_s",
           "fp64_flops_per_s", "launch_s", "latency_s")
@@ -42,9 +51,17 @@ class Ceilings:
     launch_s: float                  # one back-to-back launch, host side included
     latency_s: float                 # one dependent global load (DRAM)
     source: str = ""
+    fp64_mma_flops_per_s: float = 0.0   # fp64 on matrix units (DMMA); 0: none (archs.FP64_MMA)
 
     def flops_per_s(self, dtype: str) -> float:
         return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
+
+    def mma_flops_per_s(self, dtype: str) -> float:
+        """The rate of the MMA kinds (fp64 only): the matrix units' where the arch has
+        them, else their shuffle emulation's, MMA_EMULATION of the SIMT rate."""
+        if self.fp64_mma_flops_per_s > 0 and dtype == "float64":
+            return self.fp64_mma_flops_per_s
+        return self.flops_per_s(dtype) * MMA_EMULATION
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -80,17 +97,26 @@ def reload() -> None:
         _data = None
         _by_arch.clear()
         _version += 1
+    generation.bump()
+
+
+def fp64_mma_modelled(arch, fp64_flops_per_s: float, spec: dict) -> float:
+    """fp64 MMA rate: the spec row's fp64_mma_ratio times the fp64 SIMT rate, on the
+    archs whose MMA kinds run on matrix units (archs.FP64_MMA); else 0."""
+    return fp64_flops_per_s * spec.get("fp64_mma_ratio", 0.0) if has_fp64_mma(arch) else 0.0
 
 
 def modelled(arch, spec: dict) -> Ceilings:
     cus = float(arch.compute_units)
     fp32 = cus * spec["fp32_fma_per_clk_per_cu"] * 2 * spec["clock_hz"] * SUSTAINED
+    fp64 = fp32 * spec["fp64_ratio"]
     return Ceilings(arch=arch.name, origin="modelled",
                     copy_bytes_per_s=spec["dram_bytes_per_s"] * COPY_FRACTION,
                     smem_bytes_per_s_per_cu=spec["smem_bytes_per_clk_per_cu"] * spec["clock_hz"],
-                    fp32_flops_per_s=fp32, fp64_flops_per_s=fp32 * spec["fp64_ratio"],
+                    fp32_flops_per_s=fp32, fp64_flops_per_s=fp64,
                     launch_s=spec["launch_s"], latency_s=spec["latency_s"],
-                    source="modelled from the spec row and the arch table")
+                    source="modelled from the spec row and the arch table",
+                    fp64_mma_flops_per_s=fp64_mma_modelled(arch, fp64, spec))
 
 
 # Used for an arch the file has no row for (a row added to the arch table later).
@@ -112,11 +138,16 @@ def ceilings_for(arch) -> Ceilings:
 def _ceilings_for(arch) -> Ceilings:
     data = _load()
     row = data.get("measured", {}).get(arch.name)
+    spec = data.get("specs", {}).get(arch.name, GENERIC_SPEC)
     if row is not None:
+        fp64 = float(row["fp64_flops_per_s"])
+        mma = row.get("fp64_mma_flops_per_s")
+        mma = float(mma) if mma is not None and has_fp64_mma(arch) else \
+            fp64_mma_modelled(arch, fp64, spec)
         return Ceilings(arch=arch.name, origin="measured",
                         source=row.get("source", row.get("device", "")),
-                        **{f: float(row[f]) for f in FIELDS})
-    return modelled(arch, data.get("specs", {}).get(arch.name, GENERIC_SPEC))
+                        fp64_mma_flops_per_s=mma, **{f: float(row[f]) for f in FIELDS})
+    return modelled(arch, spec)
 
 
 def use_in_memory(arch_name: str, entry: dict) -> None:
@@ -132,6 +163,7 @@ def use_in_memory(arch_name: str, entry: dict) -> None:
         data.setdefault("measured", {})[arch_name] = dict(entry)
         _by_arch.clear()
         _version += 1
+    generation.bump()
 
 
 def write_measured(arch_name: str, entry: dict, path: Path = PATH) -> None:

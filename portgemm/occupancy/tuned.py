@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import generation
 from ..tiles import CATALOGUE, FAMILY_DTYPES, TileConfig
 from .resources import kernel_fingerprint
 
@@ -94,6 +95,7 @@ def reload() -> None:
         _families.clear()
         _fingerprint.clear()
         _version += 1
+    generation.bump()
 
 
 def _current_fingerprint() -> str:

@@ -29,6 +29,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import generation
 from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
 from ..occupancy import Arch, ceilings, get_arch, tuned
 from ..problem import MAX_SPAN
@@ -43,6 +44,7 @@ DEFAULT_STRATEGY = "wavefront-tlp"
 DEFAULT_MODE = "fused"
 DEFAULT_ARCH = "sm_90"
 CACHE_SIZE = 64
+FAST_SIZE = 4 * CACHE_SIZE   # hit-path entries (several spellings may name one plan)
 DTYPES = ("float32", "float64")
 _INT_LIMIT = 2**31 - 1   # tile coordinates and block_ptr are int32
 
@@ -191,6 +193,7 @@ def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
         _fast.clear()
+        _fast_of.clear()
         _stats.update(hits=0, misses=0)
 
 
@@ -233,35 +236,57 @@ def _key(shapes, dtype, arch, strategy, mode, options, resources):
     return key
 
 
+def _read_at_call(provider, arch_name: str):
+    """What a plan depends on that may change between calls with equal arguments: the
+    factors, the provider's figures for this arch, the ceilings and the tuned data."""
+    return (parallelism.TLP_FACTOR, parallelism.LI2019_FACTOR,
+            provider_version(provider, arch_name), ceilings.version(), tuned.version())
+
+
 # --- the hit path -------------------------------------------------------------------
-# A hit is looked up before any validation, from the arguments as given: the raw bytes
-# of a NumPy shapes array (its dtype and shape beside them) and the other arguments by
-# value (arch and resources by identity, kept alive by the entry so an id is never
-# reused while it is there). Everything the full key reads at call time (the factors,
-# the provider's and the files' versions) is compared on the way out, and the entry
-# must still be in the cache proper (the same LRU), so a hit here returns exactly what
+# A hit is looked up before any validation, from the arguments as given: a NumPy shapes
+# array by a sample of its values (its dtype and shape beside them) and the other
+# arguments by value (arch and resources by identity, kept alive by the entry so an id
+# is never reused while it is there). The entry is confirmed by comparing the array's
+# bytes with the ones it was made from (one memcmp), and by what the full key reads at
+# call time: portgemm.generation's counter (bumped whenever the ceilings, the tuned
+# data or the default provider's figures change), the two factors (module attributes,
+# by identity) and, for a provider that does not bump the counter, its version. An
+# entry leaves with its plan when the LRU evicts it, so a hit here returns exactly what
 # the full path would. Anything else (lists, unhashable options, a first sight of
-# these bytes) takes the full path, which then records the entry.
+# these shapes) takes the full path, which then records the entry.
 
-class _Raw(bytes):
-    """A shapes array's bytes as a dict key, hashed on a sample (a few hundred bytes,
-    whatever the batch) instead of every byte: equal keys still compare every byte
-    (memcmp, which stops at the first difference), so a sample shared by two batches
-    costs a probe, never a wrong plan."""
-    __slots__ = ()
+class _Fast:
+    """A hit-path entry: the plan, the full key it is cached under, the bytes of the
+    shapes it was looked up with, and what is compared at call time."""
+    __slots__ = ("plan", "key", "raw", "generation", "tlp_factor", "li2019_factor",
+                 "version", "arch_name", "provider_version", "keep")
 
-    def __hash__(self):
-        n = len(self)
-        return hash((n, self[:96], self[-96:], self[::(n >> 6) | 1]))
+    def __init__(self, plan, key, raw, stamp, provider, keep):
+        self.plan, self.key, self.raw, self.keep = plan, key, raw, keep
+        self.generation, self.tlp_factor, self.li2019_factor = stamp
+        counted = getattr(provider, "bumps_generation", False)
+        self.version = None if counted else getattr(provider, "version", None)
+        self.arch_name = plan.arch.name
+        self.provider_version = None if self.version is None else key[-1][2]
 
 
-_fast: dict = {}   # hit path's key -> (full key, _fast_check(), plan, objects held)
+_fast: dict = {}       # hit path's key -> _Fast
+_fast_of: dict = {}    # full key -> the hit path's keys that name its plan
+
+
+def _stamp():
+    """What a hit compares, read before the full key (so a change while planning is
+    seen): the generation and the factors."""
+    return generation.value, parallelism.TLP_FACTOR, parallelism.LI2019_FACTOR
 
 
 def _fast_key(shapes: np.ndarray, dtype, arch, strategy, mode, resources, options):
     """The hit path's key for a NumPy shapes array of numbers, or None where only the
     full path can tell (unhashable arguments, an arch that is neither a name nor an
-    Arch, an array of objects)."""
+    Arch, an array of objects). The shapes enter by a sample of about 32 values (the
+    rest is compared on a hit): equal samples of different batches cost a probe, never
+    a wrong plan."""
     if shapes.ndim != 2 or shapes.dtype.kind not in "iuf":
         return None
     if arch is None:
@@ -272,53 +297,69 @@ def _fast_key(shapes: np.ndarray, dtype, arch, strategy, mode, resources, option
         where = id(arch)
     else:
         return None
-    args = (type(dtype), dtype, strategy, mode, id(resources),
-            tuple(sorted((k, type(v), v) for k, v in options.items())) if options else ())
+    n = shapes.size
+    sample = shapes.tobytes() if n <= 64 else shapes.reshape(-1)[::(n >> 5) | 1].tobytes()
+    key = (sample, shapes.dtype, shapes.shape, where,
+           type(dtype), dtype, strategy, mode, id(resources),
+           tuple(sorted((k, type(v), v) for k, v in options.items())) if options else ())
     try:
-        hash(args)
+        hash(key)
     except TypeError:
         return None
-    raw = _Raw(shapes.data if shapes.flags.c_contiguous else shapes.tobytes())
-    return raw, shapes.dtype.str, shapes.shape, where, args
+    return key
 
 
-def _read_at_call(provider, arch_name: str):
-    """What a plan depends on that may change between calls with equal arguments: the
-    factors, the provider's figures for this arch, the ceilings and the tuned data."""
-    return (parallelism.TLP_FACTOR, parallelism.LI2019_FACTOR,
-            provider_version(provider, arch_name), ceilings.version(), tuned.version())
-
-
-def _fast_check(provider, arch_name: str):
-    """_read_at_call, with the provider by identity (the hit path's key holds its id)."""
-    return id(provider), _read_at_call(provider, arch_name)
-
-
-def _fast_hit(fkey, resources):
+def _fast_hit(fkey, shapes: np.ndarray):
     """The cached plan for ``fkey`` if it is still what the full path would return."""
+    e = _fast.get(fkey)
+    if e is None:
+        return None
+    if (e.generation != generation.value or e.tlp_factor is not parallelism.TLP_FACTOR
+            or e.li2019_factor is not parallelism.LI2019_FACTOR
+            or not (e.raw.startswith(shapes) if shapes.flags.c_contiguous
+                    else e.raw == shapes.tobytes())
+            or (e.version is not None and e.version(e.arch_name) != e.provider_version)):
+        return None
     with _cache_lock:
-        entry = _fast.get(fkey)
-        if entry is None:
+        try:   # an entry leaves with its plan, so the key is the plan's while it is here
+            _cache.move_to_end(e.key)
+        except KeyError:   # cleared meanwhile
             return None
-        key, check, p, _ = entry
-        if (check != _fast_check(resolve_provider(resources), p.arch.name)
-                or _cache.get(key) is not p):
-            del _fast[fkey]
-            return None
-        _cache.move_to_end(key)
         _stats["hits"] += 1
-        return p
+    return e.plan
 
 
-def _fast_store(fkey, key, provider, p, keep) -> None:
+def _fast_store(fkey, shapes: np.ndarray, key, stamp, provider, p, keep) -> None:
     """Record ``p`` under the hit path's key; ``keep``: the objects the key names by id,
-    held so that their ids stay theirs while the entry lives. Bounded like the cache
-    (oldest entries out first; an entry whose plan left the cache is dropped when met)."""
+    held so that their ids stay theirs while the entry lives; ``stamp``: _stamp() read
+    before ``key`` was made."""
+    e = _Fast(p, key, shapes.tobytes(), stamp, provider, keep)
     with _cache_lock:
+        if _cache.get(key) is not p:
+            return
+        old = _fast.pop(fkey, None)
+        if old is not None:
+            _unlist(old.key, fkey)
+        _fast[fkey] = e
+        _fast_of.setdefault(key, []).append(fkey)
+        while len(_fast) > FAST_SIZE:   # many argument spellings of few plans: oldest out
+            first = next(iter(_fast))
+            _unlist(_fast.pop(first).key, first)
+
+
+def _unlist(key, fkey) -> None:
+    names = _fast_of.get(key)
+    if names is not None and fkey in names:
+        names.remove(fkey)
+        if not names:
+            del _fast_of[key]
+
+
+def _evict(key) -> None:
+    """Drop the plan cached under ``key`` and the hit path's entries for it (lock held)."""
+    del _cache[key]
+    for fkey in _fast_of.pop(key, ()):
         _fast.pop(fkey, None)
-        _fast[fkey] = (key, _fast_check(provider, p.arch.name), p, keep)
-        while len(_fast) > CACHE_SIZE:
-            del _fast[next(iter(_fast))]
 
 
 # --- the entry point ----------------------------------------------------------------
@@ -373,9 +414,10 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     fkey = None
     if use_cache and type(shapes) is np.ndarray:
         fkey = _fast_key(shapes, dtype, arch, strategy, mode, resources, options)
-        hit = None if fkey is None else _fast_hit(fkey, resources)
+        hit = None if fkey is None else _fast_hit(fkey, shapes)
         if hit is not None:
             return hit
+        stamp = _stamp()   # before the full key reads the same inputs
     s = _shapes(shapes)
     dt = _dtype(dtype)
     a = resolve_arch(arch)
@@ -406,7 +448,7 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                 hit = None
         if hit is not None:
             if fkey is not None:
-                _fast_store(fkey, key, provider, hit, (arch, resources))
+                _fast_store(fkey, shapes, key, stamp, provider, hit, (arch, resources))
             return hit
     # None (the default provider) stays None in the request: strategies pass it on
     req = Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None)
@@ -416,12 +458,13 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     if key is not None:
         with _cache_lock:
             _stats["misses"] += 1
+            if key in _cache:   # another thread planned it meanwhile: its entries go
+                _evict(key)
             _cache[key] = p
-            _cache.move_to_end(key)
             while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
+                _evict(next(iter(_cache)))
         if fkey is not None:
-            _fast_store(fkey, key, provider, p, (arch, resources))
+            _fast_store(fkey, shapes, key, stamp, provider, p, (arch, resources))
     return p
 
 

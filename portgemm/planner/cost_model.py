@@ -7,8 +7,9 @@ GEMM with K runs, as the kernel does (double-buffered staging, one barrier per s
     step(r)   = max(latency,                    loads of step s+1 are in flight during s
                     global(r), shared(r), compute(r))      the three streams overlap
     global(r)  = (tm + tn) tk e / (copy bandwidth / CUs / r)
-    shared(r)  = tk threads (rm + rn) e / (shared bandwidth per CU x u / r)
-    compute(r) = tm tn tk / (FMA rate per CU x u / r)
+    shared(r)  = tk threads reads e / (shared bandwidth per CU x u / r)  reads: TileConfig.reads_per_k
+    compute(r) = tm tn tk / (FMA rate per CU x u / r)      the kind's engine's rate: SIMT,
+                                                           or the MMA kinds' (ceilings)
     prologue   = 3 latencies (tile record, GEMM descriptor, first K step) + global(r)
     epilogue   = tm tn e / (copy bandwidth / CUs / r)
 
@@ -52,6 +53,7 @@ import numpy as np
 
 from ..occupancy import tuned
 from ..occupancy.ceilings import Ceilings, ceilings_for
+from .scratch import buffer
 
 PROLOGUE_LATENCIES = 3
 # Warps per compute unit at which its pipes can be kept busy: four per scheduler on
@@ -75,12 +77,13 @@ class KindCosts:
     cus: float
     ceil: Ceilings
     elem: int
-    flops_per_s: float
+    flops_per_s: float          # the fastest kind's compute rate (the batch floor's)
     active_max: float = 0.0     # derived (set by kind_costs): the most resident per CU,
     tile_warps_max: float = 0.0  # the most warps of a tile, resident slots per kind and
     slots: np.ndarray = None    # of a fused launch
     slots_max: float = 0.0
     factor: np.ndarray = None   # tuned: measured / predicted tile time per kind (None: 1)
+    kind_flops: np.ndarray = None  # compute rate per kind: SIMT or MMA (ceilings)
 
     @property
     def n_kinds(self) -> int:
@@ -109,16 +112,19 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None) -> 
 
 def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
     f = lambda name: np.array([getattr(k, name) for k in kinds], dtype=np.float64)  # noqa: E731
-    tm, tn, tk, threads, rm, rn = (f(n) for n in ("tm", "tn", "tk", "threads", "rm", "rn"))
+    tm, tn, tk, threads = (f(n) for n in ("tm", "tn", "tk", "threads"))
     e = 8 if np.dtype(dtype).name == "float64" else 4
     active = np.asarray(table.active, dtype=np.float64)
     tile_warps = np.ceil(threads / arch.wave_size)
     cus = float(arch.compute_units)
     fam = tuned.tuned_family(arch.name, np.dtype(dtype).name)
+    dt = np.dtype(dtype).name
+    rate = np.array([c.mma_flops_per_s(dt) if k.engine == "mma" else c.flops_per_s(dt)
+                     for k in kinds])
     return KindCosts(tm=tm, tn=tn, tk=tk, tile_warps=tile_warps, active=active,
-                     g_bytes=(tm + tn) * tk * e, s_bytes=tk * threads * (rm + rn) * e,
-                     fmas=tm * tn * tk, c_bytes=tm * tn * e, cus=cus,
-                     ceil=c, elem=e, flops_per_s=c.flops_per_s(np.dtype(dtype).name),
+                     g_bytes=(tm + tn) * tk * e, s_bytes=tk * threads * f("reads_per_k") * e,
+                     fmas=tm * tn * tk, c_bytes=tm * tn * e, cus=cus, kind_flops=rate,
+                     ceil=c, elem=e, flops_per_s=float(rate.max()),
                      active_max=float(active.max()), tile_warps_max=float(tile_warps.max()),
                      slots=cus * active, slots_max=cus * float(active.max()),
                      factor=fam.factor_of(kinds) if fam else None)
@@ -159,7 +165,7 @@ def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     bw = c.copy_bytes_per_s / kc.cus / r
     glob = kc.g_bytes / bw
     shared = kc.s_bytes / (c.smem_bytes_per_s_per_cu * u / r)
-    compute = kc.fmas / (kc.flops_per_s / 2.0 / kc.cus * u / r)
+    compute = kc.fmas / (kc.kind_flops / 2.0 / kc.cus * u / r)
     step = np.maximum(np.maximum(c.latency_s, glob), np.maximum(shared, compute))
     prologue = PROLOGUE_LATENCIES * c.latency_s + glob
     epilogue = kc.c_bytes / bw
@@ -188,14 +194,14 @@ def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
         r, u = [r1] * len(n), [min(1.0, r1 * warps / SATURATING_WARPS)] * len(n)
     c = kc.ceil
     lat, per_cu = c.latency_s, c.copy_bytes_per_s / kc.cus
-    smem, fma = c.smem_bytes_per_s_per_cu, kc.flops_per_s / 2.0 / kc.cus
+    smem, fmas = c.smem_bytes_per_s_per_cu, (kc.kind_flops / 2.0 / kc.cus).tolist()
     factor = kc.factor.tolist() if kc.factor is not None else None
     pe, steps = [], []
     for k, (g, s, f, cb) in enumerate(zip(kc.g_bytes.tolist(), kc.s_bytes.tolist(),
                                           kc.fmas.tolist(), kc.c_bytes.tolist())):
         bw = per_cu / r[k]
         glob = g / bw
-        step = max(max(lat, glob), max(s / (smem * u[k] / r[k]), f / (fma * u[k] / r[k])))
+        step = max(max(lat, glob), max(s / (smem * u[k] / r[k]), f / (fmas[k] * u[k] / r[k])))
         pro, epi = PROLOGUE_LATENCIES * lat + glob, cb / bw
         if factor is not None:
             pro, step, epi = pro * factor[k], step * factor[k], epi * factor[k]
@@ -404,10 +410,11 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
     return np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)
 
 
-def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray, allowed: np.ndarray,
-                   per_kind: bool, floor: float) -> float:
+def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
+                   not_allowed: np.ndarray, per_kind: bool, floor: float) -> float:
     """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
-    ``counts``, ``steps`` (K steps) and ``allowed`` are (kinds, batch). A tile of kind k
+    ``counts``, ``steps`` (K steps) and ``not_allowed`` (the kinds a GEMM may not take)
+    are (kinds, batch). A tile of kind k
     sharing its CU with r - 1 others (r at most the resident workgroups A of its launch)
     holds 1/r of the CU for its whole time, which is at least r x (3 latencies / A +
     global and C bytes at the CU's share of copy bandwidth + steps x max(latency / A,
@@ -416,7 +423,10 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray, allowed
     its last wave included), and a call at least one launch latency plus the larger of
     that and the floors. Every GEMM is charged its allowed kind of least such time."""
     pe, step = _bound_times(kc, per_kind)
-    per_cu = np.where(allowed, counts * (pe + steps * step), np.inf)
+    per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
+    per_cu += pe
+    per_cu *= counts
+    np.copyto(per_cu, np.inf, where=not_allowed)
     live_time = float(per_cu.min(axis=0).sum()) / kc.cus
     return kc.ceil.launch_s + max(live_time, floor)
 

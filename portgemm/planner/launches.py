@@ -60,7 +60,10 @@ class ResourcesProvider(Protocol):
     change. A provider whose figures can change (the default one learns compiled
     figures as backends compile) also has ``version(arch_name) -> hashable``, a value
     that changes whenever its figures for that arch do: cached plans and per-kind tables
-    are keyed on it, so new figures replan only what they concern."""
+    are keyed on it, so new figures replan only what they concern. A provider whose
+    version changes only together with portgemm.generation's counter (it calls
+    ``generation.bump()`` on every change) may say so with ``bumps_generation = True``:
+    the plan cache's hit path then compares the counter instead of calling ``version``."""
 
     def __call__(self, arch, launch: Launch) -> KernelResources: ...
 

@@ -32,6 +32,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .scratch import buffer
+
 MAX_CAPS = 8          # tau = longest tile / 2**j, j = 1..MAX_CAPS
 LADDERS = ("rounds from the start", "rounds from the least work", "caps")
 
@@ -56,6 +58,7 @@ def family_keys(kinds: tuple):
     return {"kinds": kinds, "tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
             "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
             "rank_c": col(rank), "start_key_c": col(rank * (2 * n) + idx),
+            "start_key1_c": col(rank * (2 * n) + idx + 1),
             "order_key": rank * n + idx, "rank0_c": col(rank == 0), "nested": nested,
             "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)}
 
@@ -85,28 +88,39 @@ def first_kind(mask: np.ndarray, fk) -> np.ndarray:
 
 
 def cap_bins(T: np.ndarray, t_long: float, n_caps: int) -> np.ndarray:
-    """(kinds, batch) int64: for each tile, how many caps tau_j = t_long / 2**j (j =
+    """(kinds, batch) int32: for each tile, how many caps tau_j = t_long / 2**j (j =
     1..n_caps) it is no longer than (T positive). Exact without dividing: T <= t_long /
     2**j iff T 2**j <= t_long, which the binary exponents and mantissas of T and t_long
-    decide (frexp)."""
-    mT, eT = np.frexp(T)
+    decide (frexp). The result is a kept buffer (scratch.py): valid for this plan only."""
+    B = T.shape[-1]
+    mT, eT = np.frexp(T, out=(buffer("mantissa", T.shape, batch=B),
+                              buffer("exponent", T.shape, np.intc, B)))
     mL, eL = math.frexp(t_long)
-    last = (eL - eT) - (mT > mL)
-    return np.clip(last, 0, n_caps, out=last)
+    last = np.subtract(eL, eT, out=eT)
+    last -= np.greater(mT, mL, out=buffer("mask", T.shape, np.bool_, B))
+    np.maximum(last, 0, out=last)   # a clip, without np.clip's Python layers
+    return np.minimum(last, n_caps, out=last)
 
 
 def cap_events(work: np.ndarray, T: np.ndarray, allowed: np.ndarray, fastest_mask: np.ndarray,
                t_long: float, n_caps: int, n_levels: int):
-    """(lo, hi), each (kinds, batch) int64, of the caps ladder: GEMM i takes kind k at
-    levels lo <= j < hi. hi: 1 + the caps k is within where allowed (level 0 is no cap),
+    """(lo, hi), each (kinds, batch) (int64, int32), of the caps ladder: GEMM i takes kind k
+    at levels lo <= j < hi. hi: 1 + the caps k is within where allowed (level 0 is no cap),
     0 where not, every level for the GEMM's fastest tile (the one taken where no tile is
-    short enough); lo: the most levels any tile of less work reaches."""
+    short enough); lo: the most levels any tile of less work reaches. Both are kept
+    buffers (scratch.py): valid for this plan only."""
+    n_k, B = work.shape
     hi = cap_bins(T, t_long, n_caps)
     hi += 1
     hi *= allowed
     np.putmask(hi, fastest_mask, n_levels)
-    less = work[None, :, :] < work[:, None, :]        # [k, k', i]: k' has less work than k
-    lo = (less * hi.astype(np.int8)[None, :, :]).max(axis=1).astype(np.int64)
+    # [k, k', i]: k' has less work than k
+    less = np.less(work[None, :, :], work[:, None, :],
+                   out=buffer("less", (n_k, n_k, B), np.bool_, B))
+    held = np.multiply(less, hi.astype(np.int8)[None, :, :],
+                       out=buffer("less_hi", (n_k, n_k, B), np.int8, B))
+    lo = buffer("lo", (n_k, B), np.int64, B)
+    lo[...] = held.max(axis=1)
     return lo, hi
 
 
@@ -147,7 +161,8 @@ def nested_rounds(n: int) -> np.ndarray:
     return out
 
 
-def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int):
+def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int,
+                 k_live=None):
     """Per-kind aggregates (tiles, tiles x steps, most steps), each (2 x levels, kinds), of
     Algorithm 1's rounds from the start and from the least-work tiles (level 0: the base
     itself), and a function giving every GEMM's kind at one of these rows (the winner's).
@@ -155,7 +170,10 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     Every GEMM of one *type* (its start, its least-work kind and its M and N buckets,
     round_table's) takes the same kind in every round, so one bincount per quantity
     over the (kind, GEMM) table sums it per (type, kind), and every round's aggregates
-    are gathers from that small table (integers: exact in any order)."""
+    are gathers from that small table (integers: exact in any order). ``k_live``: K
+    per GEMM (0 where it has no tiles), where the caller has it: the most K steps of a
+    type are then those of its longest K, kind by kind (ceil(K / tk) never falls as K
+    grows), from one pass over the GEMMs instead of one over (kind, GEMM)."""
     n = fk["n"]
     M, N = shapes_mn
     m_edges, n_edges, seq = round_table(fk["kinds"])
@@ -163,21 +181,28 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     typ = start * n + least
     if not fk["nested"]:   # nested kinds: the start decides which kinds are allowed
         typ *= nmb * nnb
-        typ += (M[None, :] >= m_edges[:, None]).sum(axis=0) * nnb
-        typ += (N[None, :] >= n_edges[:, None]).sum(axis=0)
+        # the edges no larger than M (N): one binary search each
+        typ += m_edges.searchsorted(M, "right") * nnb
+        typ += n_edges.searchsorted(N, "right")
     else:
         nmb = nnb = 1
         seq = nested_rounds(n)
     n_typ = n * n * nmb * nnb
     seen = np.bincount(typ, minlength=n_typ)
-    present = np.flatnonzero(seen)
-    flat = (typ * n + fk["idx_c"]).reshape(-1)           # (type, kind) per (kind, GEMM)
+    present = seen.nonzero()[0]
+    flat = np.add(typ * n, fk["idx_c"], out=buffer("type_kind", counts.shape, np.int64,
+                                                   counts.shape[1])).reshape(-1)
+    # (type, kind) per (kind, GEMM)
     t_n = np.bincount(flat, weights=counts.reshape(-1), minlength=n_typ * n)
     t_s = np.bincount(flat, weights=cs.reshape(-1), minlength=n_typ * n)
     if steps_live.ndim == 1:   # one tk: a GEMM's steps are the same for every kind
         t_m = np.zeros(n_typ)
         np.maximum.at(t_m, typ, steps_live)
-        t_m = np.repeat(t_m, n)
+        t_m = t_m.repeat(n)
+    elif k_live is not None:   # steps = ceil(K / tk) grow with K: the type's longest K
+        k_max = np.zeros(n_typ)
+        np.maximum.at(k_max, typ, k_live)
+        t_m = np.ceil(np.divide(k_max[:, None], fk["tk"][None, :])).reshape(-1)
     else:
         t_m = np.zeros(n_typ * n)
         np.maximum.at(t_m, flat, steps_live.reshape(-1))
@@ -185,8 +210,9 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     t_least, t_bucket = np.divmod(rest, nmb * nnb)
     levels = np.minimum(np.arange(n_levels), n - 1)
     path = seq.reshape(nmb * nnb, n, n)
-    kinds_at = np.concatenate([path[t_bucket, t_start][:, levels],
-                               path[t_bucket, t_least][:, levels]], axis=1).T   # (2L, types)
+    t_bucket = t_bucket[:, None]
+    kinds_at = np.concatenate([path[t_bucket, t_start[:, None], levels],
+                               path[t_bucket, t_least[:, None], levels]], axis=1).T  # (2L, types)
     cell = (present * n)[None, :] + kinds_at
     rows = (np.arange(2 * n_levels) * n)[:, None] + kinds_at
     size = 2 * n_levels * n
@@ -212,7 +238,7 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     L1 = n_levels + 1
     # only the runs that hold a level (a GEMM's few kinds of least work): the rest would
     # add nothing, so the sums and the max run over a fraction of the table
-    held = np.flatnonzero(lo < hi)
+    held = (lo < hi).reshape(-1).nonzero()[0]
     keys = lo.reshape(-1).take(held)
     keys *= L1
     keys += hi.reshape(-1).take(held)

@@ -96,22 +96,39 @@ def kind_counts(counts: np.ndarray, kidx: np.ndarray, n_kinds: int) -> np.ndarra
 
 
 def tile_layout(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
-                m_fastest: bool = False) -> TileLayout:
+                m_fastest: bool = False, per_gemm=None) -> TileLayout:
     """A one-tile-per-block plan's tiles as per-GEMM runs (O(batch)): GEMMs in
     ``gemm_order`` (default 0..batch-1), GEMM i tiled by kind ``kidx[i]``, each GEMM's
     tiles row-major over its tile grid (``m_fastest``: column-major, i.e. the order a
-    grid with x = tile row launches them). ValidationError past MAX_TILES tiles."""
+    grid with x = tile row launches them). ``per_gemm``: per_gemm_tiles(shapes, kinds,
+    kidx) where the caller has it (then one gather each). ValidationError past
+    MAX_TILES tiles."""
     i64 = np.int64
     g = (np.arange(shapes.shape[0], dtype=i64) if gemm_order is None
          else np.array(gemm_order, dtype=i64))   # a copy: the layout keeps it
-    kk = np.take(kidx, g).astype(i64, copy=False)
+    kk = np.asarray(kidx).take(g).astype(i64, copy=False)
+    if per_gemm is not None:
+        tm, tn, gm, gn = (a.take(g) for a in per_gemm)
+        return _layout(g, kk, tm, tn, gm, gn, m_fastest)
     edges = kind_edges(tuple(kinds))
-    tm, tn = np.take(edges[0], kk), np.take(edges[1], kk)
+    tm, tn = edges[0].take(kk), edges[1].take(kk)
     mn = shapes.take(g, axis=0)   # a row gather: several times faster than shapes[g, :2]
     gm, gn = cdiv_array(mn[:, 0], tm), cdiv_array(mn[:, 1], tn)     # 0 when M or N is 0
+    return _layout(g, kk, tm, tn, gm, gn, m_fastest)
+
+
+def per_gemm_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray):
+    """(tm, tn, gm, gn), each (batch,) int64 in GEMM order: GEMM i's tile edges and tile
+    grid under kind ``kidx[i]`` (what tile_layout's ``per_gemm`` takes)."""
+    edges = kind_edges(tuple(kinds))
+    tm, tn = edges[0].take(kidx), edges[1].take(kidx)
+    return tm, tn, cdiv_array(shapes[:, 0], tm), cdiv_array(shapes[:, 1], tn)
+
+
+def _layout(g, kk, tm, tn, gm, gn, m_fastest) -> TileLayout:
     n_t = gm * gn
-    first = np.zeros(g.shape[0] + 1, dtype=i64)
-    np.cumsum(n_t, out=first[1:])
+    first = np.zeros(g.shape[0] + 1, dtype=np.int64)
+    n_t.cumsum(out=first[1:])
     if first[-1] > MAX_TILES:
         check_tile_count(n_t, g)   # raises, naming the GEMM
     for a in (g, kk, tm, tn, gm, gn, first):
@@ -120,10 +137,10 @@ def tile_layout(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
 
 
 def build_tiles(shapes: np.ndarray, kinds, kidx: np.ndarray, gemm_order=None,
-                m_fastest: bool = False) -> np.ndarray:
+                m_fastest: bool = False, per_gemm=None) -> np.ndarray:
     """The flat tile list of ``tile_layout(...)`` (same arguments), expanded on the host:
     for plans that pack several tiles in a block (li2019), which need the list itself."""
-    return tile_layout(shapes, kinds, kidx, gemm_order, m_fastest).tiles()
+    return tile_layout(shapes, kinds, kidx, gemm_order, m_fastest, per_gemm).tiles()
 
 
 def gemm_lpt_order(cost_per_tile: np.ndarray, group=None, total_cost=None) -> np.ndarray:
@@ -246,6 +263,9 @@ def take_tiles(tiles: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def notes_for_shapes(shapes: np.ndarray) -> list[str]:
+    zero = shapes == 0
+    if not zero.any():   # the common case: one pass
+        return []
     notes = []
     empty = int(((shapes[:, 0] == 0) | (shapes[:, 1] == 0)).sum())
     if empty:

@@ -57,8 +57,9 @@ from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, family
                            first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
-from .tiling import (cdiv_array, gemm_lpt_order, kind_counts, kind_edges, make_plan,
-                     notes_for_shapes, tile_grid, tile_layout)
+from .scratch import buffer, buffers, planning
+from .tiling import (gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
+                     per_gemm_tiles, tile_grid, tile_layout)
 
 FAMILY = ZHANG2025
 assert all(a.area <= b.area for a, b in zip(FAMILY, FAMILY[1:])), "family must run small -> large"
@@ -145,24 +146,45 @@ class BatchTables:
         fk = self.fk = family_keys(tuple(kinds))
         # rows: another family's tables of the same batch, whose rows (M, N, K as
         # float64), live GEMMs and batch sums this one shares
-        s = (shapes.T.astype(np.float64, order="C") if rows is None
-             else (rows.M, rows.N, rows.K))
+        B, n_k = shapes.shape[0], fk["n"]
+        slot = self.slot = 0 if rows is None else rows.slot + 1
+        # (kinds, batch) tables in buffers kept between plans (scratch.py)
+        qm, qn, gm, gn, counts, steps, steps_live = buffers(("tables", slot), (n_k, B),
+                                                            np.float64, 7)
+        allowed, mask, self.not_allowed, self._divides_buf = buffers(
+            ("masks", slot), (n_k, B), np.bool_, 4)
+        if rows is None:
+            s = buffer(("rows", slot), (3, B))
+            s[...] = shapes.T
+        else:
+            s = (rows.M, rows.N, rows.K)
         M, N, K = self.M, self.N, self.K = s[0], s[1], s[2]
         self._sums = [] if rows is None else rows._sums   # filled by floor() on first use
-        self._qm, self._qn = M / fk["tm_c"], N / fk["tn_c"]
-        self._gm, self._gn = np.ceil(self._qm), np.ceil(self._qn)
-        self.counts = self._gm * self._gn                      # (kinds, batch)
+        self._qm = np.divide(M, fk["tm_c"], out=qm)
+        self._qn = np.divide(N, fk["tn_c"], out=qn)
+        self._gm = np.ceil(qm, out=gm)
+        self._gn = np.ceil(qn, out=gn)
+        self.counts = np.multiply(gm, gn, out=counts)           # (kinds, batch)
         self.live = (M > 0) & (N > 0) if rows is None else rows.live
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
-            fit = np.minimum(np.searchsorted(fk["tm"], M, "right"),
-                             np.searchsorted(fk["tn"], N, "right"))
+            fit = np.minimum(fk["tm"].searchsorted(M, "right"),
+                             fk["tn"].searchsorted(N, "right"))
             self._start = np.maximum(fit - 1, 0)               # the largest fitting tile
-            self.allowed = fk["idx_c"] <= self._start          # fits, or the smallest
-        else:
+            self.allowed = np.less_equal(fk["idx_c"], self._start, out=allowed)  # fits, or
+        else:                                                                   # the smallest
             self._start = None
-            self.allowed = ((fk["tm_c"] <= M) & (fk["tn_c"] <= N)) | fk["rank0_c"]
-        self.steps = np.ceil(K / fk["tk"][0]) if fk["one_tk"] else np.ceil(K / fk["tk_c"])
-        self.steps_live = np.where(self.live, self.steps, 0.0)
+            self.allowed = np.less_equal(fk["tm_c"], M, out=allowed)
+            allowed &= np.less_equal(fk["tn_c"], N, out=mask)
+            allowed |= fk["rank0_c"]
+        np.logical_not(allowed, out=self.not_allowed)
+        if fk["one_tk"]:   # a GEMM's steps are the same for every kind: one row
+            steps, steps_live = steps[:1], steps_live[:1]
+        np.divide(K, fk["tk"][:1, None] if fk["one_tk"] else fk["tk_c"], out=steps)
+        self.steps = np.ceil(steps, out=steps)[0] if fk["one_tk"] else np.ceil(steps, out=steps)
+        # steps are finite and >= 0: x 1 or x 0 is where(live, steps, 0) exactly
+        self.steps_live = np.multiply(self.steps, self.live,
+                                      out=steps_live[0] if fk["one_tk"] else steps_live)
+        self._mask = mask
         self._divides = None
 
     @property
@@ -170,7 +192,9 @@ class BatchTables:
         """(kinds, batch): the tile divides M and N (exact tiling); on first use (only the
         rule needs it, not the bound)."""
         if self._divides is None:
-            self._divides = (self._gm == self._qm) & (self._gn == self._qn)
+            d = np.equal(self._gm, self._qm, out=self._divides_buf)
+            d &= np.equal(self._gn, self._qn, out=self._mask)
+            self._divides = d
         return self._divides
 
     @property
@@ -178,9 +202,13 @@ class BatchTables:
         """(batch,) the largest fitting tile (equal areas: the one that divides)."""
         if self._start is None:
             # keys are distinct per kind and multiples of n_k apart, so the greatest
-            # key's kind is its remainder
-            n_k = self.fk["n"]
-            key = np.where(self.allowed, self.divides * n_k + self.fk["start_key_c"], -1)
+            # key's kind is its remainder; (key + 1) x allowed - 1 is -1 where not allowed
+            n_k, shape = self.fk["n"], self.allowed.shape
+            key = np.multiply(self.divides, n_k, out=buffer(("key", self.slot), shape,
+                                                             np.int64, shape[1]))
+            key += self.fk["start_key1_c"]
+            key *= self.allowed
+            key -= 1
             self._start = key.max(axis=0) % n_k
         return self._start
 
@@ -238,7 +266,8 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         return (start, *g0, notes, 0.0)
 
     steps, steps_live = tabs.steps, tabs.steps_live
-    cs = counts * steps
+    cs, T, work, T_allowed = buffers("rule", counts.shape, np.float64, 4)
+    np.multiply(counts, steps, out=cs)
     floor = tabs.floor(kc)
     if g0[0] >= g0[1] * (1 - 1e-9):   # the largest fitting tiles fill the device: kept
         steps_start = steps_live if fk["one_tk"] else steps_live.reshape(-1).take(start * B + cols)
@@ -252,13 +281,19 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
 
     # tile times at the start's sharing (the context in which alternatives are weighed)
     pe_k, step_k = start_stage_times(kc, n0.tolist(), per_kind)
-    T = np.array(pe_k)[:, None] + steps * np.array(step_k)[:, None]     # (kinds, batch)
+    np.multiply(steps, np.array(step_k)[:, None], out=T)
+    T += np.array(pe_k)[:, None]                                         # (kinds, batch)
     # for equal predicted work, the one that divides, then the larger: a relative
     # nudge far below any real gap
     dk = divides.any(axis=1)
     nudge = nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
-    work = np.where(allowed, counts * T * np.where(divides, nudge[1], nudge[0]), np.inf)
-    T_allowed = np.where(allowed, T, np.inf)
+    np.multiply(counts, T, out=work)
+    not_allowed = tabs.not_allowed
+    np.multiply(work, nudge[1], out=work, where=divides)
+    np.multiply(work, nudge[0], out=work, where=np.logical_not(divides, out=tabs._mask))
+    np.copyto(work, np.inf, where=not_allowed)
+    np.copyto(T_allowed, T)
+    np.copyto(T_allowed, np.inf, where=not_allowed)
     T_fast = T_allowed.min(axis=0)                         # each GEMM's fastest tile
     fastest = first_kind(T_allowed == T_fast, fk)
     least = first_kind(work == work.min(axis=0), fk)
@@ -270,8 +305,9 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             n_caps = j
             break
     n_levels = max(n_caps + 1, n_k)
-    (r_n, r_s, r_m), round_kinds = typed_rounds(fk, (M, N), start, least, counts, cs,
-                                                       steps_live, n_levels)
+    (r_n, r_s, r_m), round_kinds = typed_rounds(
+        fk, (M, N), start, least, counts, cs, steps_live, n_levels,
+        None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live))
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts, cs, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
@@ -338,6 +374,12 @@ OUR_FAMILY = {"float32": "portgemm", "float64": "portgemm-f64"}
 
 
 def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
+    """:func:`plan_with`, its tables in this thread's kept buffers (scratch.planning)."""
+    with planning():
+        return plan_with(req, strategy, tlp_formula, kinds)
+
+
+def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     """Plan with ``tlp_formula`` "wavefront" or "workgroup" under the request's
     ``tlp_model`` rule. Under the device rule with neither ``family`` nor a mode named,
     two launch structures are weighed and the one the cost model predicts faster is
@@ -407,8 +449,8 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
     kc = kind_costs(req.arch, kinds, table, req.dtype)
-    return resource_bound(kc, tabs.counts, tabs.steps, tabs.allowed, req.mode == "per-kind",
-                          tabs.floor(kc))
+    return resource_bound(kc, tabs.counts, tabs.steps, tabs.not_allowed,
+                          req.mode == "per-kind", tabs.floor(kc))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -454,15 +496,16 @@ def _build(req, strategy: str, tlp_formula: str, c: _Choice, more_notes: tuple =
     GEMM cost the same)."""
     shapes, kinds, kidx = req.shapes, c.kinds, c.kidx
     notes = notes_for_shapes(shapes) + list(c.notes) + list(more_notes)
-    tm, tn = kind_edges(kinds)
-    cost = ((tm * tn).take(kidx) * shapes[:, 2]).astype(np.float64)
+    # each GEMM's tile and tile grid, once: for the order and for the layout
+    tm, tn, gm, gn = per_gemm_tiles(shapes, kinds, kidx)
+    cost = tm * tn * shapes[:, 2]   # integers (< 2**45): the order of their float64 values
     if req.mode == "per-kind":  # one launch per kind: kinds contiguous, heaviest first
         # each GEMM's own tile count (its kind only, not the whole (GEMM, kind) grid)
-        n_tiles = cdiv_array(shapes[:, 0], tm.take(kidx)) * cdiv_array(shapes[:, 1], tn.take(kidx))
-        order = gemm_lpt_order(cost, kidx, cost * n_tiles)
+        order = gemm_lpt_order(cost, kidx, cost.astype(np.float64) * (gm * gn))
     else:
         order = gemm_lpt_order(cost)
-    layout = tile_layout(shapes, kinds, kidx, gemm_order=order)   # the list: on first read
+    layout = tile_layout(shapes, kinds, kidx, gemm_order=order,   # the list: on first read
+                         per_gemm=(tm, tn, gm, gn))
     return make_plan(req, strategy, kinds, layout, None, c.tlp, c.threshold,
                      MODEL_NAMES[(c.rule, tlp_formula)], c.table.occupancy, notes,
                      predicted_ms=c.predicted * 1e3)
