@@ -1,0 +1,89 @@
+"""Tables and summaries of the 16-bit / tf32 / MoE benches from their records
+(half_run.py): GFLOP/s per method, ours over the best peer per case, the fraction of
+the measured bf16 dense peak, and the geometric mean of ours over the best peer.
+
+A method's cell is its GFLOP/s, "n/a" when it was skipped (portgemm not taking the
+format yet, a peer missing from this install), or "FAIL" when it ran but its output
+missed the tolerance or it raised: a failed peer is never counted as the best peer.
+"""
+from __future__ import annotations
+
+import math
+
+from tabulate import tabulate
+
+from .half_peers import OURS
+
+
+def _cell(rec) -> str:
+    if rec is None:
+        return "-"
+    if rec["status"] == "ok":
+        return f"{rec['gflops']:,.0f}"
+    return "n/a" if rec["status"] == "skipped" else "FAIL"
+
+
+def best_peer(recs: dict):
+    """(name, GFLOP/s) of the fastest peer that passed its check, or (None, None)."""
+    ok = [(r["gflops"], m) for m, r in recs.items() if m not in OURS and r["status"] == "ok"]
+    if not ok:
+        return None, None
+    g, m = max(ok)
+    return m, g
+
+
+def geomean(xs) -> float | None:
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def by_case(records, fmt: str) -> dict:
+    """{case name: {method: record}} of one format, in first-seen order."""
+    out: dict = {}
+    for r in records:
+        if r["format"] == fmt:
+            out.setdefault(r["case"], {})[r["method"]] = r
+    return out
+
+
+def format_table(records, fmt: str, methods, ours: str, peak: float | None) -> tuple[str, dict]:
+    """(text, summary) of one format: a row per case; summary holds the geomean of
+    ours over the best peer, how many cases are below 1.0x and how many have no ratio."""
+    rows, ratios, no_ratio = [], [], 0
+    for case, recs in by_case(records, fmt).items():
+        name, g = best_peer(recs)
+        mine = recs.get(ours)
+        ratio = mine["gflops"] / g if g and mine and mine["status"] == "ok" else None
+        if ratio is None:
+            no_ratio += 1
+        else:
+            ratios.append(ratio)
+        pct = (lambda x: f"{100 * x * 1e9 / peak:.1f}" if peak and x else "-")
+        errs = [r["err"] for r in recs.values() if r.get("err") is not None]
+        rows.append([case, next(iter(recs.values()))["batch"]]
+                    + [_cell(recs.get(m)) for m in methods]
+                    + [name or "-", f"{ratio:.2f}" if ratio else "-",
+                       pct(mine["gflops"] if mine and mine["status"] == "ok" else None), pct(g),
+                       f"{max(errs):.1e}" if errs else "-"])
+    headers = (["case", "batch"] + list(methods)
+               + ["best peer", f"{ours} / best", f"{ours} % peak", "peer % peak", "max err"])
+    geo = geomean(ratios)
+    summary = {"format": fmt, "cases": len(rows), "geomean": geo,
+               "below_1": sum(r < 1.0 for r in ratios), "no_ratio": no_ratio}
+    text = tabulate(rows, headers=headers, disable_numparse=True)
+    line = (f"{fmt}: {ours} / best peer geomean " + (f"{geo:.3f}x" if geo else "n/a")
+            + f" over {len(ratios)} cases, below 1.0x in {summary['below_1']}; "
+            f"no ratio (ours or every peer n/a or failed) in {no_ratio}")
+    return text + "\n" + line, summary
+
+
+def notes(records) -> list[str]:
+    """One line per distinct skip or failure reason (method: reason)."""
+    seen = []
+    for r in records:
+        if r["status"] != "ok":
+            where = f" ({r['case']})" if r["status"] == "failed" else ""
+            line = f"{r['format']} {r['method']} {r['status']}{where}: {r.get('note', '')}"
+            if line not in seen:
+                seen.append(line)
+    return seen
