@@ -14,14 +14,11 @@ import numpy as np
 
 from .check import per_gemm_errors
 from .formats import Format
-
-
-def _offsets(sizes) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+from .operands import BatchShapes, _offsets
 
 
 @dataclass(eq=False)
-class TorchOperands:
+class TorchOperands(BatchShapes):
     torch: object
     shapes: np.ndarray      # (batch, 3) M, N, K
     fmt: Format
@@ -35,18 +32,9 @@ class TorchOperands:
     ref: object = None      # float64 flat reference of C
 
     @property
-    def batch(self) -> int:
-        return int(self.shapes.shape[0])
-
-    @property
     def flops(self) -> float:
         s = self.shapes.astype(np.float64)
         return float(2 * (s[:, 0] * s[:, 1] * s[:, 2]).sum())
-
-    @property
-    def uniform_nk(self) -> bool:
-        s = self.shapes
-        return self.batch > 0 and bool((s[:, 1] == s[0, 1]).all() and (s[:, 2] == s[0, 2]).all())
 
     def packed(self):
         """(A (rows, K), B (G, K, N), C (rows, N), offs: int32 cumulative row ends on the
