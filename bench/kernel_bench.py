@@ -195,12 +195,15 @@ def main(argv=None):
     ap.add_argument("--extra", action="store_true", help="also time the EXTRA shapes")
     ap.add_argument("--mode", default="warm", choices=("warm", "cold-l2"),
                     help="timing mode of the tensor-core peer grid")
+    ap.add_argument("--time-limit", type=float,
+                    help="tensor-core peer grid: start no case after this many seconds")
     args = ap.parse_args(argv)
     dtypes = args.dtype.split(",")
     half = [d for d in dtypes if d in TENSOR_CORE]
     if half:
         # the grid's own seed (0, as `python -m portgemm bench --grid`): the same shapes
-        grid_main(",".join(half), args.out, args.quick, args.mode, seed=0)
+        grid_main(",".join(half), args.out, args.quick, args.mode, seed=0,
+                  time_limit_s=args.time_limit)
     args.dtype = ",".join(d for d in dtypes if d not in TENSOR_CORE)
     if not args.dtype:
         return

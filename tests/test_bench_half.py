@@ -186,3 +186,10 @@ def test_grouped_mm_detection_prefers_the_public_name():
     assert half_peers.grouped_mm_function(torch) == ("torch._grouped_mm", len)
     torch.nn.functional.grouped_mm = max
     assert half_peers.grouped_mm_function(torch)[0] == "torch.nn.functional.grouped_mm"
+
+
+def test_aligned_starts_put_every_matrix_on_the_boundary():
+    from portgemm.benchmark.torch_operands import aligned_starts
+    starts = aligned_starts([5, 128, 0, 129], 128)
+    assert starts.tolist() == [0, 128, 256, 256, 512]
+    assert aligned_starts([3, 4], 1).tolist() == [0, 3, 7]

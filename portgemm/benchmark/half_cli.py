@@ -38,13 +38,15 @@ def _header(ctx, dev, peak, what):
             f"GFLOP/s per method (median of event-timed calls), '% peak' of that bf16 peak"), info
 
 
-def grid_main(dtypes: str, out=".", quick=False, mode="warm", seed=0, name="half_grid"):
+def grid_main(dtypes: str, out=".", quick=False, mode="warm", seed=0, name="half_grid",
+              time_limit_s=None):
     t0 = time.perf_counter()
     formats = parse_formats(dtypes, tuple(GRID_METHODS))
     ctx, dev = open_context()
     peak = bf16_peak(ctx, dev)
     cases = (grid_cases(seed, QUICK_RANGES, QUICK_BATCHES) if quick else grid_cases(seed))
-    records = run_cases(ctx, dev, cases, formats, GRID_METHODS.__getitem__, seed, mode)
+    records = run_cases(ctx, dev, cases, formats, GRID_METHODS.__getitem__, seed, mode,
+                        time_limit_s=time_limit_s)
     head, info = _header(ctx, dev, peak, f"grid (M, N uniform in [16, MaxMN], K in [16, MaxK]), "
                                           f"{len(cases)} cases, timing mode {mode}")
     lines, summaries = [head], []

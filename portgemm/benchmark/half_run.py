@@ -11,6 +11,8 @@ runs in the same process on the same operands. The bf16 dense peak (torch.matmul
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .formats import tolerance
@@ -110,10 +112,14 @@ def run_case(ctx, dev, ops, names, base: dict, mode="warm", budget=BUDGET) -> li
 
 
 def run_cases(ctx, dev, cases, formats, methods_of, seed=0, mode="warm", budget=BUDGET,
-              log=print) -> list[dict]:
-    """Every case in every format; methods_of(format name) -> method names."""
-    records = []
+              log=print, time_limit_s=None) -> list[dict]:
+    """Every case in every format; methods_of(format name) -> method names. With
+    time_limit_s, no case starts after that many seconds (logged: what was left out)."""
+    records, t0 = [], time.perf_counter()
     for ci, case in enumerate(cases):
+        if time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
+            log(f"time limit {time_limit_s:.0f} s: {len(cases) - ci} cases not run", flush=True)
+            break
         for fmt in formats:
             ops = make_torch_operands(ctx.torch, case.shapes, fmt, seed=seed * 100003 + ci)
             base = dict(case=case.name, batch=case.batch, format=fmt.name, flops=ops.flops)

@@ -16,6 +16,12 @@ def _offsets(sizes) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
 
 
+def shared_nk(shapes) -> bool:
+    """One N and one K across a non-empty batch of (M, N, K) rows."""
+    s = np.asarray(shapes)
+    return s.shape[0] > 0 and bool((s[:, 1] == s[0, 1]).all() and (s[:, 2] == s[0, 2]).all())
+
+
 class BatchShapes:
     """What a case's operands say about their shapes (``shapes``: (batch, 3) M, N, K)."""
     shapes: np.ndarray
@@ -27,8 +33,7 @@ class BatchShapes:
     @property
     def uniform_nk(self) -> bool:
         """One N and one K across the batch (the ragged-M layout applies)."""
-        s = self.shapes
-        return self.batch > 0 and bool((s[:, 1] == s[0, 1]).all() and (s[:, 2] == s[0, 2]).all())
+        return shared_nk(self.shapes)
 
 
 @dataclass(eq=False)

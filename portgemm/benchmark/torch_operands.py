@@ -1,10 +1,13 @@
 """One case's operands as torch tensors on the CUDA device, for the 16-bit and tf32
 benches (CuPy has no bfloat16, torch has every format here).
 
-As in operands.py: A, B and C each one flat buffer holding the matrices back to back
-(row-major, contiguous), with per-GEMM views; with one N and one K across the batch
-the same buffers are the packed ragged-M layout (A (sum M, K), B (G, K, N), C (sum M, N)).
-The float64 reference C is computed once per case from the stored inputs.
+A, B and C are each one flat buffer holding the matrices (row-major, contiguous), with
+per-GEMM views. With one N and one K across the batch they lie back to back: the same
+buffers are then the packed ragged-M layout (A (sum M, K), B (G, K, N), C (sum M, N)).
+Otherwise each matrix starts on a 256-byte boundary, as separately allocated ones do:
+cuBLAS grouped faults (misaligned address, measured on the H100) on 16-bit matrices
+starting at 2-byte offsets. The float64 reference C is computed once per case from the
+stored inputs, back to back (``c_off``).
 """
 from __future__ import annotations
 
@@ -14,7 +17,16 @@ import numpy as np
 
 from .check import per_gemm_errors
 from .formats import Format
-from .operands import BatchShapes, _offsets
+from .operands import BatchShapes, _offsets, shared_nk
+
+ALIGN_BYTES = 256
+
+
+def aligned_starts(sizes, align: int) -> np.ndarray:
+    """Start of each matrix (and the total, last) with every start a multiple of align
+    elements."""
+    padded = -(-np.asarray(sizes, np.int64) // align) * align
+    return _offsets(padded)
 
 
 @dataclass(eq=False)
@@ -47,7 +59,8 @@ class TorchOperands(BatchShapes):
 
     def errors(self, cp) -> np.ndarray:
         """Relative Frobenius error of each GEMM's C (inf where a NaN was left)."""
-        c64 = cp.from_dlpack(self.c_flat.double())
+        dense = self.torch.cat([c.reshape(-1) for c in self.C]) if self.C else self.c_flat[:0]
+        c64 = cp.from_dlpack(dense.double())
         return per_gemm_errors(cp, c64, cp.from_dlpack(self.ref), self.c_off)
 
 
@@ -55,8 +68,10 @@ def make_torch_operands(torch, shapes, fmt: Format, seed: int) -> TorchOperands:
     """Inputs uniform in [-0.5, 0.5) drawn on the device (seeded), stored in the format,
     C allocated, float64 reference computed GEMM by GEMM."""
     M, N, K = (shapes[:, i].astype(np.int64) for i in range(3))
-    a_off, b_off, c_off = _offsets(M * K), _offsets(K * N), _offsets(M * N)
     store = getattr(torch, fmt.storage)
+    align = 1 if shared_nk(shapes) else ALIGN_BYTES // torch.empty(0, dtype=store).element_size()
+    a_off, b_off, c_at = (aligned_starts(x, align) for x in (M * K, K * N, M * N))
+    c_off = _offsets(M * N)
     draw = torch.float64 if fmt.storage == "float64" else torch.float32
     g = torch.Generator(device="cuda")
     g.manual_seed(int(seed))
@@ -64,16 +79,16 @@ def make_torch_operands(torch, shapes, fmt: Format, seed: int) -> TorchOperands:
     def fill(n):
         return (torch.rand(int(n), generator=g, device="cuda", dtype=draw) - 0.5).to(store)
     a_flat, b_flat = fill(a_off[-1]), fill(b_off[-1])
-    c_flat = torch.empty(int(c_off[-1]), dtype=store, device="cuda")
+    c_flat = torch.empty(int(c_at[-1]), dtype=store, device="cuda")
     ops = TorchOperands(torch, shapes, fmt, a_flat, b_flat, c_flat, c_off)
     ref = torch.empty(int(c_off[-1]), dtype=torch.float64, device="cuda")
-    ao, bo, co = a_off.tolist(), b_off.tolist(), c_off.tolist()
+    ao, bo, ca, co = a_off.tolist(), b_off.tolist(), c_at.tolist(), c_off.tolist()
     for i, (m, n, k) in enumerate(zip(M.tolist(), N.tolist(), K.tolist())):
-        a = a_flat[ao[i]:ao[i + 1]].view(m, k)
-        b = b_flat[bo[i]:bo[i + 1]].view(k, n)
+        a = a_flat[ao[i]:ao[i] + m * k].view(m, k)
+        b = b_flat[bo[i]:bo[i] + k * n].view(k, n)
         ops.A.append(a)
         ops.B.append(b)
-        ops.C.append(c_flat[co[i]:co[i + 1]].view(m, n))
+        ops.C.append(c_flat[ca[i]:ca[i] + m * n].view(m, n))
         torch.matmul(a.double(), b.double(), out=ref[co[i]:co[i + 1]].view(m, n))
     ops.ref = ref
     torch.cuda.synchronize()
