@@ -12,7 +12,8 @@ against a float64 reference (NaN-poisoned C, a few GEMMs of the batch).
 tensor-core peer grid instead for those formats (portgemm/benchmark/half_cli.py): our
 bound plan against cuBLAS grouped and padded torch.bmm over docs/design.md §6's grid,
 GFLOP/s, ours over the best peer, % of the bf16 dense peak measured in the same run;
-tf32 adds our fp32 SIMT plan and cuBLAS fp32 (IEEE) beside the tf32 columns. portgemm
+tf32 adds our fp32 SIMT plan and cuBLAS fp32 (IEEE) beside the tf32 columns; 3xtf32
+runs ours against those two (no peer offers 3xTF32). portgemm
 not taking a format yet shows as n/a. Written to half_grid.txt / half_grid.json.
 
 ``--config`` compares compile settings of the kernels in one process: each named
@@ -20,7 +21,7 @@ config overrides render.py's per-kind tables (minimum blocks, BK unroll, pipelin
 stages) before its variants are compiled; ``base`` is the committed settings.
 
     python bench/kernel_bench.py [--config base,occ] [--quick] [--extra] [--out DIR]
-    python bench/kernel_bench.py --dtype float16,bfloat16,tf32 [--quick] [--mode cold-l2]
+    python bench/kernel_bench.py --dtype float16,bfloat16,tf32,3xtf32 [--quick] [--mode cold-l2]
 
 About a minute on an H100 per config (compilation included).
 """
@@ -49,7 +50,7 @@ from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
 from portgemm.tuning.model import one_kind_plan  # noqa: E402
 from timing import do_bench, random_batch  # noqa: E402
 
-TENSOR_CORE = ("float16", "bfloat16", "tf32")   # formats of the peer grid (half_cli.py)
+TENSOR_CORE = ("float16", "bfloat16", "tf32", "3xtf32")   # formats of the peer grid (half_cli.py)
 PEAK = {"float32": 55.6e12, "float64": 31.1e12}   # FMA peaks measured on the H100
 OURS = OUR_FAMILY      # our families, per dtype (what the default plan weighs)
 

@@ -2,8 +2,8 @@
 write <name>.txt and <name>.json under the output folder.
 
 - grid: docs/design.md §6's grid (workloads.grid_cases, the cases of the other dtypes)
-  in float16, bfloat16, tf32 (and float64); portgemm's bound plan of the lists against
-  cuBLAS grouped and padded bmm (bench/kernel_bench.py --dtype float16,bfloat16,tf32).
+  in float16, bfloat16, tf32, 3xtf32 (and float64); portgemm's bound plan of the lists
+  against cuBLAS grouped and padded bmm (bench/kernel_bench.py --dtype float16,bfloat16,tf32).
 - moe: ragged-M mixture-of-experts batches (workloads.moe_cases) through portgemm's
   packed call against torch's grouped_mm, cuBLAS grouped and padded bmm
   (bench/moe_bench.py).
@@ -17,9 +17,10 @@ from pathlib import Path
 from .formats import parse_formats
 from .half_report import format_table, notes
 from .half_run import GRID_METHODS, MOE_METHODS, bf16_peak, open_context, run_cases, torch_info
-from .workloads import QUICK_BATCHES, QUICK_RANGES, grid_cases, moe_cases
+from .workloads import QUICK_BATCHES, QUICK_RANGES, ROUTING_TEXT, grid_cases, moe_cases
 
-GRID_OURS = {"tf32": "ours"}
+# ours over these methods too, per format (tf32 and 3xtf32 against our IEEE SIMT path)
+GRID_AGAINST = {"tf32": ("ours-ieee",), "3xtf32": ("ours-ieee",)}
 
 
 def _write(out, name, lines, payload):
@@ -51,10 +52,10 @@ def grid_main(dtypes: str, out=".", quick=False, mode="warm", seed=0, name="half
                                           f"{len(cases)} cases, timing mode {mode}")
     lines, summaries = [head], []
     for fmt in formats:
-        text, s = format_table(records, fmt.name, GRID_METHODS[fmt.name],
-                               GRID_OURS.get(fmt.name, "ours"), peak)
+        text, s = format_table(records, fmt.name, GRID_METHODS[fmt.name], "ours", peak,
+                               GRID_AGAINST.get(fmt.name, ()))
         lines += ["", f"== {fmt.name}", text]
-        summaries.append(s)
+        summaries += s
     lines += ["", "notes:"] + [f"  {n}" for n in notes(records)]
     lines.append(f"wall time {time.perf_counter() - t0:.0f} s")
     _write(out, name, lines, {"info": info, "peak_flops": peak, "device": dev.name(),
@@ -63,30 +64,24 @@ def grid_main(dtypes: str, out=".", quick=False, mode="warm", seed=0, name="half
 
 
 def moe_main(dtypes="bfloat16,float16", out=".", tokens=4096, experts=None, mode="warm",
-             seed=0, name="moe"):
+             seed=0, name="moe", routing="uniform"):
     t0 = time.perf_counter()
     formats = parse_formats(dtypes, ("bfloat16", "float16"))
     ctx, dev = open_context()
     peak = bf16_peak(ctx, dev)
-    cases = moe_cases(tokens, seed, experts)
+    cases = moe_cases(tokens, seed, experts, routing=routing)
     records = run_cases(ctx, dev, cases, formats, lambda f: MOE_METHODS, seed, mode)
     head, info = _header(ctx, dev, peak, f"MoE ragged-M batches: {tokens} tokens, each routed "
-                                          f"to top_k distinct experts uniformly at random "
-                                          f"(rows per expert binomial), timing mode {mode}")
+                                          f"to top_k distinct experts, {ROUTING_TEXT[routing]}; "
+                                          f"timing mode {mode}")
     lines, summaries = [head], []
     for fmt in formats:
-        for ref in ("torch-grouped-mm", None):   # ours over grouped_mm, then over the best peer
-            recs = [r for r in records if ref is None or r["method"] in ("ours-packed", ref)]
-            text, s = format_table(recs, fmt.name, MOE_METHODS if ref is None else
-                                   ("ours-packed", ref), "ours-packed", peak)
-            s["against"] = ref or "best peer"
-            summaries.append(s)
-            if ref is None:
-                lines += ["", f"== {fmt.name}", text]
-            else:
-                lines.append(f"{fmt.name}: against {ref} alone: " + text.splitlines()[-1])
+        text, s = format_table(records, fmt.name, MOE_METHODS, "ours-packed", peak,
+                               ("torch-grouped-mm",))
+        lines += ["", f"== {fmt.name}", text]
+        summaries += s
     lines += ["", "notes:"] + [f"  {n}" for n in notes(records)]
     lines.append(f"wall time {time.perf_counter() - t0:.0f} s")
     _write(out, name, lines, {"info": info, "peak_flops": peak, "device": dev.name(),
-                              "tokens": tokens, "summaries": summaries, "records": records})
+                              "tokens": tokens, "routing": routing, "summaries": summaries, "records": records})
     return records

@@ -37,9 +37,9 @@ def _portgemm_unsupported(e: portgemm.PortgemmError) -> Skip:
 
 
 def _precision_kw(fmt):
-    """portgemm's keyword for the tf32 format (a portgemm without precision modes
-    rejects it with a typed error, reported n/a)."""
-    return {"precision": "tf32"} if fmt.name == "tf32" else {}
+    """portgemm's keyword for the tf32 and 3xtf32 formats (a portgemm without precision
+    modes rejects it with a typed error, reported n/a)."""
+    return {"precision": fmt.name} if fmt.name in ("tf32", "3xtf32") else {}
 
 
 def _ours(ctx, ops, fmt=None):
@@ -61,7 +61,7 @@ def _ours_ieee(ctx, ops):
 def _ours_packed(ctx, ops):
     if not ops.uniform_nk:
         raise Skip("ours-packed needs one N and one K across the batch")
-    if not ops.fmt.tensor_core or ops.fmt.name == "tf32":
+    if ops.fmt.storage not in ("float16", "bfloat16"):
         raise Skip("ours-packed: the MoE bench runs float16 and bfloat16")
     A, B, C, offs = ops.packed()
     try:   # the first call validates and plans: unsupported formats raise here

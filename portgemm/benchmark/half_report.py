@@ -46,35 +46,52 @@ def by_case(records, fmt: str) -> dict:
     return out
 
 
-def format_table(records, fmt: str, methods, ours: str, peak: float | None) -> tuple[str, dict]:
-    """(text, summary) of one format: a row per case; summary holds the geomean of
-    ours over the best peer, how many cases are below 1.0x and how many have no ratio."""
-    rows, ratios, no_ratio = [], [], 0
+def _ratio(mine, g):
+    return mine["gflops"] / g if g and mine is not None and mine["status"] == "ok" else None
+
+
+def _summary(label, ratios) -> tuple[dict, str]:
+    got = [r for r in ratios if r is not None]
+    geo = geomean(got)
+    s = {"against": label, "geomean": geo, "cases": len(ratios), "below_1": sum(r < 1.0 for r in got),
+         "no_ratio": len(ratios) - len(got)}
+    return s, (f"/ {label}: geomean " + (f"{geo:.3f}x" if geo else "n/a")
+               + f" over {len(got)} cases, below 1.0x in {s['below_1']}; no ratio in {s['no_ratio']}")
+
+
+def format_table(records, fmt: str, methods, ours: str, peak: float | None,
+                 against=()) -> tuple[str, list]:
+    """(text, summaries) of one format: a row per case with ours over the best peer
+    (and over each method named in ``against``); a summary per ratio: its geomean,
+    the cases below 1.0x and those without a ratio (ours or the other side n/a/FAIL)."""
+    rows, best_r, other_r = [], [], {m: [] for m in against}
     for case, recs in by_case(records, fmt).items():
         name, g = best_peer(recs)
         mine = recs.get(ours)
-        ratio = mine["gflops"] / g if g and mine and mine["status"] == "ok" else None
-        if ratio is None:
-            no_ratio += 1
-        else:
-            ratios.append(ratio)
+        ratio = _ratio(mine, g)
+        best_r.append(ratio)
+        extra = []
+        for m in against:
+            o = recs.get(m)
+            r = _ratio(mine, o["gflops"] if o is not None and o["status"] == "ok" else None)
+            other_r[m].append(r)
+            extra.append(f"{r:.2f}" if r else "-")
         pct = (lambda x: f"{100 * x * 1e9 / peak:.1f}" if peak and x else "-")
         errs = [r["err"] for r in recs.values() if r.get("err") is not None]
         rows.append([case, next(iter(recs.values()))["batch"]]
                     + [_cell(recs.get(m)) for m in methods]
-                    + [name or "-", f"{ratio:.2f}" if ratio else "-",
-                       pct(mine["gflops"] if mine and mine["status"] == "ok" else None), pct(g),
+                    + [name or "-", f"{ratio:.2f}" if ratio else "-"] + extra
+                    + [pct(mine["gflops"] if mine and mine["status"] == "ok" else None), pct(g),
                        f"{max(errs):.1e}" if errs else "-"])
-    headers = (["case", "batch"] + list(methods)
-               + ["best peer", f"{ours} / best", f"{ours} % peak", "peer % peak", "max err"])
-    geo = geomean(ratios)
-    summary = {"format": fmt, "cases": len(rows), "geomean": geo,
-               "below_1": sum(r < 1.0 for r in ratios), "no_ratio": no_ratio}
-    text = tabulate(rows, headers=headers, disable_numparse=True)
-    line = (f"{fmt}: {ours} / best peer geomean " + (f"{geo:.3f}x" if geo else "n/a")
-            + f" over {len(ratios)} cases, below 1.0x in {summary['below_1']}; "
-            f"no ratio (ours or every peer n/a or failed) in {no_ratio}")
-    return text + "\n" + line, summary
+    headers = (["case", "batch"] + list(methods) + ["best peer", f"{ours} / best"]
+               + [f"{ours} / {m}" for m in against]
+               + [f"{ours} % peak", "peer % peak", "max err"])
+    lines, summaries = [tabulate(rows, headers=headers, disable_numparse=True)], []
+    for label, ratios in [("best peer", best_r)] + list(other_r.items()):
+        s, line = _summary(label, ratios)
+        summaries.append(dict(s, format=fmt, ours=ours))
+        lines.append(f"{fmt}: {ours} {line}")
+    return "\n".join(lines), summaries
 
 
 def notes(records) -> list[str]:

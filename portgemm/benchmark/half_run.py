@@ -25,6 +25,8 @@ GRID_METHODS = {
     "float16": ("ours", "cublas-grouped", "torch-bmm"),
     "bfloat16": ("ours", "cublas-grouped", "torch-bmm"),
     "tf32": ("ours", "ours-ieee", "cublas-grouped", "cublas-grouped-ieee", "torch-bmm"),
+    # no peer offers 3xTF32 here: the IEEE peer and our SIMT path beside it
+    "3xtf32": ("ours", "ours-ieee", "cublas-grouped-ieee"),
     "float64": ("ours", "cublas-grouped", "torch-bmm"),
 }
 MOE_METHODS = ("ours-packed", "torch-grouped-mm", "cublas-grouped", "torch-bmm")

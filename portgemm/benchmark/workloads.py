@@ -180,19 +180,41 @@ MOE_LAYERS = (
     ("Qwen3-30B-A3B", 128, 2048, 768, 8),
 )
 MOE_TOKENS = 4096
+ROUTING_TEXT = {
+    "uniform": "experts drawn uniformly at random (rows per expert binomial)",
+    "zipf": "experts drawn with popularity proportional to 1/rank (Zipf, s = 1), "
+            "without replacement",
+}
 
 
-def moe_counts(rng, tokens: int, experts: int, top_k: int) -> np.ndarray:
-    """Rows per expert when each of ``tokens`` tokens goes to ``top_k`` distinct experts
-    drawn uniformly at random (a router with no preference): each expert's count is
-    binomial(tokens, top_k / experts), the counts summing to tokens * top_k."""
+def expert_popularity(experts: int, routing: str) -> np.ndarray | None:
+    """The router's preference over experts (None: uniform)."""
+    if routing == "uniform":
+        return None
+    if routing == "zipf":
+        w = 1.0 / np.arange(1, experts + 1)
+        return w / w.sum()
+    raise WorkloadError(f"routing {routing!r}: known {', '.join(ROUTING_TEXT)}")
+
+
+def moe_counts(rng, tokens: int, experts: int, top_k: int, popularity=None) -> np.ndarray:
+    """Rows per expert when each of ``tokens`` tokens goes to ``top_k`` distinct experts:
+    uniformly at random (popularity None: each count binomial(tokens, top_k / experts)),
+    or drawn without replacement with weights ``popularity`` (the Gumbel top-k draw).
+    The counts sum to tokens * top_k."""
     if not 1 <= top_k <= experts:
         raise WorkloadError(f"top_k {top_k} must be in [1, experts={experts}]")
-    picks = np.argsort(rng.random((tokens, experts)), axis=1)[:, :top_k]
+    u = rng.random((tokens, experts))
+    if popularity is None:
+        picks = np.argsort(u, axis=1)[:, :top_k]
+    else:   # the top_k largest of log(weight) + Gumbel noise
+        keys = np.log(popularity) - np.log(-np.log(np.maximum(u, 1e-300)))
+        picks = np.argsort(-keys, axis=1)[:, :top_k]
     return np.bincount(picks.ravel(), minlength=experts).astype(np.int64)
 
 
-def moe_cases(tokens=MOE_TOKENS, seed=0, experts=None, layers=MOE_LAYERS) -> list[Case]:
+def moe_cases(tokens=MOE_TOKENS, seed=0, experts=None, layers=MOE_LAYERS,
+              routing="uniform") -> list[Case]:
     """Two ragged-M cases per layer: the up projection (M_e x ffn x hidden) and the down
     projection (M_e x hidden x ffn), M_e the rows routed to expert e (moe_counts);
     ``experts`` keeps only layers of those expert counts."""
@@ -200,7 +222,8 @@ def moe_cases(tokens=MOE_TOKENS, seed=0, experts=None, layers=MOE_LAYERS) -> lis
     for model, e, hidden, ffn, top_k in layers:
         if experts is not None and e not in experts:
             continue
-        m = moe_counts(np.random.default_rng((seed, e, tokens)), tokens, e, top_k)
+        m = moe_counts(np.random.default_rng((seed, e, tokens)), tokens, e, top_k,
+                       expert_popularity(e, routing))
         for proj, n, k in (("up", ffn, hidden), ("down", hidden, ffn)):
             shapes = np.stack([m, np.full(e, n), np.full(e, k)], axis=1).astype(np.int64)
             out.append(Case(f"{model} {proj} E{e}", shapes))
