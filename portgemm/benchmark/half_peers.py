@@ -5,6 +5,9 @@ portgemm raising one of its typed errors for a format it does not take yet is a 
 whose reason starts "n/a (not supported)".
 
 - ours:                 portgemm.plan(...).bind(A, B, C) over the per-GEMM lists
+                        (tf32 and 3xtf32: plan(..., precision=<format>))
+- ours-ieee:            our fp32 IEEE plan on the same fp32 operands (what tf32 and 3xtf32
+                        have to beat)
 - ours-packed:          portgemm.gemm_grouped(A, B, C, offs=...) (ragged M, shared N, K)
 - cublas-grouped:       cublasGemmGroupedBatchedEx in the format (cublas.py TYPES)
 - cublas-grouped-ieee:  the same on fp32 with CUBLAS_COMPUTE_32F (beside the tf32 column)
