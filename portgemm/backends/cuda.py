@@ -261,15 +261,14 @@ class CudaBackend:
         st = self._state(plan, batch, upload=False)
         if st is None:
             return None
-        enc = self._encoded(st, gemms)
-        dev, where, tdev = self._dev(), batch.device, torch_device(batch)
-        launch, stream, current = self._launch, self._stream, self._dev
+        dev, where = self._dev(), batch.device
+        launch, current = self._lean(st, self._encoded(st, gemms), torch_device(batch)), self._dev
 
         def call():
             if current() != dev:
                 raise ValidationError(f"the arrays are on {where}, the current device is "
                                       f"cuda:{current()}")
-            launch(st, enc, stream(tdev))
+            launch()
         call.gemms = gemms  # the descriptors live as long as the call
         return call
 
@@ -296,13 +295,40 @@ class CudaBackend:
             uploaded = self.cp.cuda.Event(block=False, disable_timing=True)
             uploaded.record(here)
             uploaded.synchronize()
-        enc = self._encode(st, gemms)
-        launch, stream = self._launch, self._stream
-
-        def call():
-            launch(st, enc, stream(tdev))
+        call = self._lean(st, self._encode(st, gemms), tdev)
         call.gemms = gemms  # the descriptors live as long as the call
         return call
+
+    def _lean(self, st, enc, tdev):
+        """The encoded launches ``enc`` as one call with no arguments, on the caller's
+        current stream at call time (torch's for device ``tdev``, else CuPy's): where the
+        plan is one launch (or several in one stream, not per-kind side streams), the
+        call is the raw cuLaunchKernel of each and nothing else (the stream read as its
+        handle: no stream object, no layers of calls), so a repeated or bound call of a
+        small batch pays for the launch, not for Python around it."""
+        if len(enc) != 1 and st.get("mode") == "per-kind":
+            launch, stream = self._launch, self._stream
+            return lambda: launch(st, enc, stream(tdev))
+        cu = self._cu_launch
+        if tdev is None:
+            current = self.cp.cuda.get_current_stream
+            handle = lambda: current().ptr  # noqa: E731
+        else:
+            handle = lambda: torch_stream(tdev)  # noqa: E731
+        if len(enc) == 1:
+            (fn, (gx, gy, gz), threads, params, _, name), = enc
+
+            def one():
+                if rc := cu(fn, gx, gy, gz, threads, 1, 1, 0, handle(), params, None):
+                    raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+            one.encoded = enc   # the argument values live as long as the call
+            return one
+
+        def each():
+            sp = handle()
+            for item in enc:
+                _run(cu, item, sp)
+        return each
 
     def _encoded(self, st, gemms):
         """Encoded launches for one descriptor buffer, kept per plan state by address
@@ -314,12 +340,15 @@ class CudaBackend:
         """The plan's launches, encoded once (_encoded; tinygrad's CUDAProgram way)."""
         tiles = st["tiles"].data.ptr if st["tiles"] is not None else 0
         bptr = st["block_ptr"].data.ptr if st["block_ptr"] is not None else 0
+        consts = st.setdefault("launch_consts", {})
         out = []
         for which, base, grid in st["launches"]:
-            variant = st["variants"][which]
-            fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
-            out.append(_encoded_gemm(fn.ptr, grid, variant.threads, gemms.data.ptr, tiles, bptr,
-                                     base, variant.name))
+            c = consts.get(which)
+            if c is None:   # a variant's name and threads are computed properties: once
+                variant = st["variants"][which]
+                fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
+                c = consts[which] = (fn.ptr, variant.threads, variant.name)
+            out.append(_encoded_gemm(c[0], grid, c[1], gemms.data.ptr, tiles, bptr, base, c[2]))
         return out
 
     def _launch(self, st, enc, stream):
