@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
+import sys
 import threading
 
 import numpy as np
@@ -314,7 +316,7 @@ class CudaBackend:
             current = self.cp.cuda.get_current_stream
             handle = lambda: current().ptr  # noqa: E731
         else:
-            handle = lambda: torch_stream(tdev)  # noqa: E731
+            handle = _torch_handle(tdev)
         if len(enc) == 1:
             (fn, (gx, gy, gz), threads, params, _, name), = enc
 
@@ -544,6 +546,19 @@ def _run(launch, item, stream_ptr) -> None:
     fn, (gx, gy, gz), threads, params, _, name = item
     if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, params, None):
         raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+
+
+def _torch_handle(device):
+    """A call reading torch's current stream on ``device`` as a raw handle: where torch has
+    ``_C._cuda_getCurrentRawStream`` and the device an index, that function itself
+    (bound to the index), looked up once rather than on every launch; else
+    launch.torch_stream's general read."""
+    raw = getattr(getattr(sys.modules.get("torch"), "_C", None), "_cuda_getCurrentRawStream",
+                  None)
+    index = getattr(device, "index", None)
+    if raw is not None and type(index) is int:
+        return functools.partial(raw, index)
+    return functools.partial(torch_stream, device)
 
 
 def _capturing(stream) -> bool:
