@@ -183,3 +183,48 @@ def test_torch_raw_handle_is_looked_up_once_and_read_per_call(backend, monkeypat
 class _Device:
     """A torch.device's reads: ``index`` (hashable, as torch's is)."""
     index = 0
+
+
+def _through_cupys_binding(backend, fail=None):
+    """Make ``backend``'s lean calls take the CuPy launchKernel form (integers; the
+    argument array by address; raises on failure) over the fake's launch."""
+    import ctypes
+    real, made = backend._cu_launch, []
+
+    def launch_kernel(fn, gx, gy, gz, bx, by, bz, shmem, stream, at, extra):
+        assert type(at) is int and extra == 0
+        made.append(stream)
+        if fail is not None and fail[0]:
+            raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")   # the fake's error
+        params = (ctypes.c_void_p * 4).from_address(at)
+        assert real(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, None) == 0
+    backend._cu_raising = launch_kernel
+    return made
+
+
+def test_cupys_launch_binding_gives_the_reference_on_the_current_stream(backend):  # noqa: F811
+    made = _through_cupys_binding(backend)
+    hA, hB, hC, A, B, poisoned = batch(8)
+    C = poisoned()
+    bound = portgemm.plan(SHAPES, "float32", arch=backend.arch()).bind(A, B, C, backend=backend)
+    for ptr in (6, 0, 6):
+        for entry in (bound, lambda: portgemm.gemm_vbatched(A, B, C, backend=backend)):
+            for c in C:
+                c.a[...] = np.nan
+            with FakeStream(ptr):
+                entry()
+            check(C, want(hA, hB, hC), "float32")
+    assert reuse.cache_info()["hits"] >= 1
+    # bound 6, bound 0, the second call (a layout-cache hit) 0, bound 6, a reuse hit 6
+    assert made == [6, 0, 0, 6, 6]
+
+
+def test_cupys_launch_binding_failure_is_a_device_error(backend):  # noqa: F811
+    fail = [False]
+    _through_cupys_binding(backend, fail)
+    hA, hB, hC, A, B, poisoned = batch(9)
+    C = poisoned()
+    bound = portgemm.plan(SHAPES, "float32", arch=backend.arch()).bind(A, B, C, backend=backend)
+    fail[0] = True
+    with pytest.raises(DeviceError, match=r"launch of \S+ failed: CUDA_ERROR_LAUNCH_OUT_OF"):
+        bound()

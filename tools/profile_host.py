@@ -18,6 +18,7 @@ import sys
 import time
 import timeit
 import weakref
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -292,16 +293,44 @@ def call_stages(be, cp, rng):
                          host_stages.hit_stages(be, A, B, C, before=sync))
         X = [*A, *B, *C]
         bound = make_plan(shapes, "float32", arch=be.arch()).bind(A, B, C, backend=be)
-        reads, ids = _loop_us(lambda: list(map(_shape, X))), _loop_us(lambda: tuple(map(id, X)))
+        # consumed as read (deque of length 0): no list of 3n tuples for the GC to see
+        reads = _loop_us(lambda: deque(map(_shape, X), 0))
+        ids = _loop_us(lambda: tuple(map(id, X)))
         bound_us = _loop_us(bound, 50)
         sync()
         print(f"  floors, batch {n}: {3 * n} shape reads {reads:.1f} us, {3 * n} ids "
               f"{ids:.1f} us, the bound call back to back (host) {bound_us:.1f} us")
+        if n == 8:
+            launch_forms(be, cp, bound)
         if torch is not None:
             T = [[torch.as_tensor(x, device="cuda") for x in L] for L in (A, B, C)]
             host_stages.show(f"batch {n}, repeated call stages (torch)",
                              host_stages.hit_stages(be, *T, before=sync))
             _torch_floors(reuse, [*T[0], *T[1], *T[2]], n)
+
+
+def launch_forms(be, cp, bound):
+    """One encoded launch (the bound call's) made through the driver's cuLaunchKernel by
+    ctypes (the full path's _run) and through CuPy's launchKernel binding (the lean
+    calls'), back to back: the host cost of each form alone."""
+    import ctypes
+    from portgemm.backends.cuda import _run
+    enc = getattr(bound._launch, "encoded", None)
+    if enc is None or be._cu_raising is None:
+        print("  launch forms: n/a (no single encoded launch, or no CuPy launchKernel)")
+        return
+    item, = enc
+    fn, (gx, gy, gz), threads, params, _, _ = item
+    sp, at = cp.cuda.get_current_stream().ptr, ctypes.addressof(params)
+    forms = {"ctypes cuLaunchKernel (_run)": lambda: _run(be._cu_launch, item, sp),
+             "CuPy driver.launchKernel": lambda: be._cu_raising(fn, gx, gy, gz, threads, 1, 1,
+                                                                0, sp, at, 0)}
+    res = {}
+    for k, fn_ in forms.items():
+        res[k] = _loop_us(fn_, 50)
+        cp.cuda.Device().synchronize()
+    print("  one launch, host us (back to back): " +
+          ", ".join(f"{k} {v:.2f}" for k, v in res.items()))
 
 
 def _shape(x):

@@ -70,6 +70,11 @@ class CudaBackend:
     def __init__(self, cupy, launch_kernel=None):
         self.cp = cupy
         self._cu_launch = launch_kernel or _cu_launch_kernel()
+        # CuPy's own cuLaunchKernel binding (Cython: integer arguments, no ctypes
+        # conversion; raises on failure) for the one-closure launches (_lean), where the
+        # driver's through ctypes is not injected
+        self._cu_raising = None if launch_kernel is not None else _cupy_launch_kernel(cupy)
+        self._cu_launch_default = self._cu_launch   # replaced later (a test): ctypes form
         self._staging = _Staging(cupy)
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
@@ -317,6 +322,9 @@ class CudaBackend:
             handle = lambda: current().ptr  # noqa: E731
         else:
             handle = _torch_handle(tdev)
+        if len(enc) == 1 and self._cu_raising is not None and cu is self._cu_launch_default:
+            return _lean_cupy(self._cu_raising, self.cp.cuda.driver.CUDADriverError, enc,
+                              handle)
         if len(enc) == 1:
             (fn, (gx, gy, gz), threads, params, _, name), = enc
 
@@ -546,6 +554,27 @@ def _run(launch, item, stream_ptr) -> None:
     fn, (gx, gy, gz), threads, params, _, name = item
     if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, params, None):
         raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+
+
+def _cupy_launch_kernel(cupy):
+    """cupy.cuda.driver.launchKernel where this CuPy has it (f, grid, block, shared
+    bytes, stream, params, extra: integers), else None."""
+    return getattr(getattr(getattr(cupy, "cuda", None), "driver", None), "launchKernel", None)
+
+
+def _lean_cupy(launch, error, enc, handle):
+    """_lean's one-launch call through CuPy's launchKernel (``launch``, raising
+    ``error``): the argument array passed by address, held by the call."""
+    (fn, (gx, gy, gz), threads, params, _, name), = enc
+    at = ctypes.addressof(params)
+
+    def one():
+        try:
+            launch(fn, gx, gy, gz, threads, 1, 1, 0, handle(), at, 0)
+        except error as e:
+            raise DeviceError(f"launch of {name} failed: {e}") from None
+    one.encoded = enc   # the argument values live as long as the call
+    return one
 
 
 def _torch_handle(device):
