@@ -1,6 +1,7 @@
 """CUDA backend through CuPy: NVRTC-compiled variants of the one kernel source, launched
-with the driver's cuLaunchKernel (through ctypes, arguments encoded once per descriptor
-buffer) on the caller's current stream (torch's when the arrays are torch tensors, else
+with the driver's cuLaunchKernel (arguments encoded once per descriptor buffer; bound and
+repeated calls through CuPy's Cython binding of it, the rest through ctypes) on the
+caller's current stream (torch's when the arrays are torch tensors, else
 CuPy's), over device arrays (CuPy, PyTorch, anything exposing __cuda_array_interface__
 or DLPack), with no host round trip.
 
