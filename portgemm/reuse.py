@@ -196,7 +196,7 @@ def _cupy_same(X, meta) -> bool:
 
 
 class _Entry:
-    __slots__ = ("token", "refs", "same", "meta", "alpha", "beta", "plan", "call",
+    __slots__ = ("token", "refs", "same", "meta", "alpha", "beta", "plan", "call", "lists",
                  "backend", "__weakref__")
 
 
@@ -219,7 +219,10 @@ def launch(k, X, A, B, C, alpha, beta) -> bool:
             return False
         if k[5] is VECTOR and _scalars(beta, n, "beta").tobytes() != e.beta.tobytes():
             return False
-    e.call(A, B, C)
+    if e.lists:
+        e.call(A, B, C)
+    else:
+        e.call()
     _stats["hits"] += 1
     return True
 
@@ -269,7 +272,7 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
     e.same, e.meta = snap
     e.alpha, e.beta = batch.alpha, batch.beta
     e.plan, e.backend = plan, be
-    e.call = _launcher(be, plan, batch, gemms)
+    e.call, e.lists = _launcher(be, plan, batch, gemms)
     with _lock:
         _entries[k] = e
         while len(_entries) > MAX_ENTRIES:
@@ -278,19 +281,20 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
 
 
 def _launcher(be, plan, batch, gemms):
-    """What a hit calls with (A, B, C): the backend's bound call (raw launches, arguments
-    encoded once; it keeps addresses, not arrays) where it has one, else execute over a
-    Batch of this call's lists and the entry's flat arrays and descriptors. A split-K
+    """(what a hit calls, whether it takes the call's lists): the backend's bound call
+    (raw launches, arguments encoded once; it keeps addresses, not arrays; called with
+    nothing) where it has one, else execute over a Batch of the call's lists (A, B, C)
+    and the entry's flat arrays and descriptors. A split-K
     plan takes execute too: its bound call would allocate and upload a workspace and a
     reduction table now (this may run inside a graph capture), and execute reuses the
     ones its first call made on the caller's stream (backends/split.py)."""
     prepare = getattr(be, "prepare", None)
     if prepare is not None and plan.split is None:
-        bound = prepare(plan, batch, gemms)
-        return lambda A, B, C: bound()
+        return prepare(plan, batch, gemms), False
     fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta, batch.trans_a,
               batch.trans_b, batch.dtype, batch.size, batch.device)
-    return lambda A, B, C: be.execute(plan, Batch(list(A), list(B), list(C), *fields), gemms)
+    return (lambda A, B, C: be.execute(plan, Batch(list(A), list(B), list(C), *fields),
+                                       gemms)), True
 
 
 def _dropper(k, token):

@@ -1,6 +1,7 @@
 """CUDA backend through CuPy: NVRTC-compiled variants of the one kernel source, launched
-with the driver's cuLaunchKernel (through ctypes, arguments encoded once per descriptor
-buffer) on the caller's current stream (torch's when the arrays are torch tensors, else
+with the driver's cuLaunchKernel (arguments encoded once per descriptor buffer; bound and
+repeated calls through CuPy's Cython binding of it, the rest through ctypes) on the
+caller's current stream (torch's when the arrays are torch tensors, else
 CuPy's), over device arrays (CuPy, PyTorch, anything exposing __cuda_array_interface__
 or DLPack), with no host round trip.
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
+import sys
 import threading
 
 import numpy as np
@@ -68,6 +71,11 @@ class CudaBackend:
     def __init__(self, cupy, launch_kernel=None):
         self.cp = cupy
         self._cu_launch = launch_kernel or _cu_launch_kernel()
+        # CuPy's own cuLaunchKernel binding (Cython: integer arguments, no ctypes
+        # conversion; raises on failure) for the one-closure launches (_lean), where the
+        # driver's through ctypes is not injected
+        self._cu_raising = None if launch_kernel is not None else _cupy_launch_kernel(cupy)
+        self._cu_launch_default = self._cu_launch   # replaced later (a test): ctypes form
         self._staging = _Staging(cupy)
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
@@ -261,15 +269,14 @@ class CudaBackend:
         st = self._state(plan, batch, upload=False)
         if st is None:
             return None
-        enc = self._encoded(st, gemms)
-        dev, where, tdev = self._dev(), batch.device, torch_device(batch)
-        launch, stream, current = self._launch, self._stream, self._dev
+        dev, where = self._dev(), batch.device
+        launch, current = self._lean(st, self._encoded(st, gemms), torch_device(batch)), self._dev
 
         def call():
             if current() != dev:
                 raise ValidationError(f"the arrays are on {where}, the current device is "
                                       f"cuda:{current()}")
-            launch(st, enc, stream(tdev))
+            launch()
         call.gemms = gemms  # the descriptors live as long as the call
         return call
 
@@ -296,13 +303,43 @@ class CudaBackend:
             uploaded = self.cp.cuda.Event(block=False, disable_timing=True)
             uploaded.record(here)
             uploaded.synchronize()
-        enc = self._encode(st, gemms)
-        launch, stream = self._launch, self._stream
-
-        def call():
-            launch(st, enc, stream(tdev))
+        call = self._lean(st, self._encode(st, gemms), tdev)
         call.gemms = gemms  # the descriptors live as long as the call
         return call
+
+    def _lean(self, st, enc, tdev):
+        """The encoded launches ``enc`` as one call with no arguments, on the caller's
+        current stream at call time (torch's for device ``tdev``, else CuPy's): where the
+        plan is one launch (or several in one stream, not per-kind side streams), the
+        call is the raw cuLaunchKernel of each and nothing else (the stream read as its
+        handle: no stream object, no layers of calls), so a repeated or bound call of a
+        small batch pays for the launch, not for Python around it."""
+        if len(enc) != 1 and st.get("mode") == "per-kind":
+            launch, stream = self._launch, self._stream
+            return lambda: launch(st, enc, stream(tdev))
+        cu = self._cu_launch
+        if tdev is None:
+            current = self.cp.cuda.get_current_stream
+            handle = lambda: current().ptr  # noqa: E731
+        else:
+            handle = _torch_handle(tdev)
+        if len(enc) == 1 and self._cu_raising is not None and cu is self._cu_launch_default:
+            return _lean_cupy(self._cu_raising, self.cp.cuda.driver.CUDADriverError, enc,
+                              handle)
+        if len(enc) == 1:
+            (fn, (gx, gy, gz), threads, params, _, name), = enc
+
+            def one():
+                if rc := cu(fn, gx, gy, gz, threads, 1, 1, 0, handle(), params, None):
+                    raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+            one.encoded = enc   # the argument values live as long as the call
+            return one
+
+        def each():
+            sp = handle()
+            for item in enc:
+                _run(cu, item, sp)
+        return each
 
     def _encoded(self, st, gemms):
         """Encoded launches for one descriptor buffer, kept per plan state by address
@@ -314,12 +351,15 @@ class CudaBackend:
         """The plan's launches, encoded once (_encoded; tinygrad's CUDAProgram way)."""
         tiles = st["tiles"].data.ptr if st["tiles"] is not None else 0
         bptr = st["block_ptr"].data.ptr if st["block_ptr"] is not None else 0
+        consts = st.setdefault("launch_consts", {})
         out = []
         for which, base, grid in st["launches"]:
-            variant = st["variants"][which]
-            fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
-            out.append(_encoded_gemm(fn.ptr, grid, variant.threads, gemms.data.ptr, tiles, bptr,
-                                     base, variant.name))
+            c = consts.get(which)
+            if c is None:   # a variant's name and threads are computed properties: once
+                variant = st["variants"][which]
+                fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
+                c = consts[which] = (fn.ptr, variant.threads, variant.name)
+            out.append(_encoded_gemm(c[0], grid, c[1], gemms.data.ptr, tiles, bptr, base, c[2]))
         return out
 
     def _launch(self, st, enc, stream):
@@ -515,6 +555,40 @@ def _run(launch, item, stream_ptr) -> None:
     fn, (gx, gy, gz), threads, params, _, name = item
     if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, params, None):
         raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+
+
+def _cupy_launch_kernel(cupy):
+    """cupy.cuda.driver.launchKernel where this CuPy has it (f, grid, block, shared
+    bytes, stream, params, extra: integers), else None."""
+    return getattr(getattr(getattr(cupy, "cuda", None), "driver", None), "launchKernel", None)
+
+
+def _lean_cupy(launch, error, enc, handle):
+    """_lean's one-launch call through CuPy's launchKernel (``launch``, raising
+    ``error``): the argument array passed by address, held by the call."""
+    (fn, (gx, gy, gz), threads, params, _, name), = enc
+    at = ctypes.addressof(params)
+
+    def one():
+        try:
+            launch(fn, gx, gy, gz, threads, 1, 1, 0, handle(), at, 0)
+        except error as e:
+            raise DeviceError(f"launch of {name} failed: {e}") from None
+    one.encoded = enc   # the argument values live as long as the call
+    return one
+
+
+def _torch_handle(device):
+    """A call reading torch's current stream on ``device`` as a raw handle: where torch has
+    ``_C._cuda_getCurrentRawStream`` and the device an index, that function itself
+    (bound to the index), looked up once rather than on every launch; else
+    launch.torch_stream's general read."""
+    raw = getattr(getattr(sys.modules.get("torch"), "_C", None), "_cuda_getCurrentRawStream",
+                  None)
+    index = getattr(device, "index", None)
+    if raw is not None and type(index) is int:
+        return functools.partial(raw, index)
+    return functools.partial(torch_stream, device)
 
 
 def _capturing(stream) -> bool:
