@@ -411,10 +411,10 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
 
 
 def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
-                   not_allowed: np.ndarray, per_kind: bool, floor: float) -> float:
+                   penalty: np.ndarray, per_kind: bool, floor: float) -> float:
     """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
-    ``counts``, ``steps`` (K steps) and ``not_allowed`` (the kinds a GEMM may not take)
-    are (kinds, batch). A tile of kind k
+    ``counts``, ``steps`` (K steps) and ``penalty`` (0 where a GEMM may take the kind,
+    a value above any time where not: wavefront_tlp.OUT_OF_REACH) are (kinds, batch). A tile of kind k
     sharing its CU with r - 1 others (r at most the resident workgroups A of its launch)
     holds 1/r of the CU for its whole time, which is at least r x (3 latencies / A +
     global and C bytes at the CU's share of copy bandwidth + steps x max(latency / A,
@@ -426,7 +426,7 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
     per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
     per_cu += pe
     per_cu *= counts
-    np.copyto(per_cu, np.inf, where=not_allowed)
+    per_cu += penalty
     live_time = float(per_cu.min(axis=0).sum()) / kc.cus
     return kc.ceil.launch_s + max(live_time, floor)
 

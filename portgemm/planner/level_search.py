@@ -32,13 +32,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from .memo import per_family
 from .scratch import buffer
 
 MAX_CAPS = 8          # tau = longest tile / 2**j, j = 1..MAX_CAPS
 LADDERS = ("rounds from the start", "rounds from the least work", "caps")
 
 
-@lru_cache(maxsize=64)
+@per_family
 def family_keys(kinds: tuple):
     """Per-family constants (memoised per kind tuple): tm, tn, tk as float rows and
     columns; the dense area rank (equal areas share one); the start's key (larger rank,
@@ -63,9 +64,9 @@ def family_keys(kinds: tuple):
             "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)}
 
 
-@lru_cache(maxsize=256)
+@per_family
 def nudges(kinds: tuple, top_dividing: int):
-    """(not dividing, dividing) columns of the relative nudge that breaks ties of equal
+    """(not dividing, dividing, their difference) columns of the relative nudge that breaks ties of equal
     predicted work: 1 + 1e-10 (1 - key / max key), key = divides x kinds^2 + rank x
     kinds + index; the max key over the batch is set by the largest dividing kind's key
     (``top_dividing``, -1: none divides) or else by the largest kind's."""
@@ -75,9 +76,31 @@ def nudges(kinds: tuple, top_dividing: int):
     if top_dividing >= 0:
         key_max = max(key_max, n_k * n_k + top_dividing)
     out = tuple((1 + 1e-10 * (1 - (key + d * n_k * n_k) / key_max))[:, None] for d in (0, 1))
+    out += (out[1] - out[0],)   # exact (Sterbenz): n0 + (n1 - n0) is n1
     for a in out:
         a.flags.writeable = False
     return out
+
+
+@lru_cache(maxsize=64)
+def _count_table(edges: tuple) -> np.ndarray:
+    """count_le's table: entry v is how many of ``edges`` are <= v, v = 0..max(edges)."""
+    out = np.searchsorted(np.array(edges), np.arange(int(max(edges)) + 1), "right")
+    out = out.astype(np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def count_le(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(batch,) int64: how many of the sorted ``edges`` (whole tile edges) are <= each
+    of ``values`` (non-negative), i.e. edges.searchsorted(values, "right"). For integer
+    values, a look-up in a table of the edges' range (values clipped to its end): two
+    linear passes, about 4x cheaper than numpy's binary search per element at 8,192
+    GEMMs."""
+    if values.dtype.kind not in "iu":
+        return edges.searchsorted(values, "right")
+    table = _count_table(tuple(edges.tolist()))
+    return table.take(np.minimum(values, table.shape[0] - 1))
 
 
 def first_kind(mask: np.ndarray, fk) -> np.ndarray:
@@ -113,7 +136,10 @@ def cap_events(work: np.ndarray, T: np.ndarray, allowed: np.ndarray, fastest_mas
     hi = cap_bins(T, t_long, n_caps)
     hi += 1
     hi *= allowed
-    np.putmask(hi, fastest_mask, n_levels)
+    # every level for the fastest tile: hi <= n_caps + 1 <= n_levels, so a max with
+    # n_levels x mask is the masked store (np.putmask), in two unmasked passes
+    np.maximum(hi, np.multiply(fastest_mask, n_levels, out=buffer("hi_fast", hi.shape, hi.dtype,
+                                                                   B)), out=hi)
     # [k, k', i]: k' has less work than k
     less = np.less(work[None, :, :], work[:, None, :],
                    out=buffer("less", (n_k, n_k, B), np.bool_, B))
@@ -124,7 +150,7 @@ def cap_events(work: np.ndarray, T: np.ndarray, allowed: np.ndarray, fastest_mas
     return lo, hi
 
 
-@lru_cache(maxsize=64)
+@per_family
 def round_table(kinds: tuple):
     """Algorithm 1's rounds for every GEMM *type* that decides them, memoised per family:
     (m_edges, n_edges, seq). A GEMM's allowed kinds (those that fit, and the smallest
@@ -182,8 +208,8 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     if not fk["nested"]:   # nested kinds: the start decides which kinds are allowed
         typ *= nmb * nnb
         # the edges no larger than M (N): one binary search each
-        typ += m_edges.searchsorted(M, "right") * nnb
-        typ += n_edges.searchsorted(N, "right")
+        typ += count_le(m_edges, M) * nnb
+        typ += count_le(n_edges, N)
     else:
         nmb = nnb = 1
         seq = nested_rounds(n)

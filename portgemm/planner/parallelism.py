@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ArgumentTypeError
 from ..occupancy import KernelResources, occupancy
 from .launches import launches_for, provider_version, resolve_provider
+from .memo import family_token
 
 # Fraction of the device's resident-thread capacity the wavefront TLP of a tiling
 # scheme must reach before Algorithm 1 stops shrinking tiles. Calibrated by the sweep in
@@ -162,7 +163,7 @@ def kind_table(arch, kinds, mode: str, dtype: str, model: str = "exact",
     """KindTable, memoised per (arch, kinds, mode, dtype, model, provider and its
     version), so new figures from a provider rebuild only its own tables. Strategies
     pass ``resources=req.resources`` (None: the default provider)."""
-    key = (_arch_key(arch), tuple(kinds), mode, dtype, model,
+    key = (_arch_key(arch), family_token(kinds), mode, dtype, model,
            _resources_version(resolve_provider(resources), arch))
     try:
         hit = _tables.get(key)

@@ -53,8 +53,8 @@ from ..tiles import FAMILIES, FAMILY_DTYPES, ZHANG2025
 from . import register
 from .cost_model import (kind_costs, predict_assignment, predict_rows, resource_bound,
                          start_stage_times)
-from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, family_keys,
-                           first_kind, level_kinds, nudges, typed_rounds)
+from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
+                           family_keys, first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
                           tlp_threshold, wavefront_tlp, workgroup_tlp)
 from .scratch import buffer, buffers, planning
@@ -68,6 +68,11 @@ OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "tlp_model", "famil
 TLP_MODELS = ("device", "paper")
 DEFAULT_TLP_MODEL = "device"
 DEVICE_FACTOR = 1.0   # device rule: threshold = launch capacity x this (tlp_factor overrides)
+# What a tile a GEMM may not take costs in the rule's tables: the largest float. x +
+# OUT_OF_REACH is OUT_OF_REACH for every x below its half ulp (~1e292 seconds), so two
+# such entries compare equal and every allowed entry compares below them, as with inf;
+# unlike inf, 0 x OUT_OF_REACH is 0, so the penalty is one product of the mask.
+OUT_OF_REACH = float(np.finfo(np.float64).max)
 
 
 def initial_kinds(shapes: np.ndarray, kinds, grid=None) -> np.ndarray:
@@ -167,8 +172,7 @@ class BatchTables:
         self.counts = np.multiply(gm, gn, out=counts)           # (kinds, batch)
         self.live = (M > 0) & (N > 0) if rows is None else rows.live
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
-            fit = np.minimum(fk["tm"].searchsorted(M, "right"),
-                             fk["tn"].searchsorted(N, "right"))
+            fit = np.minimum(count_le(fk["tm"], shapes[:, 0]), count_le(fk["tn"], shapes[:, 1]))
             self._start = np.maximum(fit - 1, 0)               # the largest fitting tile
             self.allowed = np.less_equal(fk["idx_c"], self._start, out=allowed)  # fits, or
         else:                                                                   # the smallest
@@ -177,6 +181,11 @@ class BatchTables:
             allowed &= np.less_equal(fk["tn_c"], N, out=mask)
             allowed |= fk["rank0_c"]
         np.logical_not(allowed, out=self.not_allowed)
+        # not_allowed x OUT_OF_REACH: added to a (kinds, batch) table of seconds or work,
+        # it keeps the allowed entries and lifts the rest above all of them (two fast
+        # passes; a masked copy, copyto(where=), costs several times more)
+        self.penalty = np.multiply(self.not_allowed, OUT_OF_REACH,
+                                   out=buffer(("penalty", slot), (n_k, B), batch=B))
         if fk["one_tk"]:   # a GEMM's steps are the same for every kind: one row
             steps, steps_live = steps[:1], steps_live[:1]
         np.divide(K, fk["tk"][:1, None] if fk["one_tk"] else fk["tk_c"], out=steps)
@@ -286,14 +295,15 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     # for equal predicted work, the one that divides, then the larger: a relative
     # nudge far below any real gap
     dk = divides.any(axis=1)
-    nudge = nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
+    n0, _, d = nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
+    # each entry's nudge: n0 + divides x (n1 - n0) is n1 or n0 exactly (n1 - n0 is
+    # exact for two numbers this close, and so is the sum), in two unmasked passes
+    nudge = np.multiply(divides, d, out=T_allowed)
+    nudge += n0
     np.multiply(counts, T, out=work)
-    not_allowed = tabs.not_allowed
-    np.multiply(work, nudge[1], out=work, where=divides)
-    np.multiply(work, nudge[0], out=work, where=np.logical_not(divides, out=tabs._mask))
-    np.copyto(work, np.inf, where=not_allowed)
-    np.copyto(T_allowed, T)
-    np.copyto(T_allowed, np.inf, where=not_allowed)
+    work *= nudge
+    work += tabs.penalty                                  # not allowed: out of reach
+    np.add(T, tabs.penalty, out=T_allowed)
     T_fast = T_allowed.min(axis=0)                         # each GEMM's fastest tile
     fastest = first_kind(T_allowed == T_fast, fk)
     least = first_kind(work == work.min(axis=0), fk)
@@ -306,7 +316,8 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             break
     n_levels = max(n_caps + 1, n_k)
     (r_n, r_s, r_m), round_kinds = typed_rounds(
-        fk, (M, N), start, least, counts, cs, steps_live, n_levels,
+        fk, (req.shapes[:, 0], req.shapes[:, 1]), start, least, counts, cs, steps_live,
+        n_levels,
         None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live))
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts, cs, steps_live, n_levels)
@@ -359,12 +370,20 @@ def family_option(name, dtype: str):
     family of tiles.FAMILIES whose kernels exist in ``dtype``."""
     if name is None:
         return FAMILY
+    kinds = FAMILIES.get(name) if isinstance(name, str) else None
+    hit = _sorted_families.get((name, dtype)) if kinds is not None else None
+    if hit is not None and hit[0] is kinds:   # one tuple per family: memos find it by id
+        return hit[1]
     usable = [f for f in FAMILIES if f != "magma" and dtype in FAMILY_DTYPES.get(f, (dtype,))]
     if name not in usable:
         raise ValidationError(f"family must be one of {', '.join(usable)} for {dtype}, "
                               f"got {name!r}")
-    kinds = FAMILIES[name]
-    return tuple(sorted(kinds, key=lambda k: k.area))   # the rule runs small -> large
+    out = tuple(sorted(kinds, key=lambda k: k.area))   # the rule runs small -> large
+    _sorted_families[(name, dtype)] = (kinds, out)
+    return out
+
+
+_sorted_families: dict = {}   # (name, dtype) -> (FAMILIES[name], its kinds small -> large)
 
 
 # What the default plan weighs when the caller names neither family nor mode (device
@@ -449,7 +468,7 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
     kc = kind_costs(req.arch, kinds, table, req.dtype)
-    return resource_bound(kc, tabs.counts, tabs.steps, tabs.not_allowed,
+    return resource_bound(kc, tabs.counts, tabs.steps, tabs.penalty,
                           req.mode == "per-kind", tabs.floor(kc))
 
 
@@ -500,8 +519,10 @@ def _build(req, strategy: str, tlp_formula: str, c: _Choice, more_notes: tuple =
     tm, tn, gm, gn = per_gemm_tiles(shapes, kinds, kidx)
     cost = tm * tn * shapes[:, 2]   # integers (< 2**45): the order of their float64 values
     if req.mode == "per-kind":  # one launch per kind: kinds contiguous, heaviest first
-        # each GEMM's own tile count (its kind only, not the whole (GEMM, kind) grid)
-        order = gemm_lpt_order(cost, kidx, cost.astype(np.float64) * (gm * gn))
+        # each GEMM's own tile count (its kind only, not the whole (GEMM, kind) grid);
+        # inside a kind, tm x tn is one number, so K orders its GEMMs as their cost
+        # does, in a key of fewer bits (often one 16-bit counting sort)
+        order = gemm_lpt_order(shapes[:, 2], kidx, cost.astype(np.float64) * (gm * gn))
     else:
         order = gemm_lpt_order(cost)
     layout = tile_layout(shapes, kinds, kidx, gemm_order=order,   # the list: on first read
