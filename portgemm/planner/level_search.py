@@ -56,12 +56,39 @@ def family_keys(kinds: tuple):
     idx = np.arange(n)
     nested = bool((rank == idx).all() and (np.diff(tm) >= 0).all() and (np.diff(tn) >= 0).all())
     col = lambda a: a[:, None]  # noqa: E731  (a kind column against a batch row)
-    return {"kinds": kinds, "tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
+    m_edges, n_edges = np.unique(tm), np.unique(tn)
+    return {"m_edges": m_edges, "n_edges": n_edges,
+            "start_of_bucket": None if nested else _start_of_bucket(kinds, rank, m_edges, n_edges),
+            "kinds": kinds, "tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
             "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
             "rank_c": col(rank), "start_key_c": col(rank * (2 * n) + idx),
             "start_key1_c": col(rank * (2 * n) + idx + 1),
             "order_key": rank * n + idx, "rank0_c": col(rank == 0), "nested": nested,
             "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)}
+
+
+def _start_of_bucket(kinds: tuple, rank: np.ndarray, m_edges, n_edges):
+    """(buckets,) int64: the start (the allowed kind of largest area; equal areas: the
+    one that divides, then the larger index) of a GEMM in each bucket (mb, nb), mb x
+    (len(n_edges) + 1) + nb, mb (nb) the tile heights (widths) <= M (N), where the
+    bucket decides it: its allowed kinds of largest area share one tm and tn, so they
+    divide alike and the larger index wins. None where some bucket leaves it to M and
+    N themselves (BatchTables.start then ranks the kinds GEMM by GEMM)."""
+    out = []
+    for mb in range(len(m_edges) + 1):
+        for nb in range(len(n_edges) + 1):
+            top_m = m_edges[mb - 1] if mb else 0
+            top_n = n_edges[nb - 1] if nb else 0
+            ok = [i for i, k in enumerate(kinds)
+                  if (k.tm <= top_m and k.tn <= top_n) or rank[i] == 0]
+            best = max(rank[i] for i in ok)
+            tops = [i for i in ok if rank[i] == best]
+            if len({(kinds[i].tm, kinds[i].tn) for i in tops}) > 1:
+                return None
+            out.append(max(tops))
+    out = np.array(out, dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 @per_family
@@ -188,7 +215,7 @@ def nested_rounds(n: int) -> np.ndarray:
 
 
 def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int,
-                 k_live=None):
+                 k_live=None, bucket=None):
     """Per-kind aggregates (tiles, tiles x steps, most steps), each (2 x levels, kinds), of
     Algorithm 1's rounds from the start and from the least-work tiles (level 0: the base
     itself), and a function giving every GEMM's kind at one of these rows (the winner's).
@@ -199,7 +226,8 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     are gathers from that small table (integers: exact in any order). ``k_live``: K
     per GEMM (0 where it has no tiles), where the caller has it: the most K steps of a
     type are then those of its longest K, kind by kind (ceil(K / tk) never falls as K
-    grows), from one pass over the GEMMs instead of one over (kind, GEMM)."""
+    grows), from one pass over the GEMMs instead of one over (kind, GEMM). ``bucket``:
+    BatchTables.bucket, where the caller has it."""
     n = fk["n"]
     M, N = shapes_mn
     m_edges, n_edges, seq = round_table(fk["kinds"])
@@ -207,9 +235,8 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     typ = start * n + least
     if not fk["nested"]:   # nested kinds: the start decides which kinds are allowed
         typ *= nmb * nnb
-        # the edges no larger than M (N): one binary search each
-        typ += count_le(m_edges, M) * nnb
-        typ += count_le(n_edges, N)
+        # the edges no larger than M (N); ``bucket``: the same, where the caller has it
+        typ += count_le(m_edges, M) * nnb + count_le(n_edges, N) if bucket is None else bucket
     else:
         nmb = nnb = 1
         seq = nested_rounds(n)

@@ -149,6 +149,7 @@ class BatchTables:
 
     def __init__(self, shapes: np.ndarray, kinds, rows: "BatchTables | None" = None):
         fk = self.fk = family_keys(tuple(kinds))
+        self.bucket = None   # (batch,) which tile heights and widths fit (non-nested kinds)
         # rows: another family's tables of the same batch, whose rows (M, N, K as
         # float64), live GEMMs and batch sums this one shares
         B, n_k = shapes.shape[0], fk["n"]
@@ -177,6 +178,10 @@ class BatchTables:
             self.allowed = np.less_equal(fk["idx_c"], self._start, out=allowed)  # fits, or
         else:                                                                   # the smallest
             self._start = None
+            if fk["start_of_bucket"] is not None:   # the bucket decides the start
+                self.bucket = (count_le(fk["m_edges"], shapes[:, 0]) * (len(fk["n_edges"]) + 1)
+                               + count_le(fk["n_edges"], shapes[:, 1]))
+                self._start = fk["start_of_bucket"].take(self.bucket)
             self.allowed = np.less_equal(fk["tm_c"], M, out=allowed)
             allowed &= np.less_equal(fk["tn_c"], N, out=mask)
             allowed |= fk["rank0_c"]
@@ -318,7 +323,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     (r_n, r_s, r_m), round_kinds = typed_rounds(
         fk, (req.shapes[:, 0], req.shapes[:, 1]), start, least, counts, cs, steps_live,
         n_levels,
-        None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live))
+        None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts, cs, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
