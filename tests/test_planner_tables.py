@@ -130,6 +130,10 @@ def test_family_memos_by_identity():
     assert again is not kinds
     assert memo.family_token(kinds) == memo.family_token(again) == memo.family_token(list(kinds))
     assert memo.family_token(kinds) != memo.family_token(family("zhang2025"))
+    mutable = list(kinds)
+    before = memo.family_token(mutable)
+    mutable.pop()   # a list is looked up by value every time, never by its id
+    assert memo.family_token(mutable) != before
     assert level_search.family_keys(again) is level_search.family_keys(kinds)
     assert wavefront_tlp.family_option("portgemm", "float32") is \
         wavefront_tlp.family_option("portgemm", "float32")
