@@ -55,8 +55,9 @@ from .cost_model import (kind_costs, predict_assignment, predict_rows, resource_
                          start_stage_times)
 from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
                            family_keys, first_kind, level_kinds, nudges, typed_rounds)
-from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
-                          tlp_threshold, wavefront_tlp, workgroup_tlp)
+from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity,
+                          resident_tlp_and_capacity, tlp_threshold, wavefront_tlp,
+                          workgroup_tlp)
 from .scratch import buffer, buffers, planning
 from .tiling import (gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
                      per_gemm_tiles, tile_grid, tile_layout)
@@ -262,9 +263,12 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     def gate(n_wg):
         """(TLP, threshold) of an assignment with n_wg tiles per kind."""
         if tlp_formula == "wavefront":
-            t = resident_tlp(n_wg, table.tile_threads, table.active, arch.compute_units)
-        else:
-            t = workgroup_tlp(n_wg, table.threads)
+            t, capacity = resident_tlp_and_capacity(n_wg, table.tile_threads, table.active,
+                                                    arch.compute_units)
+            if given is not None:
+                return t, float(given)
+            return t, min(device_cap, factor * capacity)
+        t = workgroup_tlp(n_wg, table.threads)
         if given is not None:
             return t, float(given)
         return t, min(device_cap, factor * launch_capacity(n_wg, table.tile_threads, table.active,
