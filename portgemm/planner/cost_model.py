@@ -431,15 +431,16 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
 def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
                    penalty: np.ndarray, per_kind: bool, floor: float) -> float:
     """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
-    ``counts``, ``steps`` (K steps) and ``penalty`` (0 where a GEMM may take the kind,
-    a value above any time where not: wavefront_tlp.OUT_OF_REACH) are (kinds, batch). A tile of kind k
-    sharing its CU with r - 1 others (r at most the resident workgroups A of its launch)
-    holds 1/r of the CU for its whole time, which is at least r x (3 latencies / A +
-    global and C bytes at the CU's share of copy bandwidth + steps x max(latency / A,
-    each stream at the CU's full rate)); so whatever the waves, a launch takes at least
-    the sum of these per-CU times over its tiles / CUs (the mean-tile term of the model,
-    its last wave included), and a call at least one launch latency plus the larger of
-    that and the floors. Every GEMM is charged its allowed kind of least such time."""
+    ``counts``, ``steps`` (K steps) and ``penalty`` (0 where a GEMM may take the kind, a
+    value above any time where not: wavefront_tlp.OUT_OF_REACH) are (kinds, batch). A
+    tile of kind k sharing its CU with r - 1 others (r at most the resident workgroups A
+    of its launch) holds 1/r of the CU for its whole time, which is at least r x (3
+    latencies / A + global and C bytes at the CU's share of copy bandwidth + steps x
+    max(latency / A, each stream at the CU's full rate)); so whatever the waves, a
+    launch takes at least the sum of these per-CU times over its tiles / CUs (the
+    mean-tile term of the model, its last wave included), and a call at least one launch
+    latency plus the larger of that and the floors. Every GEMM is charged its allowed
+    kind of least such time."""
     pe, step = _bound_times(kc, per_kind)
     per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
     per_cu += pe

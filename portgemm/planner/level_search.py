@@ -93,10 +93,11 @@ def _start_of_bucket(kinds: tuple, rank: np.ndarray, m_edges, n_edges):
 
 @per_family
 def nudges(kinds: tuple, top_dividing: int):
-    """(not dividing, dividing, their difference) columns of the relative nudge that breaks ties of equal
-    predicted work: 1 + 1e-10 (1 - key / max key), key = divides x kinds^2 + rank x
-    kinds + index; the max key over the batch is set by the largest dividing kind's key
-    (``top_dividing``, -1: none divides) or else by the largest kind's."""
+    """(not dividing, dividing, their difference) columns of the relative nudge that
+    breaks ties of equal predicted work: 1 + 1e-10 (1 - key / max key), key = divides x
+    kinds^2 + rank x kinds + index; the max key over the batch is set by the largest
+    dividing kind's key (``top_dividing``, -1: none divides) or else by the largest
+    kind's."""
     fk = family_keys(kinds)
     n_k, key = fk["n"], fk["order_key"]
     key_max = max(int(key.max()), 1)    # 0 only for one kind, where no tie is to break

@@ -91,7 +91,8 @@ def resident_tlp_and_capacity(n_wg: np.ndarray, tile_threads: np.ndarray, active
     products (the device rule wants both; each alone costs as much)."""
     threads = float(np.dot(n_wg, tile_threads))
     demand = cu_demand(n_wg, active)
-    return threads / _waves(demand, compute_units), (0.0 if demand <= 0 else threads * compute_units / demand)
+    capacity = 0.0 if demand <= 0 else threads * compute_units / demand
+    return threads / _waves(demand, compute_units), capacity
 
 
 def workgroup_tlp(n_wg: np.ndarray, threads: np.ndarray) -> float:

@@ -144,9 +144,11 @@ class BatchTables:
     """What the device rule and its bound (least_possible) read of one batch under one
     family, built once and shared by both: the rows M, N, K (float64), the live GEMMs,
     the (kind, GEMM) tile counts, which tiles are allowed (they fit, or are of the
-    smallest area) and which divide, the start (the largest fitting tile per GEMM) and
-    the K steps (per GEMM, or per kind and GEMM where the tk differ; ``steps_live``:
-    0 for the GEMMs with no tiles)."""
+    smallest area; ``penalty``: 0 where allowed, OUT_OF_REACH where not) and which
+    divide, the start (the largest fitting tile per GEMM; for non-nested kinds from a
+    table per (M, N) bucket where the bucket decides it) and the K steps (per GEMM, or
+    per kind and GEMM where the tk differ; ``steps_live``: 0 for the GEMMs with no
+    tiles)."""
 
     def __init__(self, shapes: np.ndarray, kinds, rows: "BatchTables | None" = None):
         fk = self.fk = family_keys(tuple(kinds))
