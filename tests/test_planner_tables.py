@@ -141,3 +141,72 @@ def test_family_memos_by_identity():
         wavefront_tlp.family_option("portgemm", "float64")
     with pytest.raises(planner.ValidationError):
         wavefront_tlp.family_option(["portgemm"], "float32")
+
+
+# --- classes of GEMMs (planner/classes.py) ------------------------------------------
+
+def class_batches(seed, n=10):
+    """Batches that fall into few classes: MoE-like (a few (N, K), tokens per expert
+    varying, some experts idle: M = 0), small sizes, repeated shapes, K = 0."""
+    rng = np.random.default_rng(seed)
+    for trial in range(n):
+        b = int(rng.choice([256, 700, 3000]))
+        if trial % 3 == 0:
+            nk = rng.integers(1, 17, (int(rng.integers(1, 9)), 2)) * 128
+            e = rng.integers(0, nk.shape[0], b)
+            s = np.stack([rng.integers(0, 200, b), nk[e, 0], nk[e, 1]], axis=1)
+        elif trial % 3 == 1:
+            s = rng.integers(0, int(rng.choice([20, 64, 130])), (b, 3))
+        else:
+            base = rng.integers(0, 3000, (max(1, b // 50), 3))
+            s = base[rng.integers(0, base.shape[0], b)]
+        if trial % 2:
+            s[rng.random(b) < 0.05, 2] = 0
+        yield planner._shapes(s)
+
+
+def test_a_class_is_one_column_of_every_table():
+    """Every GEMM of a class has its representative's tile counts, steps, allowed and
+    dividing tiles and start, under both families the default plan weighs."""
+    from portgemm.planner.classes import batch_classes
+    for dtype in ("float32", "float64"):
+        ours = wavefront_tlp.family_option(wavefront_tlp.OUR_FAMILY[dtype], dtype)
+        kinds = wavefront_tlp.FAMILY + ours
+        found = 0
+        for s in class_batches(2):
+            cls = batch_classes(s, kinds)
+            if cls is None:
+                continue
+            found += 1
+            assert cls.weights.sum() == len(s) and cls.inverse.max() < len(cls.weights)
+            for fam in (wavefront_tlp.FAMILY, ours):
+                names = ("counts", "allowed", "divides", "steps_live", "start")
+                full = wavefront_tlp.BatchTables(s, fam)   # kept buffers: copies
+                want = [getattr(full, name).copy() for name in names]
+                rep = wavefront_tlp.BatchTables(cls.shapes, fam)
+                for name, w in zip(names, want):
+                    np.testing.assert_array_equal(getattr(rep, name).take(cls.inverse, axis=-1), w)
+        assert found >= 5
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "gfx90a", "sm_80"])
+def test_plans_over_classes_are_the_plans_gemm_by_gemm(arch, monkeypatch):
+    """The default plan with the batch's classes equals, digest and predicted time,
+    the plan made GEMM by GEMM (split-K and both dtypes included)."""
+    sys_path = __import__("sys").path
+    from pathlib import Path
+    sys_path.insert(0, str(Path(__file__).resolve().parent))
+    from test_planner_digests import digest
+    from portgemm.planner import classes
+    used = 0
+    for dtype in ("float32", "float64"):
+        for s in class_batches(len(arch)):
+            with_classes = planner.plan(s, dtype=dtype, arch=arch, use_cache=False)
+            used += classes.batch_classes(s, wavefront_tlp.FAMILY + wavefront_tlp.family_option(
+                wavefront_tlp.OUR_FAMILY[dtype], dtype)) is not None
+            monkeypatch.setattr(wavefront_tlp, "batch_classes", lambda shapes, kinds: None)
+            plain = planner.plan(s, dtype=dtype, arch=arch, use_cache=False)
+            monkeypatch.undo()
+            assert digest(with_classes)[0] == digest(plain)[0]
+            assert with_classes.predicted_ms == plain.predicted_ms
+    assert used >= 8

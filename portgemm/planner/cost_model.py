@@ -429,7 +429,8 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
 
 
 def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
-                   penalty: np.ndarray, per_kind: bool, floor: float) -> float:
+                   penalty: np.ndarray, per_kind: bool, floor: float,
+                   inverse: np.ndarray | None = None) -> float:
     """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
     ``counts``, ``steps`` (K steps) and ``penalty`` (0 where a GEMM may take the kind, a
     value above any time where not: wavefront_tlp.OUT_OF_REACH) are (kinds, batch). A
@@ -440,13 +441,17 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
     launch takes at least the sum of these per-CU times over its tiles / CUs (the
     mean-tile term of the model, its last wave included), and a call at least one launch
     latency plus the larger of that and the floors. Every GEMM is charged its allowed
-    kind of least such time."""
+    kind of least such time. ``inverse``: each GEMM's column where the columns are
+    classes of GEMMs (planner/classes.py)."""
     pe, step = _bound_times(kc, per_kind)
     per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
     per_cu += pe
     per_cu *= counts
     per_cu += penalty
-    live_time = float(per_cu.min(axis=0).sum()) / kc.cus
+    least = per_cu.min(axis=0)
+    if inverse is not None:   # columns are classes: each GEMM's, summed in GEMM order
+        least = least.take(inverse)
+    live_time = float(least.sum()) / kc.cus
     return kc.ceil.launch_s + max(live_time, floor)
 
 

@@ -51,6 +51,7 @@ from ..errors import ValidationError
 from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, FAMILY_DTYPES, ZHANG2025
 from . import register
+from .classes import batch_classes
 from .cost_model import (kind_costs, predict_assignment, predict_rows, resource_bound,
                          start_stage_times)
 from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
@@ -150,8 +151,17 @@ class BatchTables:
     per kind and GEMM where the tk differ; ``steps_live``: 0 for the GEMMs with no
     tiles)."""
 
-    def __init__(self, shapes: np.ndarray, kinds, rows: "BatchTables | None" = None):
+    def __init__(self, shapes: np.ndarray, kinds, rows: "BatchTables | None" = None,
+                 classes=None, full: np.ndarray | None = None):
         fk = self.fk = family_keys(tuple(kinds))
+        # classes (classes.BatchClasses): ``shapes`` are its representatives, one column
+        # per class, and ``full`` the batch itself (its floors are summed over it)
+        cls = classes if rows is None else rows.classes
+        self.classes = cls
+        self.weights = None if cls is None else cls.weights
+        self.inverse = None if cls is None else cls.inverse
+        self.shapes = shapes
+        self._full = full if rows is None else rows._full
         self.bucket = None   # (batch,) which tile heights and widths fit (non-nested kinds)
         # rows: another family's tables of the same batch, whose rows (M, N, K as
         # float64), live GEMMs and batch sums this one shares
@@ -233,7 +243,10 @@ class BatchTables:
         """Whole-batch floors (cost_model.floors, on the rows already converted): the
         batch's sums are read once and shared with the other family's tables."""
         if not self._sums:
-            M, N, K = self.M, self.N, self.K
+            if self.classes is None:
+                M, N, K = self.M, self.N, self.K
+            else:   # the whole batch's rows, as without classes
+                M, N, K = self._full.T.astype(np.float64)
             self._sums[:] = [float((M * K + K * N + M * N).sum()), float((M * N * K).sum())]
         elems, fmas = self._sums
         return max(kc.elem * elems / kc.ceil.copy_bytes_per_s, 2.0 * fmas / kc.flops_per_s)
@@ -254,7 +267,9 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     tabs = BatchTables(req.shapes, kinds) if tabs is None else tabs
     fk, M, N, live = tabs.fk, tabs.M, tabs.N, tabs.live
     counts, allowed, start, divides = tabs.counts, tabs.allowed, tabs.start, tabs.divides
-    n_k, rank, B = fk["n"], fk["rank"], req.batch
+    # B: the tables' columns (GEMMs, or classes of GEMMs: tabs.classes)
+    n_k, rank, B = fk["n"], fk["rank"], counts.shape[1]
+    inverse = tabs.inverse
     kc = kind_costs(arch, kinds, table, req.dtype)
     per_kind = req.mode == "per-kind"
 
@@ -276,28 +291,36 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         return t, min(device_cap, factor * launch_capacity(n_wg, table.tile_threads, table.active,
                                                     arch.compute_units))
 
+    def each(kidx):
+        """A kind per column -> a kind per GEMM."""
+        return kidx if inverse is None else kidx.take(inverse)
+
     notes = []
     cols = np.arange(B)
-    flat_counts = counts.reshape(-1)
-    start_counts = flat_counts.take(start * B + cols)
+    steps, steps_live = tabs.steps, tabs.steps_live
+    cs, T, work, T_allowed, c_w, cs_w = buffers("rule", counts.shape, np.float64, 6)
+    np.multiply(counts, steps, out=cs)
+    if tabs.weights is not None:   # what a column adds to the sums: its class's GEMMs
+        counts_w = np.multiply(counts, tabs.weights, out=c_w)
+        cs_w = np.multiply(cs, tabs.weights, out=cs_w)
+    else:
+        counts_w, cs_w = counts, cs
+    start_counts = counts_w.reshape(-1).take(start * B + cols)
     n0 = np.bincount(start, weights=start_counts, minlength=n_k)
     g0 = gate(n0)
     if not B or not live.any():
-        return (start, *g0, notes, 0.0)
+        return (each(start), *g0, notes, 0.0)
 
-    steps, steps_live = tabs.steps, tabs.steps_live
-    cs, T, work, T_allowed = buffers("rule", counts.shape, np.float64, 4)
-    np.multiply(counts, steps, out=cs)
     floor = tabs.floor(kc)
     if g0[0] >= g0[1] * (1 - 1e-9):   # the largest fitting tiles fill the device: kept
         steps_start = steps_live if fk["one_tk"] else steps_live.reshape(-1).take(start * B + cols)
         Mx0 = np.zeros(n_k)
         np.maximum.at(Mx0, start, steps_start)
-        S0 = np.bincount(start, weights=cs.reshape(-1).take(start * B + cols), minlength=n_k)
+        S0 = np.bincount(start, weights=cs_w.reshape(-1).take(start * B + cols), minlength=n_k)
         s0 = float(predict_rows(kc, n0[None], S0[None], Mx0[None], per_kind, floor)[0])
         notes.append(f"cost model: the largest fitting tiles reach the TLP threshold, kept; "
                      f"predicted {s0 * 1e3:.4g} ms")
-        return start, *g0, notes, s0
+        return each(start), *g0, notes, s0
 
     # tile times at the start's sharing (the context in which alternatives are weighed)
     pe_k, step_k = start_stage_times(kc, n0.tolist(), per_kind)
@@ -327,11 +350,11 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             break
     n_levels = max(n_caps + 1, n_k)
     (r_n, r_s, r_m), round_kinds = typed_rounds(
-        fk, (req.shapes[:, 0], req.shapes[:, 1]), start, least, counts, cs, steps_live,
+        fk, (tabs.shapes[:, 0], tabs.shapes[:, 1]), start, least, counts_w, cs_w, steps_live,
         n_levels,
         None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
-    c_n, c_s, c_m = cap_aggregates(lo, hi, counts, cs, steps_live, n_levels)
+    c_n, c_s, c_m = cap_aggregates(lo, hi, counts_w, cs_w, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
     s_all = predict_rows(kc, n_all, np.concatenate([r_s, c_s]), np.concatenate([r_m, c_m]),
                          per_kind, floor).tolist()
@@ -362,7 +385,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         else:
             notes.append("threshold not reached: cost model predicts no smaller tiles faster "
                          "(TLP below the threshold only signals that smaller tiles may help)")
-    return kidx, t, th, notes, s_all[best]
+    return each(kidx), t, th, notes, s_all[best]
 
 
 RULES = {"device": device_rule, "paper": paper_rule}
@@ -433,8 +456,11 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     ours_req = dataclasses.replace(req, mode="per-kind", options={
         **req.options, "family": OUR_FAMILY[req.dtype]})
     kinds, ours_kinds = _kinds(req, kinds), _kinds(ours_req, tuned.kinds if tuned else None)
-    tabs_p = BatchTables(req.shapes, kinds)
-    tabs_o = BatchTables(req.shapes, ours_kinds, tabs_p)
+    # both families' tables over the batch's classes where they pay (classes.py)
+    cls = batch_classes(req.shapes, kinds + ours_kinds)
+    tabs_p = BatchTables(req.shapes if cls is None else cls.shapes, kinds, classes=cls,
+                         full=req.shapes)
+    tabs_o = BatchTables(tabs_p.shapes, ours_kinds, tabs_p)
     after = (f"tuned: {tuned.path}",) if tuned else ()
     paper = f"{FAMILY[0].family} {req.mode}"
     # The structure with the lower bound is planned first; the other is planned only if
@@ -480,7 +506,7 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
                        req.option("occupancy_model", "exact"), resources=req.resources)
     kc = kind_costs(req.arch, kinds, table, req.dtype)
     return resource_bound(kc, tabs.counts, tabs.steps, tabs.penalty,
-                          req.mode == "per-kind", tabs.floor(kc))
+                          req.mode == "per-kind", tabs.floor(kc), tabs.inverse)
 
 
 @dataclasses.dataclass(frozen=True)
