@@ -26,7 +26,7 @@ from .memo import per_family
 
 MIN_BATCH = 256      # below this, the classes cost more than they save
 MAX_SHARE = 0.5      # classes per GEMM above which the batch is planned GEMM by GEMM
-MAX_KEYS = 4         # dense class keys per GEMM at most (the bincount's length)
+MAX_KEYS = 8         # dense class keys per GEMM at most (the bincount's length)
 
 
 @dataclass(frozen=True)
@@ -44,15 +44,17 @@ def _dim_codes(v: np.ndarray, step: int, patterns, limit: int):
     v mod period, period, patterns), or None for none) agree; None where more than
     ``limit`` codes are present."""
     q = np.ceil(np.true_divide(v, step))   # exact: v < 2**31
-    q_min = float(q.min())
-    q -= q_min
+    q -= float(q.min())
+    code = q.astype(np.int64)
+    size = np.bincount(code)
+    if np.count_nonzero(size) > limit:   # too many already, before the patterns
+        return None
     if patterns is not None:
         table, period, n_patterns = patterns
         low = v & (period - 1) if period & (period - 1) == 0 else v % period
-        q *= n_patterns
-        q += table.take(low)
-    code = q.astype(np.int64)
-    size = np.bincount(code)
+        code *= n_patterns
+        code += table.take(low)
+        size = np.bincount(code)
     present = size.nonzero()[0]
     if present.shape[0] > limit:
         return None
@@ -90,17 +92,20 @@ def batch_classes(shapes: np.ndarray, kinds) -> BatchClasses | None:
     """The classes of ``shapes`` (validated (batch, 3) int64) under ``kinds`` (every
     kind of every family the rule will weigh), or None where they would not pay: a
     small batch, tile edges or K steps that are not multiples of the smallest, or too
-    many distinct sizes (checked dimension by dimension, so a batch of uniform sizes
-    gives up after a few passes) or classes (more than MAX_SHARE per GEMM)."""
+    many distinct sizes (checked dimension by dimension: more than batch / 32 K steps,
+    batch / 4 (K steps, N) pairs or MAX_KEYS x batch keys in all, so a batch of uniform
+    sizes gives up after one or two passes) or classes (more than MAX_SHARE per GEMM)."""
     B = shapes.shape[0]
     if B < MIN_BATCH:
         return None
     steps = _edge_steps(tuple(kinds))
     if steps is None:
         return None
-    limit = MAX_KEYS * B
+    # K first (no pattern: the cheapest), then N, then M; a batch of uniform sizes has
+    # too many K steps or (K, N) pairs for its size and gives up there
     key, space = None, 1
-    for d, (step, patterns) in enumerate(steps):
+    for d, limit in ((2, B // 32), (1, B // 4), (0, MAX_KEYS * B)):
+        step, patterns = steps[d]
         got = _dim_codes(shapes[:, d], step, patterns, limit // space)
         if got is None:
             return None
