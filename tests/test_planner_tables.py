@@ -210,3 +210,15 @@ def test_plans_over_classes_are_the_plans_gemm_by_gemm(arch, monkeypatch):
             assert digest(with_classes)[0] == digest(plain)[0]
             assert with_classes.predicted_ms == plain.predicted_ms
     assert used >= 8
+
+
+def test_classes_give_up_on_sizes_far_apart():
+    """Sizes 1 and 2**31 - 1 in one batch would make the codes' counts a huge array:
+    no classes (the plan is made GEMM by GEMM), found without building it."""
+    from portgemm.planner.classes import batch_classes
+    kinds = wavefront_tlp.FAMILY + wavefront_tlp.family_option("portgemm", "float32")
+    s = np.ones((300, 3), dtype=np.int64)
+    s[0, 2] = 2**31 - 1
+    assert batch_classes(planner._shapes(s), kinds) is None
+    s = np.ones((300, 3), dtype=np.int64) * 64
+    assert batch_classes(planner._shapes(s), kinds).weights.tolist() == [300.0]

@@ -27,6 +27,7 @@ from .memo import per_family
 MIN_BATCH = 256      # below this, the classes cost more than they save
 MAX_SHARE = 0.5      # classes per GEMM above which the batch is planned GEMM by GEMM
 MAX_KEYS = 8         # dense class keys per GEMM at most (the bincount's length)
+MAX_SPAN = 16        # steps per GEMM a dimension's sizes may span (its bincount's length)
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,12 @@ def _dim_codes(v: np.ndarray, step: int, patterns, limit: int):
     """(codes, count) of one dimension: a dense code per GEMM, equal for two sizes
     exactly when ceil(v / step) and the divisibility pattern (``patterns``: (table over
     v mod period, period, patterns), or None for none) agree; None where more than
-    ``limit`` codes are present."""
+    ``limit`` codes are present, or the sizes span more than MAX_SPAN steps per GEMM."""
     q = np.ceil(np.true_divide(v, step))   # exact: v < 2**31
-    q -= float(q.min())
+    low, high = float(q.min()), float(q.max())
+    if high - low >= MAX_SPAN * v.shape[0]:   # the counts below would be a huge array
+        return None
+    q -= low
     code = q.astype(np.int64)
     size = np.bincount(code)
     if np.count_nonzero(size) > limit:   # too many already, before the patterns
