@@ -329,11 +329,11 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     # for equal predicted work, the one that divides, then the larger: a relative
     # nudge far below any real gap
     dk = divides.any(axis=1)
-    n0, _, d = nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
+    nudge0, _, d = nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
     # each entry's nudge: n0 + divides x (n1 - n0) is n1 or n0 exactly (n1 - n0 is
     # exact for two numbers this close, and so is the sum), in two unmasked passes
     nudge = np.multiply(divides, d, out=T_allowed)
-    nudge += n0
+    nudge += nudge0
     np.multiply(counts, T, out=work)
     work *= nudge
     work += tabs.penalty                                  # not allowed: out of reach
