@@ -287,6 +287,12 @@ def call_stages(be, cp, rng):
             host_stages.show(f"batch {n}, new-memory call stages",
                              host_stages.miss_stages(be, sets, before=sync))
             del sets
+        if n == 8:   # the back-to-back gap: twice the sets, so either half still misses
+            sets = [[_shifted(cp, X, j) for X in (A, B, C)]
+                    for j in range(2 * (max(api._layouts.kept, reuse.SEEN) + 4))]
+            host_stages.show(f"batch {n}, new-memory gap probe",
+                             host_stages.gap_probe(be, sets, before=sync))
+            del sets
         if n == 64:
             continue
         host_stages.show(f"batch {n}, repeated call stages (CuPy)",

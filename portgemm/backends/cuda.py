@@ -319,6 +319,7 @@ class CudaBackend:
             launch, stream = self._launch, self._stream
             return lambda: launch(st, enc, stream(tdev))
         cu = self._cu_launch
+        current = None
         if tdev is None:
             current = self.cp.cuda.get_current_stream
             handle = lambda: current().ptr  # noqa: E731
@@ -326,7 +327,7 @@ class CudaBackend:
             handle = _torch_handle(tdev)
         if len(enc) == 1 and self._cu_raising is not None and cu is self._cu_launch_default:
             return _lean_cupy(self._cu_raising, self.cp.cuda.driver.CUDADriverError, enc,
-                              handle)
+                              handle, current)
         if len(enc) == 1:
             (fn, (gx, gy, gz), threads, params, _, name), = enc
 
@@ -594,11 +595,21 @@ def _cupy_launch_kernel(cupy):
     return getattr(getattr(getattr(cupy, "cuda", None), "driver", None), "launchKernel", None)
 
 
-def _lean_cupy(launch, error, enc, handle):
+def _lean_cupy(launch, error, enc, handle, current=None):
     """_lean's one-launch call through CuPy's launchKernel (``launch``, raising
-    ``error``): the argument array passed by address, held by the call."""
+    ``error``): the argument array passed by address, held by the call. ``current``:
+    CuPy's get_current_stream, whose ``ptr`` the call reads in place of ``handle()``
+    (one Python call fewer a launch: the repeated calls of CuPy arrays)."""
     (fn, (gx, gy, gz), threads, params, _, name), = enc
     at = ctypes.addressof(params)
+    if current is not None:
+        def on_cupys_stream():
+            try:
+                launch(fn, gx, gy, gz, threads, 1, 1, 0, current().ptr, at, 0)
+            except error as e:
+                raise _launch_failed(name, e) from None
+        on_cupys_stream.encoded = enc
+        return on_cupys_stream
 
     def one():
         try:
