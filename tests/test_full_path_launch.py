@@ -11,24 +11,15 @@ import numpy as np
 import pytest
 
 import portgemm
-from portgemm import reuse
 from portgemm.errors import DeviceError
 from portgemm.kernels.variants import TileExpand
 from test_cuda_backend_fake import FakeArray, FakeStream, backend, check  # noqa: F401
 from test_grouped import close, fake_cuda, poison, ragged_operands, ragged_reference  # noqa: F401
 from test_grouped import cuda_fake_backend  # noqa: F401  (fake_cuda's fixture)
-from test_lean_launch import SHAPES, _through_cupys_binding, batch, want
+from test_lean_launch import _through_cupys_binding, batch, want
+from test_lean_launch import fresh_reuse  # noqa: F401  (autouse: caches emptied around each)
 
 REFUSED = r"launch of \S+ failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
-
-
-@pytest.fixture(autouse=True)
-def fresh_caches():
-    reuse.clear()
-    portgemm.api._layouts.clear()
-    yield
-    reuse.clear()
-    portgemm.api._layouts.clear()
 
 
 def test_the_full_path_launches_through_the_binding_on_the_current_stream(backend):  # noqa: F811

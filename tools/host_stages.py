@@ -26,7 +26,6 @@ def miss_stages(be, sets, calls=200, before=lambda: None, whole_calls=True):
     sets than the caches keep, so every call misses both), plus "sum" and "whole call"
     (gemm_vbatched itself over the same rotation, timed in the same loop; with
     ``whole_calls`` False none: the staged calls back to back, as the host table's)."""
-    import portgemm
     from portgemm import api, reuse
     from portgemm.call_cache import LayoutCall, layout_key
     from portgemm.planner import plan as make_plan
@@ -68,17 +67,25 @@ def miss_stages(be, sets, calls=200, before=lambda: None, whole_calls=True):
             rows.append([b - a for a, b in zip(t, t[1:])])
         if not whole_calls:
             continue
-        A, B, C = next(rotation)
-        before()
-        t0 = time.perf_counter()
-        portgemm.gemm_vbatched(A, B, C, backend=be)
+        took = _one_call(be, next(rotation), before)
         if i >= 10:
-            whole.append(time.perf_counter() - t0)
+            whole.append(took)
     res = dict(zip(names, _median_us(rows)))
     res["sum"] = sum(res.values())
     if whole:
         res["whole call"] = float(np.median(whole)) * 1e6
     return res
+
+
+def _one_call(be, arrays, before) -> float:
+    """Seconds of one gemm_vbatched over ``arrays`` (A, B, C), ``before()`` run first,
+    untimed. (portgemm.gemm_vbatched is looked up per call: _inside wraps it.)"""
+    import portgemm
+    A, B, C = arrays
+    before()
+    t = time.perf_counter()
+    portgemm.gemm_vbatched(A, B, C, backend=be)
+    return time.perf_counter() - t
 
 
 def gap_probe(be, sets, calls=200, before=lambda: None):
@@ -91,7 +98,6 @@ def gap_probe(be, sets, calls=200, before=lambda: None):
     step); CuPy's pool growth over a loop; and the staged calls back to back. Plus the
     collector's runs per call."""
     import gc
-    import portgemm
     from portgemm import api, reuse
     runs = [0]
 
@@ -103,12 +109,9 @@ def gap_probe(be, sets, calls=200, before=lambda: None):
         reuse.clear()
         rot, out = itertools.cycle(rot), []
         for i in range(n + 10):
-            A, B, C = next(rot)
-            pre()
-            t = time.perf_counter()
-            portgemm.gemm_vbatched(A, B, C, backend=be)
+            took = _one_call(be, next(rot), pre)
             if i >= 10:
-                out.append(time.perf_counter() - t)
+                out.append(took)
         return float(np.median(out)) * 1e6
 
     res = {}
@@ -162,16 +165,9 @@ def _inside(be, run):
                 out.append(time.perf_counter() - t)
         return timed
     whole, call = [], portgemm.gemm_vbatched
-
-    def timed_call(*a, **k):
-        t = time.perf_counter()
-        try:
-            return call(*a, **k)
-        finally:
-            whole.append(time.perf_counter() - t)
     for owner, name in steps:
         setattr(owner, name, wrap(getattr(owner, name), times[name]))
-    portgemm.gemm_vbatched = timed_call
+    portgemm.gemm_vbatched = wrap(call, whole)
     try:
         run()
     finally:
