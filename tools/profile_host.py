@@ -3,8 +3,10 @@
 Prints: the cost of each attribute read on a CuPy array (and a torch tensor, where torch
 is installed), whether weak references work on them, the stage times of one call
 (validate, plan-cache hit, execute), the full-miss path's parts (calls on new array
-objects and at new addresses, a descriptor upload step by step) and a cProfile of
-gemm_vbatched at batches 8 and 1024.
+objects and at new addresses, a descriptor upload step by step), the new-memory gap
+probe at batch 8 (tools/host_stages.gap_probe: back to back as the host table times it,
+with the collector off, by alignment half, with no device sync, each step timed inside
+real calls, CuPy's pool growth) and a cProfile of gemm_vbatched at batches 8 and 1024.
 
     python tools/profile_host.py
 """
