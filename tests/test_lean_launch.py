@@ -186,8 +186,9 @@ class _Device:
 
 
 def _through_cupys_binding(backend, fail=None):
-    """Make ``backend``'s lean calls take the CuPy launchKernel form (integers; the
-    argument array by address; raises on failure) over the fake's launch."""
+    """Make ``backend`` launch through the CuPy launchKernel form (integers; the argument
+    array by address; raises on failure) over the fake's launch: every launch, the
+    lean closures' and the full path's (execute, the expansion kernel, ragged)."""
     import ctypes
     real, made = backend._cu_launch, []
 
@@ -196,7 +197,9 @@ def _through_cupys_binding(backend, fail=None):
         made.append(stream)
         if fail is not None and fail[0]:
             raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")   # the fake's error
-        params = (ctypes.c_void_p * 4).from_address(at)
+        # a view of the argument array (nothing is read past the kernel's own arguments;
+        # 18: the most any entry point takes, the ragged one's)
+        params = (ctypes.c_void_p * 18).from_address(at)
         assert real(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, None) == 0
     backend._cu_raising = launch_kernel
     return made
@@ -215,8 +218,11 @@ def test_cupys_launch_binding_gives_the_reference_on_the_current_stream(backend)
                 entry()
             check(C, want(hA, hB, hC), "float32")
     assert reuse.cache_info()["hits"] >= 1
-    # bound 6, bound 0, the second call (a layout-cache hit) 0, bound 6, a reuse hit 6
-    assert made == [6, 0, 0, 6, 6]
+    # bound 6, the first call (the full path) 6, bound 0, the second call (a layout-cache
+    # hit) 0, bound 6, a reuse hit 6; and every launch, the expansions' too, went
+    # through the binding
+    assert [st for _, st in backend.launches][-6:] == [6, 6, 0, 0, 6, 6]
+    assert len(made) == len(backend.launches) + len(backend.expansions)
 
 
 def test_cupys_launch_binding_failure_is_a_device_error(backend):  # noqa: F811

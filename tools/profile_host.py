@@ -3,8 +3,10 @@
 Prints: the cost of each attribute read on a CuPy array (and a torch tensor, where torch
 is installed), whether weak references work on them, the stage times of one call
 (validate, plan-cache hit, execute), the full-miss path's parts (calls on new array
-objects and at new addresses, a descriptor upload step by step) and a cProfile of
-gemm_vbatched at batches 8 and 1024.
+objects and at new addresses, a descriptor upload step by step), the new-memory gap
+probe at batch 8 (tools/host_stages.gap_probe: back to back as the host table times it,
+with the collector off, by alignment half, with no device sync, each step timed inside
+real calls, CuPy's pool growth) and a cProfile of gemm_vbatched at batches 8 and 1024.
 
     python tools/profile_host.py
 """
@@ -286,6 +288,12 @@ def call_stages(be, cp, rng):
                     for j in range(max(api._layouts.kept, reuse.SEEN) + 8)]
             host_stages.show(f"batch {n}, new-memory call stages",
                              host_stages.miss_stages(be, sets, before=sync))
+            del sets
+        if n == 8:   # the back-to-back gap: twice the sets, so either half still misses
+            sets = [[_shifted(cp, X, j) for X in (A, B, C)]
+                    for j in range(2 * (max(api._layouts.kept, reuse.SEEN) + 4))]
+            host_stages.show(f"batch {n}, new-memory gap probe",
+                             host_stages.gap_probe(be, sets, before=sync))
             del sets
         if n == 64:
             continue

@@ -215,6 +215,8 @@ def stages(be, rng, batch):
     sets = [[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)] for _ in range(24)]
     host_stages.show(f"batch {batch}, new-memory call stages",
                      host_stages.miss_stages(be, sets))
+    sets = [[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)] for _ in range(40)]
+    host_stages.show(f"batch {batch}, new-memory gap probe", host_stages.gap_probe(be, sets))
     host_stages.show(f"batch {batch}, repeated call stages", host_stages.hit_stages(be, A, B, C))
     T = [tensors(X) for X in (A, B, C)]
     host_stages.show(f"batch {batch}, repeated call stages (torch)",

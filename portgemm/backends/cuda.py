@@ -1,6 +1,6 @@
 """CUDA backend through CuPy: NVRTC-compiled variants of the one kernel source, launched
-with the driver's cuLaunchKernel (arguments encoded once per descriptor buffer; bound and
-repeated calls through CuPy's Cython binding of it, the rest through ctypes) on the
+with the driver's cuLaunchKernel (arguments encoded once per descriptor buffer; every
+launch through CuPy's Cython binding of it where CuPy has one, else through ctypes) on the
 caller's current stream (torch's when the arrays are torch tensors, else
 CuPy's), over device arrays (CuPy, PyTorch, anything exposing __cuda_array_interface__
 or DLPack), with no host round trip.
@@ -72,8 +72,9 @@ class CudaBackend:
         self.cp = cupy
         self._cu_launch = launch_kernel or _cu_launch_kernel()
         # CuPy's own cuLaunchKernel binding (Cython: integer arguments, no ctypes
-        # conversion; raises on failure) for the one-closure launches (_lean), where the
-        # driver's through ctypes is not injected
+        # conversion; raises on failure; 3.5 against 5.8 us a launch through ctypes on
+        # the H100 host) for every launch (_run_item, _lean), where the driver's through
+        # ctypes is not injected
         self._cu_raising = None if launch_kernel is not None else _cupy_launch_kernel(cupy)
         self._cu_launch_default = self._cu_launch   # replaced later (a test): ctypes form
         self._staging = _Staging(cupy)
@@ -214,7 +215,7 @@ class CudaBackend:
         launch = _encoded(self.function(variant).ptr, exp.blocks, variant.threads,
                           expand_args(exp, table.data.ptr, tiles.data.ptr, bptr.data.ptr),
                           variant.name)
-        _run(self._cu_launch, launch, cp.cuda.get_current_stream().ptr)
+        self._run_item(launch, cp.cuda.get_current_stream().ptr)
         return tiles, bptr, table
 
     def _stream(self, tdev):
@@ -318,6 +319,7 @@ class CudaBackend:
             launch, stream = self._launch, self._stream
             return lambda: launch(st, enc, stream(tdev))
         cu = self._cu_launch
+        current = None
         if tdev is None:
             current = self.cp.cuda.get_current_stream
             handle = lambda: current().ptr  # noqa: E731
@@ -325,20 +327,22 @@ class CudaBackend:
             handle = _torch_handle(tdev)
         if len(enc) == 1 and self._cu_raising is not None and cu is self._cu_launch_default:
             return _lean_cupy(self._cu_raising, self.cp.cuda.driver.CUDADriverError, enc,
-                              handle)
+                              handle, current)
         if len(enc) == 1:
             (fn, (gx, gy, gz), threads, params, _, name), = enc
 
             def one():
                 if rc := cu(fn, gx, gy, gz, threads, 1, 1, 0, handle(), params, None):
-                    raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+                    raise _launch_failed(name, f"CUresult {rc}")
             one.encoded = enc   # the argument values live as long as the call
             return one
+
+        run = self._run_item
 
         def each():
             sp = handle()
             for item in enc:
-                _run(cu, item, sp)
+                run(item, sp)
         return each
 
     def _encoded(self, st, gemms):
@@ -362,12 +366,24 @@ class CudaBackend:
             out.append(_encoded_gemm(c[0], grid, c[1], gemms.data.ptr, tiles, bptr, base, c[2]))
         return out
 
+    def _run_item(self, item, stream_ptr) -> None:
+        """Launch one _encoded item on ``stream_ptr``: the one launch of every path that
+        is not a _lean closure (execute, execute_ragged, the expansion kernel, split-K's
+        phases), through CuPy's binding where it has one and no launch function was
+        injected, else cuLaunchKernel through ctypes; a DeviceError naming the kernel
+        when the driver refuses it."""
+        raising = self._cu_raising
+        if raising is not None and self._cu_launch is self._cu_launch_default:
+            _run_cupy(raising, self.cp.cuda.driver.CUDADriverError, item, stream_ptr)
+        else:
+            _run(self._cu_launch, item, stream_ptr)
+
     def _launch(self, st, enc, stream):
-        launch = self._cu_launch
+        run = self._run_item
         if len(enc) == 1 or st.get("mode") != "per-kind":
             sp = stream.ptr
             for item in enc:
-                _run(launch, item, sp)
+                run(item, sp)
             return
         # Per-kind launches run side by side (fork/join on side streams), so each kind
         # keeps its own registers and block size and no launch waits for another's tail.
@@ -383,7 +399,7 @@ class CudaBackend:
         for i, item in enumerate(enc):
             s = side[i]
             s.wait_event(events[0])
-            _run(launch, item, s.ptr)
+            run(item, s.ptr)
             events[i + 1].record(s)
             stream.wait_event(events[i + 1])
 
@@ -400,7 +416,8 @@ class CudaBackend:
         each finds its group and tile (backends/ragged.py). The launch is encoded once
         per job, device and stream (kept on the job), so a repeated call uploads nothing
         and only launches."""
-        stream = self._stream(torch_device(arrays))
+        tdev = torch_device(arrays)   # CuPy's stream read in place: one call fewer
+        stream = self.cp.cuda.get_current_stream() if tdev is None else self._stream(tdev)
         key = (id(self), self._dev(), stream.ptr)
         enc = job.launches.get(key)
         if enc is None:
@@ -408,7 +425,7 @@ class CudaBackend:
                 return None
             with stream:  # the scalars' upload goes to the stream of the launch
                 enc = job.launches[key] = self._encode_ragged(job)
-        _run(self._cu_launch, enc[0], stream.ptr)
+        self._run_item(enc[0], stream.ptr)
         return None
 
     def _encode_ragged(self, job):
@@ -451,7 +468,7 @@ class _SplitOps(split.Ops):
                         variant.name)
 
     def launch(self, item, stream) -> None:
-        _run(self.be._cu_launch, item, stream.ptr)
+        self.be._run_item(item, stream.ptr)
 
 
 class _Staging:
@@ -551,10 +568,26 @@ def _encoded_gemm(fn_ptr, grid, threads, gemms, tiles, block_ptr, base, name):
 
 
 def _run(launch, item, stream_ptr) -> None:
-    """Launch one _encoded item on ``stream_ptr`` with cuLaunchKernel ``launch``."""
+    """Launch one _encoded item on ``stream_ptr`` with cuLaunchKernel ``launch`` (ctypes
+    form: the argument array as is, a CUresult back)."""
     fn, (gx, gy, gz), threads, params, _, name = item
     if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, params, None):
-        raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+        raise _launch_failed(name, f"CUresult {rc}")
+
+
+def _run_cupy(launch, error, item, stream_ptr) -> None:
+    """_run through CuPy's launchKernel ``launch`` (integers: the argument array by
+    address; raises ``error`` on failure)."""
+    fn, (gx, gy, gz), threads, params, _, name = item
+    try:
+        launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, ctypes.addressof(params), 0)
+    except error as e:
+        raise _launch_failed(name, e) from None
+
+
+def _launch_failed(name, why) -> DeviceError:
+    """The error of a launch the driver refused, naming the kernel (every launch form)."""
+    return DeviceError(f"launch of {name} failed: {why}")
 
 
 def _cupy_launch_kernel(cupy):
@@ -563,17 +596,27 @@ def _cupy_launch_kernel(cupy):
     return getattr(getattr(getattr(cupy, "cuda", None), "driver", None), "launchKernel", None)
 
 
-def _lean_cupy(launch, error, enc, handle):
+def _lean_cupy(launch, error, enc, handle, current=None):
     """_lean's one-launch call through CuPy's launchKernel (``launch``, raising
-    ``error``): the argument array passed by address, held by the call."""
+    ``error``): the argument array passed by address, held by the call. ``current``:
+    CuPy's get_current_stream, whose ``ptr`` the call reads in place of ``handle()``
+    (one Python call fewer a launch: the repeated calls of CuPy arrays)."""
     (fn, (gx, gy, gz), threads, params, _, name), = enc
     at = ctypes.addressof(params)
+    if current is not None:
+        def on_cupys_stream():
+            try:
+                launch(fn, gx, gy, gz, threads, 1, 1, 0, current().ptr, at, 0)
+            except error as e:
+                raise _launch_failed(name, e) from None
+        on_cupys_stream.encoded = enc
+        return on_cupys_stream
 
     def one():
         try:
             launch(fn, gx, gy, gz, threads, 1, 1, 0, handle(), at, 0)
         except error as e:
-            raise DeviceError(f"launch of {name} failed: {e}") from None
+            raise _launch_failed(name, e) from None
     one.encoded = enc   # the argument values live as long as the call
     return one
 
