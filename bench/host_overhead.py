@@ -10,7 +10,8 @@ call on new array objects every time (fresh views of the same memory, rotated ov
 sets than the reuse path remembers: each call reads every array, and finds its layout in
 the layout cache, portgemm/call_cache.py); ``gemm_vbatched (new memory)``: arrays at new
 addresses every call (rotated over more sets than the layout cache keeps: each call is
-read, validated, planned and uploaded in full; timed, not checked); the bound call (``Plan.bind(...)()``), and a user
+read, validated, planned and uploaded in full; timed, not checked; the sets are views
+made before timing, so nothing the benchmark allocates is inside a timed call); the bound call (``Plan.bind(...)()``), and a user
 building cuBLAS grouped GEMM's pointer and size arrays from the same lists and calling
 ``cublasGemmGroupedBatchedEx`` (bench/cublas_grouped.py) on every call. If portgemm has
 ``gemm_grouped`` (the packed API), its ragged-M form is timed too, with host and with

@@ -8,11 +8,20 @@ grouped (arrays prepared) in the same run. Prints TFLOP/s, % of the fp32 (or fp6
 FMA roofline and the ratio to cuBLAS. Every timed plan's output is checked once
 against a float64 reference (NaN-poisoned C, a few GEMMs of the batch).
 
+``--dtype float16,bfloat16,tf32`` (any of them, alone or with float32/float64) runs the
+tensor-core peer grid instead for those formats (portgemm/benchmark/half_cli.py): our
+bound plan against cuBLAS grouped and padded torch.bmm over docs/design.md §6's grid,
+GFLOP/s, ours over the best peer, % of the bf16 dense peak measured in the same run;
+tf32 adds our fp32 SIMT plan and cuBLAS fp32 (IEEE) beside the tf32 columns; 3xtf32
+runs ours against those two (no peer offers 3xTF32). portgemm
+not taking a format yet shows as n/a. Written to half_grid.txt / half_grid.json.
+
 ``--config`` compares compile settings of the kernels in one process: each named
 config overrides render.py's per-kind tables (minimum blocks, BK unroll, pipeline
 stages) before its variants are compiled; ``base`` is the committed settings.
 
     python bench/kernel_bench.py [--config base,occ] [--quick] [--extra] [--out DIR]
+    python bench/kernel_bench.py --dtype float16,bfloat16,tf32,3xtf32 [--quick] [--mode cold-l2]
 
 About a minute on an H100 per config (compilation included).
 """
@@ -34,12 +43,14 @@ import portgemm  # noqa: E402
 from portgemm import tiles  # noqa: E402
 from portgemm.backends import cuda as cuda_backend  # noqa: E402
 from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
+from portgemm.benchmark.half_cli import grid_main  # noqa: E402
 from portgemm.kernels import render, resources  # noqa: E402
 from portgemm.kernels.variants import variants_for  # noqa: E402
 from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
 from portgemm.tuning.model import one_kind_plan  # noqa: E402
 from timing import do_bench, random_batch  # noqa: E402
 
+TENSOR_CORE = ("float16", "bfloat16", "tf32", "3xtf32")   # formats of the peer grid (half_cli.py)
 PEAK = {"float32": 55.6e12, "float64": 31.1e12}   # FMA peaks measured on the H100
 OURS = OUR_FAMILY      # our families, per dtype (what the default plan weighs)
 
@@ -200,7 +211,20 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=9)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--extra", action="store_true", help="also time the EXTRA shapes")
+    ap.add_argument("--mode", default="warm", choices=("warm", "cold-l2"),
+                    help="timing mode of the tensor-core peer grid")
+    ap.add_argument("--time-limit", type=float,
+                    help="tensor-core peer grid: start no case after this many seconds")
     args = ap.parse_args(argv)
+    dtypes = args.dtype.split(",")
+    half = [d for d in dtypes if d in TENSOR_CORE]
+    if half:
+        # the grid's own seed (0, as `python -m portgemm bench --grid`): the same shapes
+        grid_main(",".join(half), args.out, args.quick, args.mode, seed=0,
+                  time_limit_s=args.time_limit)
+    args.dtype = ",".join(d for d in dtypes if d not in TENSOR_CORE)
+    if not args.dtype:
+        return
     t0 = time.perf_counter()
     if args.extra:
         render.STAGES.update(EXTRA_STAGES)

@@ -4,11 +4,12 @@ with a breakdown of where it goes.
     python bench/plan_time.py [--arch sm_90] [--reps 50] [--batches 1024,8192]
                               [--max-mn 128,256,1024] [--strategies wavefront-tlp]
                               [--all-modes] [--no-breakdown] [--clock wall|cpu]
-                              [--count-calls]
+                              [--count-calls] [--dist uniform|moe]
 
 Rows: "default" (plan() with neither strategy nor mode: what a call that names none
 pays, two launch structures weighed), then each strategy in its default mode (named).
-Shapes follow docs/design.md §6: M, N uniform in [16, MaxMN], K in [16, 512]. Each cell
+Shapes follow docs/design.md §6: M, N uniform in [16, MaxMN], K in [16, 512] (``--dist
+moe``: MoE-like, 8 experts' (N, K), M in [0, MaxMN]). Each cell
 is the median (and the least) of ``reps`` calls of ``plan(..., use_cache=False)`` after
 one warm-up call (which fills the per-kind occupancy tables, as the first plan of a
 process does). The breakdown times the same calls with the named steps wrapped
@@ -45,16 +46,24 @@ from portgemm.planner import DEFAULT_STRATEGY, strategies, strategy_info
 # Steps wrapped for the breakdown: (module attribute owner, name). Strategy modules
 # import their helpers by name, so each is wrapped where the strategy looks it up.
 PLANNER_STEPS = ("_shapes", "_key")
-STRATEGY_STEPS = ("device_rule", "paper_rule", "notes_for_shapes", "BatchTables",
-                  "least_possible", "typed_rounds", "cap_events", "cap_aggregates", "predict_rows",
+STRATEGY_STEPS = ("device_rule", "paper_rule", "notes_for_shapes", "batch_classes",
+                  "BatchTables", "least_possible", "typed_rounds", "cap_events", "cap_aggregates",
+                  "predict_rows",
                   "tile_grid", "tile_counts", "initial_kinds", "kind_table", "tiling_engine",
                   "choose_config", "gemm_lpt_order", "per_gemm_tiles", "tile_layout",
                   "build_tiles", "threshold_batching",
                   "binary_batching", "pack_blocks", "make_plan")
 
 
-def shapes(batch, max_mn, max_k=512, seed=0):
+def shapes(batch, max_mn, max_k=512, seed=0, dist="uniform"):
+    """docs/design.md §6's shapes (``dist`` "uniform"), or MoE-like ones ("moe"): 8
+    experts, each one (N, K) of multiples of 256 up to 2,048, tokens per GEMM (M)
+    uniform in [0, MaxMN] (an idle expert has M = 0)."""
     rng = np.random.default_rng(seed)
+    if dist == "moe":
+        nk = rng.integers(1, 9, (8, 2)) * 256
+        e = rng.integers(0, 8, batch)
+        return np.stack([rng.integers(0, max_mn + 1, batch), nk[e, 0], nk[e, 1]], axis=1)
     return np.stack([rng.integers(16, max_mn + 1, batch), rng.integers(16, max_mn + 1, batch),
                      rng.integers(16, max_k + 1, batch)], axis=1)
 
@@ -236,6 +245,9 @@ def main(argv=None):
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     ap.add_argument("--count-calls", action="store_true",
                     help="also count the NumPy calls of one plan per cell")
+    ap.add_argument("--dist", choices=("uniform", "moe"), default="uniform",
+                    help="shapes: design §6's uniform sizes, or MoE-like (8 experts' N, K; "
+                         "M in [0, MaxMN])")
     args = ap.parse_args(argv)
     global _clock
     _clock = time.thread_time_ns if args.clock == "cpu" else time.perf_counter_ns
@@ -251,7 +263,7 @@ def main(argv=None):
         for mode in modes:
             for max_mn in map(int, args.max_mn.split(",")):
                 for batch in map(int, args.batches.split(",")):
-                    s = shapes(batch, max_mn)
+                    s = shapes(batch, max_mn, dist=args.dist)
 
                     def call():
                         return planner.plan(s, arch=args.arch, mode=mode, use_cache=False,

@@ -123,11 +123,15 @@ def test_a_replaced_element_is_a_miss_and_the_new_array_is_written(backend):
     assert hits() == 0
 
 
-def test_a_shape_changed_in_place_is_a_miss(backend):
+@pytest.mark.parametrize("gemms", [2, reuse.SMALL_LIST // 3 + 1])   # both comparers
+def test_a_shape_changed_in_place_is_a_miss(backend, gemms):
     """CuPy's ``x.shape = ...`` reshapes in place (same pointer): a hit would compute
-    with the old shape; the full path sees the new one."""
-    A, B, C = arrays([(4, 6, 4), (4, 6, 4)])
+    with the old shape; the full path sees the new one (a small entry compares its
+    shapes as one list, a large one as read)."""
+    A, B, C = arrays([(4, 6, 4)] * gemms)
     _warm(backend, A, B, C)
+    e, = reuse._entries.values()
+    assert e.same is (reuse._cupy_same_small if gemms == 2 else reuse._cupy_same)
     C[1].a.shape = (6, 4)   # same memory, new shape: no longer op(A) @ op(B)
     with pytest.raises(portgemm.ShapeMismatch, match="GEMM 1: C is 6x4"):
         portgemm.gemm_vbatched(A, B, C, backend=backend)

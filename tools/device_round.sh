@@ -10,6 +10,9 @@
 #   ncu       Nsight Compute (--set full) of NCU_CASES (tools/ncu_case.py args, ';'-separated)
 #   profile   tools/profile_host.py (attribute costs, stage times, cProfile of a call)
 #   splitk    bench/split_k_bench.py (split-K against split_k=False and cuBLAS grouped)
+#   half      fp16/bf16/tf32 peer grid (bench/kernel_bench.py --dtype HALF_DTYPES, HALF_ARGS)
+#             and the MoE bench, uniform and Zipf routing (bench/moe_bench.py MOE_ARGS):
+#             half_grid.*, moe.*, moe_zipf.*, half.log
 set -u -o pipefail
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export PORTGEMM_CACHE_DIR=${PORTGEMM_CACHE_DIR:-/tmp/pgcache}
@@ -31,6 +34,14 @@ for part in "$@"; do
     grid) bash bench/device_bench.sh grid 2>&1 | tail -40 ;;
     kernel) python3 bench/kernel_bench.py --out "$OUT" 2>&1 | tail -60 ;;
     splitk) python3 bench/split_k_bench.py --out "$OUT" 2>&1 | tee "$OUT/split_k.txt" | tail -40 ;;
+    half) python3 bench/kernel_bench.py --dtype "${HALF_DTYPES:-float16,bfloat16,tf32,3xtf32}" ${HALF_ARGS:-} \
+            --out "$OUT" > "$OUT/half.log" 2>&1; echo "kernel_bench (tensor-core grid): exit $?"
+          grep -a -E "geomean|peak|grouped matmul|FAIL|Error" "$OUT/half.log" | head -20
+          for routing in uniform zipf; do
+            python3 bench/moe_bench.py --routing $routing ${MOE_ARGS:-} --out "$OUT" >> "$OUT/half.log" 2>&1
+            echo "moe_bench --routing $routing: exit $?"
+          done
+          grep -a -E "geomean" "$OUT/half.log" | tail -12 ;;
     profile) python3 tools/profile_host.py > "$OUT/profile_host.txt" 2>&1; tail -30 "$OUT/profile_host.txt" ;;
     ncu) IFS=';' read -ra cases <<< "${NCU_CASES:-1024/128/256;1024/128/256 --peer cublas}"
          for c in "${cases[@]}"; do

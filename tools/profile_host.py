@@ -3,8 +3,10 @@
 Prints: the cost of each attribute read on a CuPy array (and a torch tensor, where torch
 is installed), whether weak references work on them, the stage times of one call
 (validate, plan-cache hit, execute), the full-miss path's parts (calls on new array
-objects and at new addresses, a descriptor upload step by step) and a cProfile of
-gemm_vbatched at batches 8 and 1024.
+objects and at new addresses, a descriptor upload step by step), the new-memory gap
+probe at batch 8 (tools/host_stages.gap_probe: back to back as the host table times it,
+with the collector off, by alignment half, with no device sync, each step timed inside
+real calls, CuPy's pool growth) and a cProfile of gemm_vbatched at batches 8 and 1024.
 
     python tools/profile_host.py
 """
@@ -18,6 +20,7 @@ import sys
 import time
 import timeit
 import weakref
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -261,13 +264,128 @@ def packed_parts(be, cp, rng):
               ", ".join(f"{n} {v:.1f}" for n, v in res.items()))
 
 
+def call_stages(be, cp, rng):
+    """tools/host_stages.py on this device: the full path's steps of a new-memory call
+    (arrays at new addresses: views into pools shifted per set) at 8 and 64 GEMMs, and a
+    repeated call's (the reuse hit) at 8 and 1,024 GEMMs with CuPy arrays and torch
+    tensors, each step timed inside the call's own sequence, with the device idle before
+    each call; the floors beside them: the reads a hit cannot skip."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import host_stages
+    from portgemm import api, reuse
+    sync = cp.cuda.Device().synchronize
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    for n in (8, 64, 1024):
+        shapes = np.stack([rng.integers(16, 129, n) for _ in range(3)], 1)
+        A = [cp.random.random((m, k), dtype=cp.float32) for m, _, k in shapes]
+        B = [cp.random.random((k, nn), dtype=cp.float32) for _, nn, k in shapes]
+        C = [cp.empty((m, nn), dtype=cp.float32) for m, nn, _ in shapes]
+        if n <= 64:
+            sets = [[_shifted(cp, X, j) for X in (A, B, C)]
+                    for j in range(max(api._layouts.kept, reuse.SEEN) + 8)]
+            host_stages.show(f"batch {n}, new-memory call stages",
+                             host_stages.miss_stages(be, sets, before=sync))
+            del sets
+        if n == 8:   # the back-to-back gap: twice the sets, so either half still misses
+            sets = [[_shifted(cp, X, j) for X in (A, B, C)]
+                    for j in range(2 * (max(api._layouts.kept, reuse.SEEN) + 4))]
+            host_stages.show(f"batch {n}, new-memory gap probe",
+                             host_stages.gap_probe(be, sets, before=sync))
+            del sets
+        if n == 64:
+            continue
+        host_stages.show(f"batch {n}, repeated call stages (CuPy)",
+                         host_stages.hit_stages(be, A, B, C, before=sync))
+        X = [*A, *B, *C]
+        bound = make_plan(shapes, "float32", arch=be.arch()).bind(A, B, C, backend=be)
+        # consumed as read (deque of length 0): no list of 3n tuples for the GC to see
+        reads = _loop_us(lambda: deque(map(_shape, X), 0))
+        ids = _loop_us(lambda: tuple(map(id, X)))
+        bound_us = _loop_us(bound, 50)
+        sync()
+        print(f"  floors, batch {n}: {3 * n} shape reads {reads:.1f} us, {3 * n} ids "
+              f"{ids:.1f} us, the bound call back to back (host) {bound_us:.1f} us")
+        if n == 8:
+            launch_forms(be, cp, bound)
+        if torch is not None:
+            T = [[torch.as_tensor(x, device="cuda") for x in L] for L in (A, B, C)]
+            host_stages.show(f"batch {n}, repeated call stages (torch)",
+                             host_stages.hit_stages(be, *T, before=sync))
+            _torch_floors(reuse, [*T[0], *T[1], *T[2]], n)
+
+
+def launch_forms(be, cp, bound):
+    """One encoded launch (the bound call's) made through the driver's cuLaunchKernel by
+    ctypes (the full path's _run) and through CuPy's launchKernel binding (the lean
+    calls'), back to back: the host cost of each form alone."""
+    import ctypes
+    from portgemm.backends.cuda import _run
+    enc = getattr(bound._launch, "encoded", None)
+    if enc is None or be._cu_raising is None:
+        print("  launch forms: n/a (no single encoded launch, or no CuPy launchKernel)")
+        return
+    item, = enc
+    fn, (gx, gy, gz), threads, params, _, _ = item
+    sp, at = cp.cuda.get_current_stream().ptr, ctypes.addressof(params)
+    forms = {"ctypes cuLaunchKernel (_run)": lambda: _run(be._cu_launch, item, sp),
+             "CuPy driver.launchKernel": lambda: be._cu_raising(fn, gx, gy, gz, threads, 1, 1,
+                                                                0, sp, at, 0)}
+    res = {}
+    for k, fn_ in forms.items():
+        res[k] = _loop_us(fn_, 50)
+        cp.cuda.Device().synchronize()
+    print("  one launch, host us (back to back): " +
+          ", ".join(f"{k} {v:.2f}" for k, v in res.items()))
+
+
+def _shape(x):
+    return x.shape
+
+
+def _loop_us(fn, reps=200):
+    """Least of 5 means over ``reps`` back-to-back calls (us): a floor, no device sync."""
+    out = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        out.append((time.perf_counter() - t) / reps)
+    return min(out) * 1e6
+
+
+def _torch_floors(reuse, X, n):
+    """What the torch hit's in-place check costs over the 3n tensors, its reads alone and
+    two cheaper-looking forms: the five reads as C-level maps zipped (one visit per
+    tensor, no Python frame), and four reads (no get_device(): not used, see the notes)."""
+    from operator import attrgetter, eq, methodcaller
+    d, s, c, t, g = (methodcaller("data_ptr"), attrgetter("shape"),
+                     methodcaller("is_contiguous"), attrgetter("dtype"),
+                     methodcaller("get_device"))
+    meta = list(map(reuse._torch_row_contiguous, X))
+    four = [r[:4] for r in meta]
+    row4 = lambda x: (x.data_ptr(), x.shape, x.is_contiguous(), x.dtype)  # noqa: E731
+    res = {
+        "check (reuse, as used)": lambda: all(map(eq, map(reuse._torch_row_contiguous, X), meta)),
+        "five reads, zipped maps": lambda: all(map(eq, zip(map(d, X), map(s, X), map(c, X),
+                                                           map(t, X), map(g, X)), meta)),
+        "four reads (no get_device)": lambda: all(map(eq, map(row4, X), four)),
+        "data_ptr() + shape only": lambda: all(map(eq, zip(map(d, X), map(s, X)),
+                                                   [r[:2] for r in meta])),
+    }
+    print(f"  torch in-place check over {3 * n} tensors, us per GEMM: " + ", ".join(
+        f"{k} {_loop_us(fn, 50) / n:.2f}" for k, fn in res.items()))
+
+
 def main():
     be = get_backend("cuda")
     cp = be.cp
     print("attribute reads (us per read):")
     attribute_costs(cp)
     rng = np.random.default_rng(3)
-    for part in (small_batch_sweep, torch_rows, packed_parts):
+    for part in (call_stages, small_batch_sweep, torch_rows, packed_parts):
         try:
             part(be, cp, rng)
         except Exception as e:  # noqa: BLE001 - one part failing must not lose the others

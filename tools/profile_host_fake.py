@@ -9,7 +9,7 @@ memory) every call, rotated over more sets than the reuse path remembers. "torch
 torch tensors over the same memory (same tensors every call; "new tensors": new ones).
 
     PYTHONPATH=$PWD python tools/profile_host_fake.py [--batches 8 64 1024 5000] [--profile N]
-        [--packed 8 64 1024] [--rounds R]
+        [--packed 8 64 1024] [--stages 8 64] [--rounds R]
 
 --packed G ...: also the packed API (gemm_grouped, ragged M of up to 256 rows per group,
 N = K = 128) with host and with device offsets, against the bound call over views of
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
 import io
 import itertools
 import pstats
@@ -47,7 +48,7 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     def __init__(self, ptr, shape, dtype):
         self.data, self.dtype = Mem(ptr), np.dtype(dtype)
-        self._shape = tuple(shape)
+        self._shape = tuple(map(int, shape))   # Python ints, as CuPy's (not NumPy scalars)
         self._strides = tuple(int(np.prod(shape[i + 1:])) * self.dtype.itemsize
                               for i in range(len(shape)))
         self._c_contiguous = True   # CuPy's flag (a slot, as here); these are contiguous
@@ -71,11 +72,16 @@ def Event(**kw):  # noqa: N802 - CuPy's name
     return types.SimpleNamespace(record=lambda stream=None: None, synchronize=lambda: None)
 
 
-class Pinned(bytearray):
-    ptr = 1 << 40
+class Pinned:
+    """Pinned host memory: real host bytes (the staging upload memmoves into them)."""
+    __slots__ = ("buf", "ptr")
+
+    def __init__(self, n):
+        self.buf = (ctypes.c_char * n)()
+        self.ptr = ctypes.addressof(self.buf)
 
     def size(self):
-        return len(self)
+        return len(self.buf)
 
 
 _next = [1 << 32]
@@ -100,7 +106,7 @@ class Tensor:
     device = "cuda:0"
 
     def __init__(self, ptr, shape, dtype):
-        self._ptr, self._shape, self.dtype = ptr, tuple(shape), dtype
+        self._ptr, self._shape, self.dtype = ptr, tuple(map(int, shape)), dtype
         self._stride = (shape[1], 1)
 
     shape = property(lambda self: tuple(self._shape))   # torch builds a torch.Size per read
@@ -201,11 +207,30 @@ def packed(be, rng, groups, n=128, k=128, max_m=256):
             "bound": cpu_us(bound, reps)}
 
 
+def stages(be, rng, batch):
+    """tools/host_stages.py's stage times at ``batch`` GEMMs: a new-memory call (fresh
+    arrays at new addresses, more sets than the caches keep) and a repeated call."""
+    import host_stages
+    _, A, B, C = lists(rng, batch)
+    sets = [[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)] for _ in range(24)]
+    host_stages.show(f"batch {batch}, new-memory call stages",
+                     host_stages.miss_stages(be, sets))
+    sets = [[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)] for _ in range(40)]
+    host_stages.show(f"batch {batch}, new-memory gap probe", host_stages.gap_probe(be, sets))
+    host_stages.show(f"batch {batch}, repeated call stages", host_stages.hit_stages(be, A, B, C))
+    T = [tensors(X) for X in (A, B, C)]
+    host_stages.show(f"batch {batch}, repeated call stages (torch)",
+                     host_stages.hit_stages(be, *T))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, nargs="*", default=[8, 64, 1024, 5000])
     ap.add_argument("--profile", type=int, default=0, help="cProfile this batch size")
     ap.add_argument("--packed", type=int, nargs="*", default=[], help="group counts")
+    ap.add_argument("--stages", type=int, nargs="*", default=[],
+                    help="stage times of a new-memory call and of a repeated call at these "
+                         "batch sizes (tools/host_stages.py)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure each stage this many times, keep the least")
     args = ap.parse_args(argv)
@@ -215,6 +240,8 @@ def main(argv=None):
         res = packed(be, np.random.default_rng(groups), groups)
         print(f"packed, {groups} groups: " + ", ".join(f"{k} {v:.1f}" for k, v in res.items())
               + " us per call", flush=True)
+    for batch in args.stages:
+        stages(be, np.random.default_rng(batch), batch)
     import portgemm
     from portgemm.api import _validate
     from portgemm.planner import plan as make_plan

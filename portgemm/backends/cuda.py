@@ -1,6 +1,7 @@
 """CUDA backend through CuPy: NVRTC-compiled variants of the one kernel source, launched
-with the driver's cuLaunchKernel (through ctypes, arguments encoded once per descriptor
-buffer) on the caller's current stream (torch's when the arrays are torch tensors, else
+with the driver's cuLaunchKernel (arguments encoded once per descriptor buffer; every
+launch through CuPy's Cython binding of it where CuPy has one, else through ctypes) on the
+caller's current stream (torch's when the arrays are torch tensors, else
 CuPy's), over device arrays (CuPy, PyTorch, anything exposing __cuda_array_interface__
 or DLPack), with no host round trip.
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
+import sys
 import threading
 
 import numpy as np
@@ -68,6 +71,12 @@ class CudaBackend:
     def __init__(self, cupy, launch_kernel=None):
         self.cp = cupy
         self._cu_launch = launch_kernel or _cu_launch_kernel()
+        # CuPy's own cuLaunchKernel binding (Cython: integer arguments, no ctypes
+        # conversion; raises on failure; 3.5 against 5.8 us a launch through ctypes on
+        # the H100 host) for every launch (_run_item, _lean), where the driver's through
+        # ctypes is not injected
+        self._cu_raising = None if launch_kernel is not None else _cupy_launch_kernel(cupy)
+        self._cu_launch_default = self._cu_launch   # replaced later (a test): ctypes form
         self._staging = _Staging(cupy)
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
@@ -206,7 +215,7 @@ class CudaBackend:
         launch = _encoded(self.function(variant).ptr, exp.blocks, variant.threads,
                           expand_args(exp, table.data.ptr, tiles.data.ptr, bptr.data.ptr),
                           variant.name)
-        _run(self._cu_launch, launch, cp.cuda.get_current_stream().ptr)
+        self._run_item(launch, cp.cuda.get_current_stream().ptr)
         return tiles, bptr, table
 
     def _stream(self, tdev):
@@ -261,15 +270,14 @@ class CudaBackend:
         st = self._state(plan, batch, upload=False)
         if st is None:
             return None
-        enc = self._encoded(st, gemms)
-        dev, where, tdev = self._dev(), batch.device, torch_device(batch)
-        launch, stream, current = self._launch, self._stream, self._dev
+        dev, where = self._dev(), batch.device
+        launch, current = self._lean(st, self._encoded(st, gemms), torch_device(batch)), self._dev
 
         def call():
             if current() != dev:
                 raise ValidationError(f"the arrays are on {where}, the current device is "
                                       f"cuda:{current()}")
-            launch(st, enc, stream(tdev))
+            launch()
         call.gemms = gemms  # the descriptors live as long as the call
         return call
 
@@ -296,13 +304,46 @@ class CudaBackend:
             uploaded = self.cp.cuda.Event(block=False, disable_timing=True)
             uploaded.record(here)
             uploaded.synchronize()
-        enc = self._encode(st, gemms)
-        launch, stream = self._launch, self._stream
-
-        def call():
-            launch(st, enc, stream(tdev))
+        call = self._lean(st, self._encode(st, gemms), tdev)
         call.gemms = gemms  # the descriptors live as long as the call
         return call
+
+    def _lean(self, st, enc, tdev):
+        """The encoded launches ``enc`` as one call with no arguments, on the caller's
+        current stream at call time (torch's for device ``tdev``, else CuPy's): where the
+        plan is one launch (or several in one stream, not per-kind side streams), the
+        call is the raw cuLaunchKernel of each and nothing else (the stream read as its
+        handle: no stream object, no layers of calls), so a repeated or bound call of a
+        small batch pays for the launch, not for Python around it."""
+        if len(enc) != 1 and st.get("mode") == "per-kind":
+            launch, stream = self._launch, self._stream
+            return lambda: launch(st, enc, stream(tdev))
+        cu = self._cu_launch
+        current = None
+        if tdev is None:
+            current = self.cp.cuda.get_current_stream
+            handle = lambda: current().ptr  # noqa: E731
+        else:
+            handle = _torch_handle(tdev)
+        if len(enc) == 1 and self._cu_raising is not None and cu is self._cu_launch_default:
+            return _lean_cupy(self._cu_raising, self.cp.cuda.driver.CUDADriverError, enc,
+                              handle, current)
+        if len(enc) == 1:
+            (fn, (gx, gy, gz), threads, params, _, name), = enc
+
+            def one():
+                if rc := cu(fn, gx, gy, gz, threads, 1, 1, 0, handle(), params, None):
+                    raise _launch_failed(name, f"CUresult {rc}")
+            one.encoded = enc   # the argument values live as long as the call
+            return one
+
+        run = self._run_item
+
+        def each():
+            sp = handle()
+            for item in enc:
+                run(item, sp)
+        return each
 
     def _encoded(self, st, gemms):
         """Encoded launches for one descriptor buffer, kept per plan state by address
@@ -314,20 +355,35 @@ class CudaBackend:
         """The plan's launches, encoded once (_encoded; tinygrad's CUDAProgram way)."""
         tiles = st["tiles"].data.ptr if st["tiles"] is not None else 0
         bptr = st["block_ptr"].data.ptr if st["block_ptr"] is not None else 0
+        consts = st.setdefault("launch_consts", {})
         out = []
         for which, base, grid in st["launches"]:
-            variant = st["variants"][which]
-            fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
-            out.append(_encoded_gemm(fn.ptr, grid, variant.threads, gemms.data.ptr, tiles, bptr,
-                                     base, variant.name))
+            c = consts.get(which)
+            if c is None:   # a variant's name and threads are computed properties: once
+                variant = st["variants"][which]
+                fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
+                c = consts[which] = (fn.ptr, variant.threads, variant.name)
+            out.append(_encoded_gemm(c[0], grid, c[1], gemms.data.ptr, tiles, bptr, base, c[2]))
         return out
 
+    def _run_item(self, item, stream_ptr) -> None:
+        """Launch one _encoded item on ``stream_ptr``: the one launch of every path that
+        is not a _lean closure (execute, execute_ragged, the expansion kernel, split-K's
+        phases), through CuPy's binding where it has one and no launch function was
+        injected, else cuLaunchKernel through ctypes; a DeviceError naming the kernel
+        when the driver refuses it."""
+        raising = self._cu_raising
+        if raising is not None and self._cu_launch is self._cu_launch_default:
+            _run_cupy(raising, self.cp.cuda.driver.CUDADriverError, item, stream_ptr)
+        else:
+            _run(self._cu_launch, item, stream_ptr)
+
     def _launch(self, st, enc, stream):
-        launch = self._cu_launch
+        run = self._run_item
         if len(enc) == 1 or st.get("mode") != "per-kind":
             sp = stream.ptr
             for item in enc:
-                _run(launch, item, sp)
+                run(item, sp)
             return
         # Per-kind launches run side by side (fork/join on side streams), so each kind
         # keeps its own registers and block size and no launch waits for another's tail.
@@ -343,7 +399,7 @@ class CudaBackend:
         for i, item in enumerate(enc):
             s = side[i]
             s.wait_event(events[0])
-            _run(launch, item, s.ptr)
+            run(item, s.ptr)
             events[i + 1].record(s)
             stream.wait_event(events[i + 1])
 
@@ -360,7 +416,8 @@ class CudaBackend:
         each finds its group and tile (backends/ragged.py). The launch is encoded once
         per job, device and stream (kept on the job), so a repeated call uploads nothing
         and only launches."""
-        stream = self._stream(torch_device(arrays))
+        tdev = torch_device(arrays)   # CuPy's stream read in place: one call fewer
+        stream = self.cp.cuda.get_current_stream() if tdev is None else self._stream(tdev)
         key = (id(self), self._dev(), stream.ptr)
         enc = job.launches.get(key)
         if enc is None:
@@ -368,7 +425,7 @@ class CudaBackend:
                 return None
             with stream:  # the scalars' upload goes to the stream of the launch
                 enc = job.launches[key] = self._encode_ragged(job)
-        _run(self._cu_launch, enc[0], stream.ptr)
+        self._run_item(enc[0], stream.ptr)
         return None
 
     def _encode_ragged(self, job):
@@ -411,7 +468,7 @@ class _SplitOps(split.Ops):
                         variant.name)
 
     def launch(self, item, stream) -> None:
-        _run(self.be._cu_launch, item, stream.ptr)
+        self.be._run_item(item, stream.ptr)
 
 
 class _Staging:
@@ -511,10 +568,70 @@ def _encoded_gemm(fn_ptr, grid, threads, gemms, tiles, block_ptr, base, name):
 
 
 def _run(launch, item, stream_ptr) -> None:
-    """Launch one _encoded item on ``stream_ptr`` with cuLaunchKernel ``launch``."""
+    """Launch one _encoded item on ``stream_ptr`` with cuLaunchKernel ``launch`` (ctypes
+    form: the argument array as is, a CUresult back)."""
     fn, (gx, gy, gz), threads, params, _, name = item
     if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, params, None):
-        raise DeviceError(f"launch of {name} failed: CUresult {rc}")
+        raise _launch_failed(name, f"CUresult {rc}")
+
+
+def _run_cupy(launch, error, item, stream_ptr) -> None:
+    """_run through CuPy's launchKernel ``launch`` (integers: the argument array by
+    address; raises ``error`` on failure)."""
+    fn, (gx, gy, gz), threads, params, _, name = item
+    try:
+        launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, ctypes.addressof(params), 0)
+    except error as e:
+        raise _launch_failed(name, e) from None
+
+
+def _launch_failed(name, why) -> DeviceError:
+    """The error of a launch the driver refused, naming the kernel (every launch form)."""
+    return DeviceError(f"launch of {name} failed: {why}")
+
+
+def _cupy_launch_kernel(cupy):
+    """cupy.cuda.driver.launchKernel where this CuPy has it (f, grid, block, shared
+    bytes, stream, params, extra: integers), else None."""
+    return getattr(getattr(getattr(cupy, "cuda", None), "driver", None), "launchKernel", None)
+
+
+def _lean_cupy(launch, error, enc, handle, current=None):
+    """_lean's one-launch call through CuPy's launchKernel (``launch``, raising
+    ``error``): the argument array passed by address, held by the call. ``current``:
+    CuPy's get_current_stream, whose ``ptr`` the call reads in place of ``handle()``
+    (one Python call fewer a launch: the repeated calls of CuPy arrays)."""
+    (fn, (gx, gy, gz), threads, params, _, name), = enc
+    at = ctypes.addressof(params)
+    if current is not None:
+        def on_cupys_stream():
+            try:
+                launch(fn, gx, gy, gz, threads, 1, 1, 0, current().ptr, at, 0)
+            except error as e:
+                raise _launch_failed(name, e) from None
+        on_cupys_stream.encoded = enc
+        return on_cupys_stream
+
+    def one():
+        try:
+            launch(fn, gx, gy, gz, threads, 1, 1, 0, handle(), at, 0)
+        except error as e:
+            raise _launch_failed(name, e) from None
+    one.encoded = enc   # the argument values live as long as the call
+    return one
+
+
+def _torch_handle(device):
+    """A call reading torch's current stream on ``device`` as a raw handle: where torch has
+    ``_C._cuda_getCurrentRawStream`` and the device an index, that function itself
+    (bound to the index), looked up once rather than on every launch; else
+    launch.torch_stream's general read."""
+    raw = getattr(getattr(sys.modules.get("torch"), "_C", None), "_cuda_getCurrentRawStream",
+                  None)
+    index = getattr(device, "index", None)
+    if raw is not None and type(index) is int:
+        return functools.partial(raw, index)
+    return functools.partial(torch_stream, device)
 
 
 def _capturing(stream) -> bool:

@@ -3,8 +3,15 @@
 Row-major C = A @ B is column-major C^T = B^T @ A^T, so each GEMM is passed as
 (m, n, k) = (N, M, K) with A <- B (ld N), B <- A (ld K), C ld N; one group per GEMM.
 The op, size, leading-dimension, scalar and group-size arrays are HOST arrays; the
-A/B/C pointer arrays are DEVICE arrays. fp32: CUDA_R_32F with CUBLAS_COMPUTE_32F (no
-TF32); fp64: CUDA_R_64F with CUBLAS_COMPUTE_64F.
+A/B/C pointer arrays are DEVICE arrays. Data and compute types (cudaDataType_t and
+cublasComputeType_t values of library_types.h and cublas_api.h):
+- float32:  CUDA_R_32F,  CUBLAS_COMPUTE_32F (IEEE, no TF32)
+- tf32:     CUDA_R_32F,  CUBLAS_COMPUTE_32F_FAST_TF32 (inputs rounded to TF32 on the tensor cores)
+- float64:  CUDA_R_64F,  CUBLAS_COMPUTE_64F
+- float16:  CUDA_R_16F,  CUBLAS_COMPUTE_32F (fp32 accumulation, C rounded to fp16)
+- bfloat16: CUDA_R_16BF, CUBLAS_COMPUTE_32F
+alpha and beta are host scalars of the compute type (float for the 32F computes).
+The operands may be CuPy arrays or torch tensors (bfloat16 needs torch: CuPy has none).
 """
 from __future__ import annotations
 
@@ -15,7 +22,28 @@ import os
 import numpy as np
 
 CUBLAS_OP_N = 0
-TYPES = {"float32": (0, 68, np.float32), "float64": (1, 70, np.float64)}  # data, compute, host
+CUDA_R_32F, CUDA_R_64F, CUDA_R_16F, CUDA_R_16BF = 0, 1, 2, 14
+COMPUTE_32F, COMPUTE_64F, COMPUTE_32F_FAST_TF32 = 68, 70, 77
+# precision -> (storage dtype, data type, compute type, host scalar type)
+TYPES = {
+    "float32": ("float32", CUDA_R_32F, COMPUTE_32F, np.float32),
+    "tf32": ("float32", CUDA_R_32F, COMPUTE_32F_FAST_TF32, np.float32),
+    "float64": ("float64", CUDA_R_64F, COMPUTE_64F, np.float64),
+    "float16": ("float16", CUDA_R_16F, COMPUTE_32F, np.float32),
+    "bfloat16": ("bfloat16", CUDA_R_16BF, COMPUTE_32F, np.float32),
+}
+
+
+def dtype_name(x) -> str:
+    """"float32", "bfloat16", ... of a CuPy array or a torch tensor."""
+    d = x.dtype
+    return str(d).removeprefix("torch.") if type(d).__module__.startswith("torch") else np.dtype(d).name
+
+
+def data_ptr(x) -> int:
+    """Device address of a CuPy array or a torch tensor (its first element)."""
+    mem = getattr(x, "data", None)
+    return int(mem.ptr) if hasattr(mem, "ptr") else int(x.data_ptr())
 
 
 def load_cublas():
@@ -52,20 +80,22 @@ class CublasGrouped:
         if status != 0:
             raise RuntimeError(f"{what} failed with cuBLAS status {status}")
 
-    def build(self, A, B, C, alpha=1.0, beta=0.0):
+    def build(self, A, B, C, alpha=1.0, beta=0.0, precision=None):
         """The argument arrays of one call from lists of contiguous row-major CuPy
-        arrays: (args, keep), keep holding the arrays the pointers point into."""
+        arrays or torch tensors: (args, keep), keep holding the arrays the pointers
+        point into. precision: a TYPES key (default: the operands' dtype)."""
         cp, n = self.cp, len(A)
-        dt = np.dtype(A[0].dtype).name
-        if dt not in TYPES:
-            raise TypeError(f"cuBLAS grouped peer: no {dt}")
-        data_t, compute_t, host_t = TYPES[dt]
+        dt = dtype_name(A[0])
+        precision = precision or dt
+        if precision not in TYPES or TYPES[precision][0] != dt:
+            raise TypeError(f"cuBLAS grouped peer: no {precision} on {dt} operands")
+        _, data_t, compute_t, host_t = TYPES[precision]
         M = np.fromiter((a.shape[0] for a in A), np.int32, n)
         K = np.fromiter((a.shape[1] for a in A), np.int32, n)
         N = np.fromiter((b.shape[1] for b in B), np.int32, n)
         ptrs = np.empty((3, n), np.uint64)
         for row, xs in enumerate((B, A, C)):   # cuBLAS A <- our B, B <- our A
-            ptrs[row] = np.fromiter((x.data.ptr for x in xs), np.uint64, n)
+            ptrs[row] = np.fromiter((data_ptr(x) for x in xs), np.uint64, n)
         dptr = cp.asarray(ptrs)
         ops = np.full(n, CUBLAS_OP_N, np.int32)
         al, be = np.full(n, alpha, host_t), np.full(n, beta, host_t)
@@ -84,9 +114,9 @@ class CublasGrouped:
                     "cublasSetStream")
         self._check(self.lib.cublasGemmGroupedBatchedEx(*args), "cublasGemmGroupedBatchedEx")
 
-    def prepare(self, A, B, C, alpha=1.0, beta=0.0):
+    def prepare(self, A, B, C, alpha=1.0, beta=0.0, precision=None):
         """A call with its arrays built once."""
-        args, keep = self.build(A, B, C, alpha, beta)
+        args, keep = self.build(A, B, C, alpha, beta, precision)
 
         def call():
             self.launch(args)

@@ -16,8 +16,28 @@ def _offsets(sizes) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
 
 
+def shared_nk(shapes) -> bool:
+    """One N and one K across a non-empty batch of (M, N, K) rows."""
+    s = np.asarray(shapes)
+    return s.shape[0] > 0 and bool((s[:, 1] == s[0, 1]).all() and (s[:, 2] == s[0, 2]).all())
+
+
+class BatchShapes:
+    """What a case's operands say about their shapes (``shapes``: (batch, 3) M, N, K)."""
+    shapes: np.ndarray
+
+    @property
+    def batch(self) -> int:
+        return int(self.shapes.shape[0])
+
+    @property
+    def uniform_nk(self) -> bool:
+        """One N and one K across the batch (the ragged-M layout applies)."""
+        return shared_nk(self.shapes)
+
+
 @dataclass(eq=False)
-class Operands:
+class Operands(BatchShapes):
     dev: object
     shapes: np.ndarray      # (batch, 3) M, N, K
     dtype: np.dtype
@@ -29,16 +49,6 @@ class Operands:
     B: list = field(default_factory=list)
     C: list = field(default_factory=list)
     ref: object = None      # float64 flat reference of C
-
-    @property
-    def batch(self) -> int:
-        return int(self.shapes.shape[0])
-
-    @property
-    def uniform_nk(self) -> bool:
-        """One N and one K across the batch (the ragged-M layout applies)."""
-        s = self.shapes
-        return self.batch > 0 and bool((s[:, 1] == s[0, 1]).all() and (s[:, 2] == s[0, 2]).all())
 
 
 def make_operands(dev, shapes, dtype, seed, reference=True) -> Operands:

@@ -81,31 +81,41 @@ def _triton_grouped(dev, ops):
     return Prepared(g)
 
 
-def _torch_bmm(dev, ops):
-    torch = _torch(dev, "torch bmm")
-    if ops.batch == 0:
+def padded_bmm(torch, A, B, C, tf32=False) -> Prepared:
+    """torch.bmm over copies of the lists (torch tensors) zero-padded to the largest M,
+    N, K, padded once here; C gets the unpadded result in collect. tf32: the call runs
+    with allow_tf32 (restored to IEEE after it). Skip when the padding is too large."""
+    if not A:
         raise Skip("torch bmm: empty batch")
-    mx = [int(v) for v in ops.shapes.max(axis=0)]
-    M, N, K = mx
-    nbytes = ops.batch * (M * K + K * N + M * N) * ops.dtype.itemsize
+    M, K = max(a.shape[0] for a in A), max(a.shape[1] for a in A)
+    N = max(b.shape[1] for b in B)
+    nbytes = len(A) * (M * K + K * N + M * N) * A[0].element_size()
     if nbytes > PADDED_LIMIT_BYTES:
         raise Skip(f"torch bmm: padded operands need {nbytes / 2**30:.0f} GiB "
                    f"(limit {PADDED_LIMIT_BYTES >> 30} GiB)")
-    tdt = getattr(torch, ops.dtype.name)
-    T = lambda x: torch.as_tensor(x, device="cuda")  # noqa: E731  (zero-copy CuPy view)
-    Ap = torch.zeros((ops.batch, M, K), dtype=tdt, device="cuda")
-    Bp = torch.zeros((ops.batch, K, N), dtype=tdt, device="cuda")
-    Cp = torch.empty((ops.batch, M, N), dtype=tdt, device="cuda")
-    for i, (a, b) in enumerate(zip(ops.A, ops.B)):
-        Ap[i, :a.shape[0], :a.shape[1]].copy_(T(a))
-        Bp[i, :b.shape[0], :b.shape[1]].copy_(T(b))
-    Cs = [T(c) for c in ops.C]
+    kw = dict(dtype=A[0].dtype, device=A[0].device)
+    Ap, Bp = torch.zeros((len(A), M, K), **kw), torch.zeros((len(A), K, N), **kw)
+    Cp = torch.empty((len(A), M, N), **kw)
+    for i, (a, b) in enumerate(zip(A, B)):
+        Ap[i, :a.shape[0], :a.shape[1]].copy_(a)
+        Bp[i, :b.shape[0], :b.shape[1]].copy_(b)
+    flags = torch.backends.cuda.matmul
+
+    def call():
+        flags.allow_tf32 = tf32
+        torch.bmm(Ap, Bp, out=Cp)
+        flags.allow_tf32 = False
 
     def collect():
-        for i, c in enumerate(Cs):
+        for i, c in enumerate(C):
             c.copy_(Cp[i, :c.shape[0], :c.shape[1]])
-    return Prepared(lambda: torch.bmm(Ap, Bp, out=Cp), poison=lambda: Cp.fill_(float("nan")),
-                    collect=collect)
+    return Prepared(call, poison=lambda: Cp.fill_(float("nan")), collect=collect)
+
+
+def _torch_bmm(dev, ops):
+    torch = _torch(dev, "torch bmm")
+    T = lambda xs: [torch.as_tensor(x, device="cuda") for x in xs]  # noqa: E731  (zero-copy)
+    return padded_bmm(torch, T(ops.A), T(ops.B), T(ops.C))
 
 
 PEERS = {

@@ -168,3 +168,63 @@ def _json_rows(text, path) -> list[tuple[int, int, int]]:
             raise WorkloadError(f"{where}: sizes must be integers, got {r}")
         rows.append(tuple(_size(v, where) for v in r))
     return rows
+
+
+# Mixture-of-experts layers (one per expert count): (model, experts, hidden, expert ffn
+# width, experts per token), from the models' published configurations.
+MOE_LAYERS = (
+    ("Mixtral-8x7B", 8, 4096, 14336, 2),
+    ("Phi-3.5-MoE", 16, 4096, 6400, 2),
+    ("Granite-3.0-1B-A400M", 32, 1024, 512, 8),
+    ("OLMoE-1B-7B", 64, 2048, 1024, 8),
+    ("Qwen3-30B-A3B", 128, 2048, 768, 8),
+)
+MOE_TOKENS = 4096
+ROUTING_TEXT = {
+    "uniform": "experts drawn uniformly at random (rows per expert binomial)",
+    "zipf": "experts drawn with popularity proportional to 1/rank (Zipf, s = 1), "
+            "without replacement",
+}
+
+
+def expert_popularity(experts: int, routing: str) -> np.ndarray | None:
+    """The router's preference over experts (None: uniform)."""
+    if routing == "uniform":
+        return None
+    if routing == "zipf":
+        w = 1.0 / np.arange(1, experts + 1)
+        return w / w.sum()
+    raise WorkloadError(f"routing {routing!r}: known {', '.join(ROUTING_TEXT)}")
+
+
+def moe_counts(rng, tokens: int, experts: int, top_k: int, popularity=None) -> np.ndarray:
+    """Rows per expert when each of ``tokens`` tokens goes to ``top_k`` distinct experts:
+    uniformly at random (popularity None: each count binomial(tokens, top_k / experts)),
+    or drawn without replacement with weights ``popularity`` (the Gumbel top-k draw).
+    The counts sum to tokens * top_k."""
+    if not 1 <= top_k <= experts:
+        raise WorkloadError(f"top_k {top_k} must be in [1, experts={experts}]")
+    u = rng.random((tokens, experts))
+    if popularity is None:
+        picks = np.argsort(u, axis=1)[:, :top_k]
+    else:   # the top_k largest of log(weight) + Gumbel noise
+        keys = np.log(popularity) - np.log(-np.log(np.maximum(u, 1e-300)))
+        picks = np.argsort(-keys, axis=1)[:, :top_k]
+    return np.bincount(picks.ravel(), minlength=experts).astype(np.int64)
+
+
+def moe_cases(tokens=MOE_TOKENS, seed=0, experts=None, layers=MOE_LAYERS,
+              routing="uniform") -> list[Case]:
+    """Two ragged-M cases per layer: the up projection (M_e x ffn x hidden) and the down
+    projection (M_e x hidden x ffn), M_e the rows routed to expert e (moe_counts);
+    ``experts`` keeps only layers of those expert counts."""
+    out = []
+    for model, e, hidden, ffn, top_k in layers:
+        if experts is not None and e not in experts:
+            continue
+        m = moe_counts(np.random.default_rng((seed, e, tokens)), tokens, e, top_k,
+                       expert_popularity(e, routing))
+        for proj, n, k in (("up", ffn, hidden), ("down", hidden, ffn)):
+            shapes = np.stack([m, np.full(e, n), np.full(e, k)], axis=1).astype(np.int64)
+            out.append(Case(f"{model} {proj} E{e}", shapes))
+    return out

@@ -182,7 +182,7 @@ def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
     :func:`sharing` and :func:`stage_times` on arrays, so the same numbers; on the few
     kinds of a family, Python floats cost a fraction of NumPy's per-call overhead."""
     cus, n = kc.cus, [float(x) for x in n_per_kind]
-    tw, act = kc.tile_warps.tolist(), kc.active.tolist()
+    tw, act, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor = _kind_lists(kc)
     if per_kind:   # an alternative kind's launch: as shared as the busiest one
         r1 = max(min(max(x / cus, 1.0), a) for x, a in zip(n, act))
         r = [r1] * len(n)
@@ -194,11 +194,9 @@ def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
         r, u = [r1] * len(n), [min(1.0, r1 * warps / SATURATING_WARPS)] * len(n)
     c = kc.ceil
     lat, per_cu = c.latency_s, c.copy_bytes_per_s / kc.cus
-    smem, fmas = c.smem_bytes_per_s_per_cu, (kc.kind_flops / 2.0 / kc.cus).tolist()
-    factor = kc.factor.tolist() if kc.factor is not None else None
+    smem = c.smem_bytes_per_s_per_cu
     pe, steps = [], []
-    for k, (g, s, f, cb) in enumerate(zip(kc.g_bytes.tolist(), kc.s_bytes.tolist(),
-                                          kc.fmas.tolist(), kc.c_bytes.tolist())):
+    for k, (g, s, f, cb) in enumerate(zip(g_bytes, s_bytes, fmas_k, c_bytes)):
         bw = per_cu / r[k]
         glob = g / bw
         step = max(max(lat, glob), max(s / (smem * u[k] / r[k]), f / (fmas[k] * u[k] / r[k])))
@@ -208,6 +206,26 @@ def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
         pe.append(pro + epi)
         steps.append(step)
     return pe, steps
+
+
+_lists_memo: dict = {}
+
+
+def _kind_lists(kc: KindCosts) -> tuple:
+    """start_stage_times' per-kind constants as lists of floats (tile warps, resident
+    workgroups, global, shared and C bytes, FMAs per step, FMA rate per CU, tuned factor
+    or None), memoised per KindCosts (shared and read-only)."""
+    hit = _lists_memo.get(id(kc))
+    if hit is not None and hit[0] is kc:
+        return hit[1]
+    out = (kc.tile_warps.tolist(), kc.active.tolist(), kc.g_bytes.tolist(),
+           kc.s_bytes.tolist(), kc.fmas.tolist(), kc.c_bytes.tolist(),
+           (kc.kind_flops / 2.0 / kc.cus).tolist(),
+           kc.factor.tolist() if kc.factor is not None else None)
+    if len(_lists_memo) > 256:
+        _lists_memo.clear()
+    _lists_memo[id(kc)] = (kc, out)
+    return out
 
 
 def steps_of(K: np.ndarray, tk: np.ndarray) -> np.ndarray:
@@ -411,23 +429,29 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
 
 
 def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
-                   not_allowed: np.ndarray, per_kind: bool, floor: float) -> float:
+                   penalty: np.ndarray, per_kind: bool, floor: float,
+                   inverse: np.ndarray | None = None) -> float:
     """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
-    ``counts``, ``steps`` (K steps) and ``not_allowed`` (the kinds a GEMM may not take)
-    are (kinds, batch). A tile of kind k
-    sharing its CU with r - 1 others (r at most the resident workgroups A of its launch)
-    holds 1/r of the CU for its whole time, which is at least r x (3 latencies / A +
-    global and C bytes at the CU's share of copy bandwidth + steps x max(latency / A,
-    each stream at the CU's full rate)); so whatever the waves, a launch takes at least
-    the sum of these per-CU times over its tiles / CUs (the mean-tile term of the model,
-    its last wave included), and a call at least one launch latency plus the larger of
-    that and the floors. Every GEMM is charged its allowed kind of least such time."""
+    ``counts``, ``steps`` (K steps) and ``penalty`` (0 where a GEMM may take the kind, a
+    value above any time where not: wavefront_tlp.OUT_OF_REACH) are (kinds, batch). A
+    tile of kind k sharing its CU with r - 1 others (r at most the resident workgroups A
+    of its launch) holds 1/r of the CU for its whole time, which is at least r x (3
+    latencies / A + global and C bytes at the CU's share of copy bandwidth + steps x
+    max(latency / A, each stream at the CU's full rate)); so whatever the waves, a
+    launch takes at least the sum of these per-CU times over its tiles / CUs (the
+    mean-tile term of the model, its last wave included), and a call at least one launch
+    latency plus the larger of that and the floors. Every GEMM is charged its allowed
+    kind of least such time. ``inverse``: each GEMM's column where the columns are
+    classes of GEMMs (planner/classes.py)."""
     pe, step = _bound_times(kc, per_kind)
     per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
     per_cu += pe
     per_cu *= counts
-    np.copyto(per_cu, np.inf, where=not_allowed)
-    live_time = float(per_cu.min(axis=0).sum()) / kc.cus
+    per_cu += penalty
+    least = per_cu.min(axis=0)
+    if inverse is not None:   # columns are classes: each GEMM's, summed in GEMM order
+        least = least.take(inverse)
+    live_time = float(least.sum()) / kc.cus
     return kc.ceil.launch_s + max(live_time, floor)
 
 

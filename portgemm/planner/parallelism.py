@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ArgumentTypeError
 from ..occupancy import KernelResources, occupancy
 from .launches import launches_for, provider_version, resolve_provider
+from .memo import family_token
 
 # Fraction of the device's resident-thread capacity the wavefront TLP of a tiling
 # scheme must reach before Algorithm 1 stops shrinking tiles. Calibrated by the sweep in
@@ -63,16 +64,16 @@ def launch_capacity(n_wg: np.ndarray, tile_threads: np.ndarray, active: np.ndarr
     n_wg the device holds n_wg[k] x CUs / demand tiles of kind k at once, where demand
     = sum_k n_wg[k] / active[k]; the result is a weighted mean of active[k] x
     tile_threads[k] x CUs, never above the device's resident-thread capacity."""
-    demand = cu_demand(n_wg, active)
-    if demand <= 0:
-        return 0.0
-    return float(np.dot(n_wg, tile_threads)) * compute_units / demand
+    return resident_tlp_and_capacity(n_wg, tile_threads, active, compute_units)[1]
 
 
 def launch_waves(n_wg: np.ndarray, active: np.ndarray, compute_units: int) -> int:
     """Whole waves of resident slots the launch needs (at least 1): ceil(demand / CUs)."""
-    d = cu_demand(n_wg, active) / compute_units
-    return max(1, math.ceil(d - 1e-9))
+    return _waves(cu_demand(n_wg, active), compute_units)
+
+
+def _waves(demand: float, compute_units: int) -> int:
+    return max(1, math.ceil(demand / compute_units - 1e-9))
 
 
 def resident_tlp(n_wg: np.ndarray, tile_threads: np.ndarray, active: np.ndarray,
@@ -81,7 +82,17 @@ def resident_tlp(n_wg: np.ndarray, tile_threads: np.ndarray, active: np.ndarray,
     the launch's whole waves (sum_k n_wg[k] x tile_threads[k] / waves). Equal to
     :func:`launch_capacity` when the tiles fill whole waves; below it when the device
     is not filled once, or the last wave is partial."""
-    return float(np.dot(n_wg, tile_threads)) / launch_waves(n_wg, active, compute_units)
+    return resident_tlp_and_capacity(n_wg, tile_threads, active, compute_units)[0]
+
+
+def resident_tlp_and_capacity(n_wg: np.ndarray, tile_threads: np.ndarray, active: np.ndarray,
+                              compute_units: int) -> tuple:
+    """(:func:`resident_tlp`, :func:`launch_capacity`) of one launch, sharing their dot
+    products (the device rule wants both; each alone costs as much)."""
+    threads = float(np.dot(n_wg, tile_threads))
+    demand = cu_demand(n_wg, active)
+    capacity = 0.0 if demand <= 0 else threads * compute_units / demand
+    return threads / _waves(demand, compute_units), capacity
 
 
 def workgroup_tlp(n_wg: np.ndarray, threads: np.ndarray) -> float:
@@ -162,7 +173,7 @@ def kind_table(arch, kinds, mode: str, dtype: str, model: str = "exact",
     """KindTable, memoised per (arch, kinds, mode, dtype, model, provider and its
     version), so new figures from a provider rebuild only its own tables. Strategies
     pass ``resources=req.resources`` (None: the default provider)."""
-    key = (_arch_key(arch), tuple(kinds), mode, dtype, model,
+    key = (_arch_key(arch), family_token(kinds), mode, dtype, model,
            _resources_version(resolve_provider(resources), arch))
     try:
         hit = _tables.get(key)

@@ -7,13 +7,13 @@ Nothing here loops over GEMMs or tiles in Python.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
 from ..errors import ValidationError
 from ..plan import TILE_DTYPE, Plan
 from ..tile_layout import TileLayout
+from .memo import per_family
 
 
 @dataclass
@@ -67,7 +67,7 @@ def check_tile_count(tiles_per_gemm: np.ndarray, gemm_ids: np.ndarray) -> None:
                               f"count passes the limit at this GEMM; split the batch", gemm=i)
 
 
-@lru_cache(maxsize=64)
+@per_family
 def kind_edges(kinds: tuple) -> np.ndarray:
     """(2, n_kinds) int64, read-only: each kind's tm and tn (memoised per kind tuple)."""
     out = np.array([[k.tm for k in kinds], [k.tn for k in kinds]], dtype=np.int64).reshape(2, -1)
@@ -163,6 +163,9 @@ def _grouped_order(cost: np.ndarray, group: np.ndarray, weight) -> np.ndarray:
     if icost is not None:
         lo, hi = int(icost.min()), int(icost.max())
         span = hi - lo + 1
+        if span * max(n_groups, 1) <= 2**16:   # one 16-bit key: one counting sort
+            key = rank[group] * span + (hi - icost)
+            return np.argsort(key.astype(np.uint16), kind="stable")
         if span * max(n_groups, 1) < 2**62:   # one key: group rank, then -cost
             key = rank[group] * span + (hi - icost)
             # numpy's stable sort of one integer key is several times cheaper than

@@ -51,12 +51,14 @@ from ..errors import ValidationError
 from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, FAMILY_DTYPES, ZHANG2025
 from . import register
+from .classes import batch_classes
 from .cost_model import (kind_costs, predict_assignment, predict_rows, resource_bound,
                          start_stage_times)
-from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, family_keys,
-                           first_kind, level_kinds, nudges, typed_rounds)
-from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity, resident_tlp,
-                          tlp_threshold, wavefront_tlp, workgroup_tlp)
+from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
+                           family_keys, first_kind, level_kinds, nudges, typed_rounds)
+from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity,
+                          resident_tlp_and_capacity, tlp_threshold, wavefront_tlp,
+                          workgroup_tlp)
 from .scratch import buffer, buffers, planning
 from .tiling import (gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
                      per_gemm_tiles, tile_grid, tile_layout)
@@ -68,6 +70,11 @@ OPTIONS = ("tlp_factor", "tlp_threshold", "occupancy_model", "tlp_model", "famil
 TLP_MODELS = ("device", "paper")
 DEFAULT_TLP_MODEL = "device"
 DEVICE_FACTOR = 1.0   # device rule: threshold = launch capacity x this (tlp_factor overrides)
+# What a tile a GEMM may not take costs in the rule's tables: the largest float. x +
+# OUT_OF_REACH is OUT_OF_REACH for every x below its half ulp (~1e292 seconds), so two
+# such entries compare equal and every allowed entry compares below them, as with inf;
+# unlike inf, 0 x OUT_OF_REACH is 0, so the penalty is one product of the mask.
+OUT_OF_REACH = float(np.finfo(np.float64).max)
 
 
 def initial_kinds(shapes: np.ndarray, kinds, grid=None) -> np.ndarray:
@@ -138,12 +145,24 @@ class BatchTables:
     """What the device rule and its bound (least_possible) read of one batch under one
     family, built once and shared by both: the rows M, N, K (float64), the live GEMMs,
     the (kind, GEMM) tile counts, which tiles are allowed (they fit, or are of the
-    smallest area) and which divide, the start (the largest fitting tile per GEMM) and
-    the K steps (per GEMM, or per kind and GEMM where the tk differ; ``steps_live``:
-    0 for the GEMMs with no tiles)."""
+    smallest area; ``penalty``: 0 where allowed, OUT_OF_REACH where not) and which
+    divide, the start (the largest fitting tile per GEMM; for non-nested kinds from a
+    table per (M, N) bucket where the bucket decides it) and the K steps (per GEMM, or
+    per kind and GEMM where the tk differ; ``steps_live``: 0 for the GEMMs with no
+    tiles)."""
 
-    def __init__(self, shapes: np.ndarray, kinds, rows: "BatchTables | None" = None):
+    def __init__(self, shapes: np.ndarray, kinds, rows: "BatchTables | None" = None,
+                 classes=None, full: np.ndarray | None = None):
         fk = self.fk = family_keys(tuple(kinds))
+        # classes (classes.BatchClasses): ``shapes`` are its representatives, one column
+        # per class, and ``full`` the batch itself (its floors are summed over it)
+        cls = classes if rows is None else rows.classes
+        self.classes = cls
+        self.weights = None if cls is None else cls.weights
+        self.inverse = None if cls is None else cls.inverse
+        self.shapes = shapes
+        self._full = full if rows is None else rows._full
+        self.bucket = None   # (batch,) which tile heights and widths fit (non-nested kinds)
         # rows: another family's tables of the same batch, whose rows (M, N, K as
         # float64), live GEMMs and batch sums this one shares
         B, n_k = shapes.shape[0], fk["n"]
@@ -167,16 +186,24 @@ class BatchTables:
         self.counts = np.multiply(gm, gn, out=counts)           # (kinds, batch)
         self.live = (M > 0) & (N > 0) if rows is None else rows.live
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
-            fit = np.minimum(fk["tm"].searchsorted(M, "right"),
-                             fk["tn"].searchsorted(N, "right"))
+            fit = np.minimum(count_le(fk["tm"], shapes[:, 0]), count_le(fk["tn"], shapes[:, 1]))
             self._start = np.maximum(fit - 1, 0)               # the largest fitting tile
             self.allowed = np.less_equal(fk["idx_c"], self._start, out=allowed)  # fits, or
         else:                                                                   # the smallest
             self._start = None
+            if fk["start_of_bucket"] is not None:   # the bucket decides the start
+                self.bucket = (count_le(fk["m_edges"], shapes[:, 0]) * (len(fk["n_edges"]) + 1)
+                               + count_le(fk["n_edges"], shapes[:, 1]))
+                self._start = fk["start_of_bucket"].take(self.bucket)
             self.allowed = np.less_equal(fk["tm_c"], M, out=allowed)
             allowed &= np.less_equal(fk["tn_c"], N, out=mask)
             allowed |= fk["rank0_c"]
         np.logical_not(allowed, out=self.not_allowed)
+        # not_allowed x OUT_OF_REACH: added to a (kinds, batch) table of seconds or work,
+        # it keeps the allowed entries and lifts the rest above all of them (two fast
+        # passes; a masked copy, copyto(where=), costs several times more)
+        self.penalty = np.multiply(self.not_allowed, OUT_OF_REACH,
+                                   out=buffer(("penalty", slot), (n_k, B), batch=B))
         if fk["one_tk"]:   # a GEMM's steps are the same for every kind: one row
             steps, steps_live = steps[:1], steps_live[:1]
         np.divide(K, fk["tk"][:1, None] if fk["one_tk"] else fk["tk_c"], out=steps)
@@ -216,7 +243,10 @@ class BatchTables:
         """Whole-batch floors (cost_model.floors, on the rows already converted): the
         batch's sums are read once and shared with the other family's tables."""
         if not self._sums:
-            M, N, K = self.M, self.N, self.K
+            if self.classes is None:
+                M, N, K = self.M, self.N, self.K
+            else:   # the whole batch's rows, as without classes
+                M, N, K = self._full.T.astype(np.float64)
             self._sums[:] = [float((M * K + K * N + M * N).sum()), float((M * N * K).sum())]
         elems, fmas = self._sums
         return max(kc.elem * elems / kc.ceil.copy_bytes_per_s, 2.0 * fmas / kc.flops_per_s)
@@ -237,7 +267,9 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     tabs = BatchTables(req.shapes, kinds) if tabs is None else tabs
     fk, M, N, live = tabs.fk, tabs.M, tabs.N, tabs.live
     counts, allowed, start, divides = tabs.counts, tabs.allowed, tabs.start, tabs.divides
-    n_k, rank, B = fk["n"], fk["rank"], req.batch
+    # B: the tables' columns (GEMMs, or classes of GEMMs: tabs.classes)
+    n_k, rank, B = fk["n"], fk["rank"], counts.shape[1]
+    inverse = tabs.inverse
     kc = kind_costs(arch, kinds, table, req.dtype)
     per_kind = req.mode == "per-kind"
 
@@ -248,36 +280,47 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     def gate(n_wg):
         """(TLP, threshold) of an assignment with n_wg tiles per kind."""
         if tlp_formula == "wavefront":
-            t = resident_tlp(n_wg, table.tile_threads, table.active, arch.compute_units)
-        else:
-            t = workgroup_tlp(n_wg, table.threads)
+            t, capacity = resident_tlp_and_capacity(n_wg, table.tile_threads, table.active,
+                                                    arch.compute_units)
+            if given is not None:
+                return t, float(given)
+            return t, min(device_cap, factor * capacity)
+        t = workgroup_tlp(n_wg, table.threads)
         if given is not None:
             return t, float(given)
         return t, min(device_cap, factor * launch_capacity(n_wg, table.tile_threads, table.active,
                                                     arch.compute_units))
 
+    def each(kidx):
+        """A kind per column -> a kind per GEMM."""
+        return kidx if inverse is None else kidx.take(inverse)
+
     notes = []
     cols = np.arange(B)
-    flat_counts = counts.reshape(-1)
-    start_counts = flat_counts.take(start * B + cols)
+    steps, steps_live = tabs.steps, tabs.steps_live
+    cs, T, work, T_allowed, c_w, cs_w = buffers("rule", counts.shape, np.float64, 6)
+    np.multiply(counts, steps, out=cs)
+    if tabs.weights is not None:   # what a column adds to the sums: its class's GEMMs
+        counts_w = np.multiply(counts, tabs.weights, out=c_w)
+        cs_w = np.multiply(cs, tabs.weights, out=cs_w)
+    else:
+        counts_w, cs_w = counts, cs
+    start_counts = counts_w.reshape(-1).take(start * B + cols)
     n0 = np.bincount(start, weights=start_counts, minlength=n_k)
     g0 = gate(n0)
     if not B or not live.any():
-        return (start, *g0, notes, 0.0)
+        return (each(start), *g0, notes, 0.0)
 
-    steps, steps_live = tabs.steps, tabs.steps_live
-    cs, T, work, T_allowed = buffers("rule", counts.shape, np.float64, 4)
-    np.multiply(counts, steps, out=cs)
     floor = tabs.floor(kc)
     if g0[0] >= g0[1] * (1 - 1e-9):   # the largest fitting tiles fill the device: kept
         steps_start = steps_live if fk["one_tk"] else steps_live.reshape(-1).take(start * B + cols)
         Mx0 = np.zeros(n_k)
         np.maximum.at(Mx0, start, steps_start)
-        S0 = np.bincount(start, weights=cs.reshape(-1).take(start * B + cols), minlength=n_k)
+        S0 = np.bincount(start, weights=cs_w.reshape(-1).take(start * B + cols), minlength=n_k)
         s0 = float(predict_rows(kc, n0[None], S0[None], Mx0[None], per_kind, floor)[0])
         notes.append(f"cost model: the largest fitting tiles reach the TLP threshold, kept; "
                      f"predicted {s0 * 1e3:.4g} ms")
-        return start, *g0, notes, s0
+        return each(start), *g0, notes, s0
 
     # tile times at the start's sharing (the context in which alternatives are weighed)
     pe_k, step_k = start_stage_times(kc, n0.tolist(), per_kind)
@@ -286,14 +329,15 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     # for equal predicted work, the one that divides, then the larger: a relative
     # nudge far below any real gap
     dk = divides.any(axis=1)
-    nudge = nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
+    nudge0, _, d = nudges(tuple(kinds), int(fk["order_key"][dk].max()) if dk.any() else -1)
+    # each entry's nudge: n0 + divides x (n1 - n0) is n1 or n0 exactly (n1 - n0 is
+    # exact for two numbers this close, and so is the sum), in two unmasked passes
+    nudge = np.multiply(divides, d, out=T_allowed)
+    nudge += nudge0
     np.multiply(counts, T, out=work)
-    not_allowed = tabs.not_allowed
-    np.multiply(work, nudge[1], out=work, where=divides)
-    np.multiply(work, nudge[0], out=work, where=np.logical_not(divides, out=tabs._mask))
-    np.copyto(work, np.inf, where=not_allowed)
-    np.copyto(T_allowed, T)
-    np.copyto(T_allowed, np.inf, where=not_allowed)
+    work *= nudge
+    work += tabs.penalty                                  # not allowed: out of reach
+    np.add(T, tabs.penalty, out=T_allowed)
     T_fast = T_allowed.min(axis=0)                         # each GEMM's fastest tile
     fastest = first_kind(T_allowed == T_fast, fk)
     least = first_kind(work == work.min(axis=0), fk)
@@ -306,10 +350,11 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             break
     n_levels = max(n_caps + 1, n_k)
     (r_n, r_s, r_m), round_kinds = typed_rounds(
-        fk, (M, N), start, least, counts, cs, steps_live, n_levels,
-        None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live))
+        fk, (tabs.shapes[:, 0], tabs.shapes[:, 1]), start, least, counts_w, cs_w, steps_live,
+        n_levels,
+        None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
-    c_n, c_s, c_m = cap_aggregates(lo, hi, counts, cs, steps_live, n_levels)
+    c_n, c_s, c_m = cap_aggregates(lo, hi, counts_w, cs_w, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
     s_all = predict_rows(kc, n_all, np.concatenate([r_s, c_s]), np.concatenate([r_m, c_m]),
                          per_kind, floor).tolist()
@@ -340,7 +385,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         else:
             notes.append("threshold not reached: cost model predicts no smaller tiles faster "
                          "(TLP below the threshold only signals that smaller tiles may help)")
-    return kidx, t, th, notes, s_all[best]
+    return each(kidx), t, th, notes, s_all[best]
 
 
 RULES = {"device": device_rule, "paper": paper_rule}
@@ -359,12 +404,20 @@ def family_option(name, dtype: str):
     family of tiles.FAMILIES whose kernels exist in ``dtype``."""
     if name is None:
         return FAMILY
+    kinds = FAMILIES.get(name) if isinstance(name, str) else None
+    hit = _sorted_families.get((name, dtype)) if kinds is not None else None
+    if hit is not None and hit[0] is kinds:   # one tuple per family: memos find it by id
+        return hit[1]
     usable = [f for f in FAMILIES if f != "magma" and dtype in FAMILY_DTYPES.get(f, (dtype,))]
     if name not in usable:
         raise ValidationError(f"family must be one of {', '.join(usable)} for {dtype}, "
                               f"got {name!r}")
-    kinds = FAMILIES[name]
-    return tuple(sorted(kinds, key=lambda k: k.area))   # the rule runs small -> large
+    out = tuple(sorted(kinds, key=lambda k: k.area))   # the rule runs small -> large
+    _sorted_families[(name, dtype)] = (kinds, out)
+    return out
+
+
+_sorted_families: dict = {}   # (name, dtype) -> (FAMILIES[name], its kinds small -> large)
 
 
 # What the default plan weighs when the caller names neither family nor mode (device
@@ -403,8 +456,11 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     ours_req = dataclasses.replace(req, mode="per-kind", options={
         **req.options, "family": OUR_FAMILY[req.dtype]})
     kinds, ours_kinds = _kinds(req, kinds), _kinds(ours_req, tuned.kinds if tuned else None)
-    tabs_p = BatchTables(req.shapes, kinds)
-    tabs_o = BatchTables(req.shapes, ours_kinds, tabs_p)
+    # both families' tables over the batch's classes where they pay (classes.py)
+    cls = batch_classes(req.shapes, kinds + ours_kinds)
+    tabs_p = BatchTables(req.shapes if cls is None else cls.shapes, kinds, classes=cls,
+                         full=req.shapes)
+    tabs_o = BatchTables(tabs_p.shapes, ours_kinds, tabs_p)
     after = (f"tuned: {tuned.path}",) if tuned else ()
     paper = f"{FAMILY[0].family} {req.mode}"
     # The structure with the lower bound is planned first; the other is planned only if
@@ -449,8 +505,8 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
     kc = kind_costs(req.arch, kinds, table, req.dtype)
-    return resource_bound(kc, tabs.counts, tabs.steps, tabs.not_allowed,
-                          req.mode == "per-kind", tabs.floor(kc))
+    return resource_bound(kc, tabs.counts, tabs.steps, tabs.penalty,
+                          req.mode == "per-kind", tabs.floor(kc), tabs.inverse)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -500,8 +556,10 @@ def _build(req, strategy: str, tlp_formula: str, c: _Choice, more_notes: tuple =
     tm, tn, gm, gn = per_gemm_tiles(shapes, kinds, kidx)
     cost = tm * tn * shapes[:, 2]   # integers (< 2**45): the order of their float64 values
     if req.mode == "per-kind":  # one launch per kind: kinds contiguous, heaviest first
-        # each GEMM's own tile count (its kind only, not the whole (GEMM, kind) grid)
-        order = gemm_lpt_order(cost, kidx, cost.astype(np.float64) * (gm * gn))
+        # each GEMM's own tile count (its kind only, not the whole (GEMM, kind) grid);
+        # inside a kind, tm x tn is one number, so K orders its GEMMs as their cost
+        # does, in a key of fewer bits (often one 16-bit counting sort)
+        order = gemm_lpt_order(shapes[:, 2], kidx, cost.astype(np.float64) * (gm * gn))
     else:
         order = gemm_lpt_order(cost)
     layout = tile_layout(shapes, kinds, kidx, gemm_order=order,   # the list: on first read

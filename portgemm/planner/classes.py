@@ -1,0 +1,131 @@
+"""A batch as classes of GEMMs the device rule cannot tell apart.
+
+Everything the device rule and its bound read of a GEMM under a family depends on M,
+N and K only through the tile grid (ceil(M / tm), ceil(N / tn)), which tiles fit
+(tm <= M, tn <= N) and divide (tm | M, tn | N), and the K steps (ceil(K / tk)). Two
+GEMMs that agree on all of these for every kind of both families weighed are one
+*class*: they get the same tables, the same choices and the same kind. So the rule can
+run on one representative GEMM per class, each counted as many times as its class
+has members (its weight), and give each GEMM its class's kind: the aggregates it sums
+are integers (tiles, tiles x steps), the same in any order, and its maxima are the
+same maxima. Per-GEMM sums of non-integers (the structure bound) are taken over the
+GEMMs in their order, as without classes, so every number is the same.
+
+Classes pay where the batch has many GEMMs and few distinct classes: small M and N
+(every size up to the largest tile edge is a class of its own only through its flags)
+and repeated shapes (MoE steps). Uniform sizes up to 1,024 have nearly as many classes
+as GEMMs; there :func:`batch_classes` gives up after a few passes over the batch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .memo import per_family
+
+MIN_BATCH = 256      # below this, the classes cost more than they save
+MAX_SHARE = 0.5      # classes per GEMM above which the batch is planned GEMM by GEMM
+MAX_KEYS = 8         # dense class keys per GEMM at most (the bincount's length)
+MAX_SPAN = 16        # steps per GEMM a dimension's sizes may span (its bincount's length)
+
+
+@dataclass(frozen=True)
+class BatchClasses:
+    """One representative GEMM per class (``shapes``, (classes, 3)), the class sizes
+    (``weights``, float64) and each GEMM's class (``inverse``, (batch,))."""
+    shapes: np.ndarray
+    weights: np.ndarray
+    inverse: np.ndarray
+
+
+def _dim_codes(v: np.ndarray, step: int, patterns, limit: int):
+    """(codes, count) of one dimension: a dense code per GEMM, equal for two sizes
+    exactly when ceil(v / step) and the divisibility pattern (``patterns``: (table over
+    v mod period, period, patterns), or None for none) agree; None where more than
+    ``limit`` codes are present, or the sizes span more than MAX_SPAN steps per GEMM."""
+    q = np.ceil(np.true_divide(v, step))   # exact: v < 2**31
+    low, high = float(q.min()), float(q.max())
+    if high - low >= MAX_SPAN * v.shape[0]:   # the counts below would be a huge array
+        return None
+    q -= low
+    code = q.astype(np.int64)
+    size = np.bincount(code)
+    if np.count_nonzero(size) > limit:   # too many already, before the patterns
+        return None
+    if patterns is not None:
+        table, period, n_patterns = patterns
+        low = v & (period - 1) if period & (period - 1) == 0 else v % period
+        code *= n_patterns
+        code += table.take(low)
+        size = np.bincount(code)
+    present = size.nonzero()[0]
+    if present.shape[0] > limit:
+        return None
+    slot = np.zeros(size.shape[0], dtype=np.int64)
+    slot[present] = np.arange(present.shape[0])
+    return slot.take(code), present.shape[0]
+
+
+@per_family
+def _edge_steps(kinds: tuple):
+    """Per dimension (M, N, K) of ``kinds``: (step, patterns) or None where the class
+    code cannot be formed. step: the smallest tile edge (K: the smallest K step), every
+    other a multiple of it, so ceil(v / step) decides ceil(v / edge) for each; patterns
+    (M, N only): (a table of the divisibility pattern over v mod the edges' least
+    common multiple, that multiple, the number of patterns), which with ceil(v / step) also decides edge <= v."""
+    out = []
+    for edges, with_pattern in (({k.tm for k in kinds}, True), ({k.tn for k in kinds}, True),
+                                ({k.tk for k in kinds}, False)):
+        e = sorted(edges)
+        if any(x % e[0] for x in e):
+            return None
+        if not with_pattern:
+            out.append((e[0], None))
+            continue
+        period = int(np.lcm.reduce(np.array(e, dtype=np.int64)))
+        r = np.arange(period, dtype=np.int64)[:, None]
+        sig = r % np.array(e, dtype=np.int64) == 0
+        table = np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        table.flags.writeable = False
+        out.append((e[0], (table, period, int(table.max()) + 1)))
+    return tuple(out)
+
+
+def batch_classes(shapes: np.ndarray, kinds) -> BatchClasses | None:
+    """The classes of ``shapes`` (validated (batch, 3) int64) under ``kinds`` (every
+    kind of every family the rule will weigh), or None where they would not pay: a
+    small batch, tile edges or K steps that are not multiples of the smallest, or too
+    many distinct sizes (checked dimension by dimension: more than batch / 32 K steps,
+    batch / 4 (K steps, N) pairs or MAX_KEYS x batch keys in all, so a batch of uniform
+    sizes gives up after one or two passes) or classes (more than MAX_SHARE per GEMM)."""
+    B = shapes.shape[0]
+    if B < MIN_BATCH:
+        return None
+    steps = _edge_steps(tuple(kinds))
+    if steps is None:
+        return None
+    # K first (no pattern: the cheapest), then N, then M; a batch of uniform sizes has
+    # too many K steps or (K, N) pairs for its size and gives up there
+    key, space = None, 1
+    for d, limit in ((2, B // 32), (1, B // 4), (0, MAX_KEYS * B)):
+        step, patterns = steps[d]
+        got = _dim_codes(shapes[:, d], step, patterns, limit // space)
+        if got is None:
+            return None
+        code, n = got
+        key = code if key is None else key * n + code
+        space *= n
+    size = np.bincount(key, minlength=space)
+    present = size.nonzero()[0]
+    C = present.shape[0]
+    if C > MAX_SHARE * B:
+        return None
+    slot = np.empty(space, dtype=np.int64)
+    slot[present] = np.arange(C)
+    inverse = slot.take(key)
+    rep = np.empty(C, dtype=np.int64)
+    rep[inverse] = np.arange(B)   # any member stands for its class
+    reps = shapes.take(rep, axis=0)
+    reps.flags.writeable = False
+    return BatchClasses(reps, size.take(present).astype(np.float64), inverse)
