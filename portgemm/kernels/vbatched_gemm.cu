@@ -405,6 +405,12 @@ struct PgAsync {
 #define PG_SMEM_TILE PG_SMEM_ELEMS
 #endif
 
+// The carry (PG_CARRY, where compat.h's PG_CARRY_VENDOR allows). Everything below that
+// it needs is compiled only under PG_CARRY_ON, so a variant that does not carry renders
+// to the same code as without the carry (its registers and spills unchanged).
+#define PG_CARRY_ON (PG_CARRY && PG_CARRY_VENDOR)
+
+#if PG_CARRY_ON
 // What a block carries from one tile to the next of the same kind on the register path:
 // the next tile's first k step, loaded into registers while the current tile finishes
 // (its last step's FMAs and its epilogue), so a block running several tiles does not
@@ -459,10 +465,17 @@ __device__ __forceinline__ int pg_k_of(const PgGemm* gp)
     return (gp->alpha == 0.0) ? 0 : gp->K;
 }
 
+// pg_tile's further parameters when it carries: the carry, and the next tile (nullptr:
+// none of this kind, nothing to prefetch).
+#define PG_TILE_CARRY_PARAMS \
+    , PgCarry<BM, BN, BK, NT>&carry, const PgGemm *__restrict__ next, int nm0, int nn0
+#else
+#define PG_TILE_CARRY_PARAMS
+#endif
+
 template <int BM, int BN, int BK, int NT, int RM, int RN>
-__device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem,
-                                        PgCarry<BM, BN, BK, NT>& carry,
-                                        const PgGemm* __restrict__ next, int nm0, int nn0)
+__device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0,
+                                        PG_T* smem PG_TILE_CARRY_PARAMS)
 {
     constexpr int TX = BN / RN;
     constexpr int TY = BM / RM;
@@ -571,14 +584,36 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
         __syncthreads();
     }
 #else
+#if PG_CARRY_ON
     using SA = typename PgCarry<BM, BN, BK, NT>::SA;
     using SB = typename PgCarry<BM, BN, BK, NT>::SB;
+    PG_T(&ra)[SA::L][SA::W] = carry.ra;  // the staging registers live in the carry
+    PG_T(&rb)[SB::L][SB::W] = carry.rb;
+#else
+    using SA = PgStage<BK, BM, NT, !PG_TRANS_A>;       // As[k][m]
+    using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
+    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
+#endif
     PG_T* As = smem;                   // [2][BK][SA::S]
     PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
 
     auto load = [&](int k0) {
-        carry.load(A, B, lda, ldb, m0, n0, M, N, K, vec_a, vec_b, k0, tid);
+#if PG_TRANS_A
+        SA::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
+#else
+        SA::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
+#endif
+#if PG_TRANS_B
+        SB::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
+#else
+        SB::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
+#endif
     };
+    auto store = [&](int buf) {
+        SA::store(ra, As + buf * BK * SA::S, tid);
+        SB::store(rb, Bs + buf * BK * SB::S, tid);
+    };
+#if PG_CARRY_ON
     // The next tile's first step, into the registers this tile no longer needs; false
     // when it has none (no next tile, or K == 0 there).
     auto prefetch = [&]() {
@@ -589,14 +624,14 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
                    pg_vec_a(next, nm0), pg_vec_b(next, nn0), 0, tid);
         return true;
     };
-    auto store = [&](int buf) {
-        SA::store(carry.ra, As + buf * BK * SA::S, tid);
-        SB::store(carry.rb, Bs + buf * BK * SB::S, tid);
-    };
-
     bool primed = false;                // the next tile's first step is in ra, rb
+#endif
+
     if (K > 0) {
-        if (!carry.primed) load(0);
+#if PG_CARRY_ON
+        if (!carry.primed)
+#endif
+        load(0);
         // The previous tile's last barrier retired every read of both buffers.
         store(0);
         __syncthreads();
@@ -604,7 +639,9 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
         for (int k0 = 0; k0 < K; k0 += BK) {
             const bool more = k0 + BK < K;
             if (more) load(k0 + BK);
+#if PG_CARRY_ON
             else primed = prefetch();   // overlaps this last step's FMAs and the epilogue
+#endif
             const PG_T* as = As + buf * BK * SA::S;
             const PG_T* bs = Bs + buf * BK * SB::S;
             PG_UNROLL_K
@@ -624,10 +661,11 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
             __syncthreads();
             buf ^= 1;
         }
-    } else {
-        primed = prefetch();
     }
+#if PG_CARRY_ON
+    else primed = prefetch();
     carry.primed = primed;
+#endif
 #endif
 
     const PG_T alpha = PG_T(gp->alpha), beta = PG_T(gp->beta);
@@ -911,23 +949,17 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
 #define PG_BOUNDS __launch_bounds__(PG_THREADS)
 #endif
 
-// One tile by engine E (0: SIMT pg_tile, 1: MMA pg_tile_mma), pasted so the SIMT kinds
-// call pg_tile as directly as before the MMA kinds (a template wrapper in between
-// changed hiprtc's register allocation: a 24-byte spill in a gfx90a fused kernel). The
-// SIMT call carries nothing (a fresh, unprimed PgCarry).
-#define PG_TILE_CALL_E0(bm, bn, bk, nt, rm, rn, g, m0, n0)                       \
-    {                                                                           \
-        PgCarry<bm, bn, bk, nt> carry;                                          \
-        carry.reset();                                                          \
-        pg_tile<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem, carry, nullptr, 0, 0); \
-    }
-#define PG_TILE_CALL_E1(bm, bn, bk, nt, rm, rn, g, m0, n0) \
-    pg_tile_mma<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem);
-#define PG_TILE_CALL(e) PG_TILE_CALL_E##e
-
-#define PG_CARRY_ON (PG_CARRY && PG_CARRY_VENDOR)
+// Kind -> tile function by engine E (0: SIMT pg_tile, 1: MMA pg_tile_mma), pasted so the
+// SIMT kinds call pg_tile as directly as before the MMA kinds (a template wrapper in
+// between changed hiprtc's register allocation: a 24-byte spill in a gfx90a fused kernel).
+#define PG_TILE_E0 pg_tile
+#define PG_TILE_E1 pg_tile_mma
+#define PG_TILE_OF(e) PG_TILE_E##e
 
 #if PG_CARRY_ON
+#if PG_RAGGED || PG_GRIDZ
+#error "PG_CARRY: the flat tile-list entry point only (render.carry)"
+#endif
 // Runs tiles[t ..] while they are of kind ID (below t1), each with the next one's first
 // k step prefetched (PgCarry); returns the first tile it did not run. SIMT kinds only
 // (render.carry): pg_tile_mma stages through its own fragments.
@@ -958,7 +990,7 @@ __device__ __forceinline__ int pg_run(const PgGemm* __restrict__ gemms,
 // One tile at a time, nothing carried: fused entry points (holding every kind's carried
 // step made them spill), float64 and MMA kinds, and AMD (compat.h).
 #define PG_CASE(id, bm, bn, bk, nt, rm, rn, e) \
-    case id: PG_TILE_CALL(e)(bm, bn, bk, nt, rm, rn, g, m0, n0) break;
+    case id: PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem); break;
 #endif
 #define PG_THREADS_OF(id, bm, bn, bk, nt, rm, rn, e) case id: return nt;
 
@@ -986,7 +1018,7 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
                             a_step, b_stride, lda, ldb, ldc, N, K, alpha, beta, alphas, \
                             betas, g, m0, n0))                                          \
             return;                                                                     \
-        PG_TILE_CALL(e)(bm, bn, bk, nt, rm, rn, &g, m0, n0)                             \
+        PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);                        \
     } break;
     const int kind = 0;
     switch (kind) { PG_KINDS(PG_RG) }
@@ -1007,7 +1039,7 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     case id: {                                                              \
         const int m0 = blockIdx.x * bm, n0 = blockIdx.y * bn;               \
         if (m0 >= g->M || n0 >= g->N) return;                               \
-        PG_TILE_CALL(e)(bm, bn, bk, nt, rm, rn, g, m0, n0)                  \
+        PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem);               \
     } break;
         PG_KINDS(PG_GZ)
     }
@@ -1034,6 +1066,7 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
 #else
     for (int t = t0; t < t1; ++t) {
         const PgTile tl = tiles[t];
+        if (tl.gemm < 0) continue;  // an unused slot of a ragged upper-bound list
         const PgGemm* g = gemms + tl.gemm;
         const int m0 = tl.m0, n0 = tl.n0;
         switch (tl.kind) { PG_KINDS(PG_CASE) }
