@@ -161,3 +161,34 @@ def test_flat_lists_name_a_real_gemm_in_every_record(dtype, strategy, mode, pers
         assert np.all(tiles["gemm"] >= 0) and np.all(tiles["gemm"] < batch), (seed, p.strategy)
         assert ptr[0] == 0 and ptr[-1] == tiles.shape[0] and np.all(np.diff(ptr) >= 1)
         assert sum(g for _, _, g in st["launches"]) == ptr.shape[0] - 1
+
+
+def _carry_only_lines(src: str):
+    """(line number, code) of the kernel source's lines compiled only under PG_CARRY_ON:
+    inside an `#if PG_CARRY_ON` branch (not its #else), at any depth."""
+    stack = []                      # per open #if: True while in a PG_CARRY_ON branch
+    for no, line in enumerate(src.splitlines(), 1):
+        d = line.strip()
+        if d.startswith(("#if ", "#ifdef", "#ifndef")):
+            stack.append(d.split(None, 1)[1].strip() == "PG_CARRY_ON")
+        elif d.startswith(("#else", "#elif")):
+            stack[-1] = False
+        elif d.startswith("#endif"):
+            stack.pop()
+        yield no, line.split("//")[0], any(stack)
+
+
+def test_carry_code_is_compiled_only_where_the_carry_is_on():
+    """Every use of the carry in vbatched_gemm.cu sits under `#if PG_CARRY_ON`, so a
+    variant that does not carry (fp64, fused, MMA, grid-z, ragged, AMD) compiles to the
+    code it had before the carry: passing a carry to every tile had changed registers
+    in such kernels and made one sm_80 fp64 kernel spill (vendor matrix)."""
+    import re
+
+    from portgemm.kernels.render import SOURCE_FILE
+    src = SOURCE_FILE.read_text()
+    uses = re.compile(r"\b(carry|PgCarry|prefetch|primed|pg_run|next|nm0|nn0)\b")
+    leaked = [(no, code.strip()) for no, code, on in _carry_only_lines(src)
+              if uses.search(code) and not on and not code.lstrip().startswith("#define PG_CARRY_ON")]
+    assert not leaked, leaked
+    assert any(on for _, _, on in _carry_only_lines(src))
