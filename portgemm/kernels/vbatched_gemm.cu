@@ -426,23 +426,6 @@ struct PgCarry {
     bool primed;
 
     __device__ __forceinline__ void reset() { primed = false; }
-
-    // One k step (from k0) of a tile's A and B slices into ra and rb.
-    __device__ __forceinline__ void load(const PG_T* __restrict__ A, const PG_T* __restrict__ B,
-                                         int lda, int ldb, int m0, int n0, int M, int N, int K,
-                                         bool vec_a, bool vec_b, int k0, int tid)
-    {
-#if PG_TRANS_A
-        SA::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
-#else
-        SA::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
-#endif
-#if PG_TRANS_B
-        SB::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
-#else
-        SB::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
-#endif
-    }
 #else
     __device__ __forceinline__ void reset() {}
 #endif
@@ -471,6 +454,21 @@ __device__ __forceinline__ int pg_k_of(const PgGemm* gp)
     , PgCarry<BM, BN, BK, NT>&carry, const PgGemm *__restrict__ next, int nm0, int nn0
 #else
 #define PG_TILE_CARRY_PARAMS
+#endif
+
+// One k step (from k0) of a tile's A (M x K, K x M when transposed) or B (K x N, N x K)
+// slice into the register path's staging registers, inside pg_tile (its SA, SB, tid):
+// the tile's own loads and the carry's prefetch of the next tile's first step. Macros,
+// so a variant without the carry compiles the very calls it had before the carry.
+#if PG_TRANS_A
+#define PG_LOAD_A(ra, A, lda, m0, k0, M, K, vec) SA::load(ra, A, lda, k0, m0, K, M, vec, tid)
+#else
+#define PG_LOAD_A(ra, A, lda, m0, k0, M, K, vec) SA::load(ra, A, lda, m0, k0, M, K, vec, tid)
+#endif
+#if PG_TRANS_B
+#define PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec) SB::load(rb, B, ldb, n0, k0, N, K, vec, tid)
+#else
+#define PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec) SB::load(rb, B, ldb, k0, n0, K, N, vec, tid)
 #endif
 
 template <int BM, int BN, int BK, int NT, int RM, int RN>
@@ -598,16 +596,8 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
 
     auto load = [&](int k0) {
-#if PG_TRANS_A
-        SA::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
-#else
-        SA::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
-#endif
-#if PG_TRANS_B
-        SB::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
-#else
-        SB::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
-#endif
+        PG_LOAD_A(ra, A, lda, m0, k0, M, K, vec_a);
+        PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec_b);
     };
     auto store = [&](int buf) {
         SA::store(ra, As + buf * BK * SA::S, tid);
@@ -620,8 +610,8 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
         if (next == nullptr) return false;
         const int kn = pg_k_of(next);
         if (kn <= 0) return false;
-        carry.load(next->A, next->B, next->lda, next->ldb, nm0, nn0, next->M, next->N, kn,
-                   pg_vec_a(next, nm0), pg_vec_b(next, nn0), 0, tid);
+        PG_LOAD_A(ra, next->A, next->lda, nm0, 0, next->M, kn, pg_vec_a(next, nm0));
+        PG_LOAD_B(rb, next->B, next->ldb, nn0, 0, next->N, kn, pg_vec_b(next, nn0));
         return true;
     };
     bool primed = false;                // the next tile's first step is in ra, rb
