@@ -6,11 +6,10 @@ compiles: clang with precompiled HIP headers (byte-identical code object and rem
 hiprtc in one long-lived child (same figures; errors and aborts fail one request only)."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from test_vendor_matrix_report import vm  # noqa: F401 (the tool as a module, a fixture)
 
 from portgemm.errors import CompileError, DeviceUnavailable
 from portgemm.kernels import offline
@@ -18,17 +17,8 @@ from portgemm.kernels.render import Rendered, render
 from portgemm.kernels.variants import catalogue_variants
 from portgemm.occupancy.resources import KernelResources
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "vendor_matrix.py"
 VARIANTS = {v.name: v for v in catalogue_variants()}
 SMALL = VARIANTS["pg_f32_nn_zhang2025_small"]
-
-
-@pytest.fixture(scope="module")
-def vm():
-    spec = importlib.util.spec_from_file_location("vendor_matrix_pipeline", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _fake_compiler(broken: tuple[str, str] | None = None):
