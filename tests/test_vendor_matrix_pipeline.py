@@ -35,6 +35,9 @@ def _fake_compiler(broken: tuple[str, str] | None = None):
 
 def _run(vm, monkeypatch, tmp_path, capsys, broken=None):
     monkeypatch.setattr(vm, "compile_cell", _fake_compiler(broken))
+    # main() sets both in os.environ: set them here first so they are restored after
+    monkeypatch.setenv("PORTGEMM_WERROR", "0")
+    monkeypatch.setenv("PORTGEMM_CACHE_DIR", str(tmp_path))
     out = tmp_path / "m.json"
     rc = vm.main(["--jobs", "1", "--arch", "sm_80", "--arch", "sm_90", "--family", "magma",
                   "--json", str(out)])
