@@ -8,6 +8,12 @@ cross-check of our occupancy model and of the figures we read from the code obje
 The compiler, HIP headers and device libraries are found on this machine (Debian's
 clang-15 + libamdhip64-dev + rocm-device-libs, or /opt/rocm); override with
 PORTGEMM_AMD_CLANG, PORTGEMM_ROCM_PATH, PORTGEMM_ROCM_DEVICE_LIBS.
+
+Parsing the HIP headers (hip/hip_runtime.h, which compat.h includes first) is about 40 % of
+a compile. A tool compiling many variants builds them once per arch into a precompiled
+header (``build_pch``) and passes it to each ``compile``: clang then starts from the
+parsed headers, and the code object and remarks are byte for byte the same
+(tests/test_vendor_matrix_pipeline.py checks it). clang refuses a PCH built with other options.
 """
 from __future__ import annotations
 
@@ -101,20 +107,52 @@ def parse_remarks(log: str) -> dict[str, dict]:
     return out
 
 
+def _command(arch: str, options: tuple[str, ...]) -> list[str]:
+    """clang in HIP mode for ``arch``'s device code, without the action and files."""
+    tc = toolchain()
+    return [tc.clang, "-x", "hip", f"--offload-arch={arch}", "--cuda-device-only",
+            "--no-gpu-bundle-output", f"--rocm-path={tc.rocm_path}",
+            f"--rocm-device-lib-path={tc.device_libs}", *options,
+            *(WERROR_OPTIONS if werror() else ())]
+
+
+# What compat.h includes first on AMD, so a PCH of it serves every variant.
+PCH_HEADER = "#include <hip/hip_runtime.h>\n"
+
+
+def build_pch(arch: str, path: str | Path, options: tuple[str, ...] = OPTIONS) -> Path:
+    """Precompile the HIP headers for ``arch`` with ``compile``'s options into ``path``."""
+    if not _ARCH.match(arch):
+        raise CompileError(f"{arch!r} is not an AMD target name (like gfx90a or gfx940)")
+    path = Path(path)
+    src = path.with_suffix(".hip")
+    src.write_text(PCH_HEADER)
+    # -S: the driver's -c would try to link the PCH as a code object
+    cmd = _command(arch, options) + ["-S", "-Xclang", "-emit-pch", "-o", str(path), str(src)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        raise CompileError(f"clang's precompiled header for {arch} took over {TIMEOUT_S} s") from e
+    if p.returncode != 0 or not path.exists():
+        raise CompileError(f"clang's precompiled header for {arch} failed (exit "
+                           f"{p.returncode}):\n{p.stderr[-4000:]}")
+    return path
+
+
 def compile(source: str, name: str, arch: str = "gfx940",
-            options: tuple[str, ...] = OPTIONS) -> ClangResult:
-    """Compile ``source`` (CUDA dialect + compat.h) for ``arch`` in clang's HIP mode."""
+            options: tuple[str, ...] = OPTIONS, pch: str | Path | None = None) -> ClangResult:
+    """Compile ``source`` (CUDA dialect + compat.h) for ``arch`` in clang's HIP mode;
+    ``pch``: build_pch's file for the same arch and options."""
     if not _ARCH.match(arch):
         raise CompileError(f"{arch!r} is not an AMD target name (like gfx90a or gfx940)")
     tc = toolchain()
     with tempfile.TemporaryDirectory(prefix="portgemm-clang-") as d:
         src, out = Path(d, f"{name}.hip"), Path(d, f"{name}.co")
         src.write_text(source)
-        cmd = [tc.clang, "-x", "hip", f"--offload-arch={arch}", "--cuda-device-only",
-               "--no-gpu-bundle-output", "-c", f"--rocm-path={tc.rocm_path}",
-               f"--rocm-device-lib-path={tc.device_libs}",
-               "-Rpass-analysis=kernel-resource-usage", *options,
-               *(WERROR_OPTIONS if werror() else ()), "-o", str(out), str(src)]
+        cmd = _command(arch, options) + [
+            "-c", "-Rpass-analysis=kernel-resource-usage",
+            *(("-Xclang", "-include-pch", "-Xclang", str(pch)) if pch else ()),
+            "-o", str(out), str(src)]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired as e:

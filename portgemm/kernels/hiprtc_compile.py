@@ -11,6 +11,10 @@ inside ``libamdhip64.so.5`` and no ``libhiprtc.so``, which hip-python dlopens by
 
 Child protocol (``python -m portgemm.kernels.hiprtc_compile``): a JSON request on stdin,
 a JSON reply on stdout; exit 0 compiled, 3 compile error, 4 hiprtc unavailable.
+With ``--serve`` the child stays up for many compiles (``Server``, for the tools that
+compile hundreds of variants: starting Python and loading hip-python costs about as much
+as a small compile): one JSON request a line on stdin, one JSON reply a line on stdout,
+each reply carrying the exit status the one-shot child would have had ("rc").
 """
 from __future__ import annotations
 
@@ -20,9 +24,11 @@ import ctypes.util
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -126,48 +132,153 @@ def _child_compile(req: dict) -> tuple[int, dict]:
         hiprtc.hiprtcDestroyProgram(prog.createRef())
 
 
-def _main() -> int:
-    req = json.loads(sys.stdin.read())
+def _answer(req: dict) -> tuple[int, dict]:
     try:
-        rc, reply = _child_compile(req)
+        return _child_compile(req)
     except RuntimeError as e:
-        rc, reply = EXIT_COMPILE, {"error": str(e), "log": ""}
+        return EXIT_COMPILE, {"error": str(e), "log": ""}
+
+
+def _serve() -> int:
+    """Answer requests until stdin closes (the parent exited or closed the server)."""
+    for line in sys.stdin:
+        rc, reply = _answer(json.loads(line))
+        reply["rc"] = rc
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return 0
+
+
+def _main() -> int:
+    if "--serve" in sys.argv[1:]:
+        return _serve()
+    rc, reply = _answer(json.loads(sys.stdin.read()))
     sys.stdout.write(json.dumps(reply))
     return rc
 
 
 # -- the parent -----------------------------------------------------------------------
 
-def _run_child(req: dict) -> dict:
+def _child_command() -> tuple[list[str], dict]:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])  # so the child imports this checkout
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
+    return [sys.executable, "-m", "portgemm.kernels.hiprtc_compile"], env
+
+
+def _what(req: dict) -> str:
+    return f"hiprtc compile of {req.get('name', '?')} for {req.get('arch', '?')}"
+
+
+def _timed_out(req: dict) -> CompileError:
+    return CompileError(f"{_what(req)} took over {TIMEOUT_S} s")
+
+
+def _died(req: dict, sig: int, stderr: str) -> CompileError:
+    return CompileError(
+        f"{_what(req)}: the compiler process died with {signal.Signals(sig).name}. hiprtc "
+        f"aborts like this on a target it does not support (ROCm 5.2's hiprtc knows "
+        f"gfx908/gfx90a, not gfx940/gfx942/gfx1100); compile those with clang "
+        f"(portgemm.kernels.clang_amd) or a newer ROCm.\n{stderr[-4000:]}")
+
+
+def _checked(req: dict, rc: int, reply: dict, stderr: str) -> dict:
+    """The reply of a compile that exited ``rc``, or its error raised."""
+    if rc == EXIT_UNAVAILABLE:
+        raise DeviceUnavailable(reply["error"])
+    if rc != 0:
+        log = (reply.get("log") or "") + ("\n" + stderr if stderr.strip() else "")
+        raise CompileError(f"{_what(req)} failed: {reply.get('error')}\n{log}")
+    return reply
+
+
+def _run_child(req: dict) -> dict:
+    cmd, env = _child_command()
     try:
-        p = subprocess.run([sys.executable, "-m", "portgemm.kernels.hiprtc_compile"],
-                           input=json.dumps(req), capture_output=True, text=True,
+        p = subprocess.run(cmd, input=json.dumps(req), capture_output=True, text=True,
                            timeout=TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired as e:
-        raise CompileError(f"hiprtc compile of {req.get('name')} for {req.get('arch')} "
-                           f"took over {TIMEOUT_S} s") from e
-    what = f"hiprtc compile of {req.get('name', '?')} for {req.get('arch', '?')}"
+        raise _timed_out(req) from e
     if p.returncode < 0:
-        sig = signal.Signals(-p.returncode).name
-        raise CompileError(
-            f"{what}: the compiler process died with {sig}. hiprtc aborts like this on a "
-            f"target it does not support (ROCm 5.2's hiprtc knows gfx908/gfx90a, not "
-            f"gfx940/gfx942/gfx1100); compile those with clang (portgemm.kernels.clang_amd) "
-            f"or a newer ROCm.\n{p.stderr[-4000:]}")
+        raise _died(req, -p.returncode, p.stderr)
     try:
         reply = json.loads(p.stdout)
     except ValueError:
-        raise CompileError(f"{what}: the compiler process exited {p.returncode} without a "
-                           f"reply\n{p.stderr[-4000:]}") from None
-    if p.returncode == EXIT_UNAVAILABLE:
-        raise DeviceUnavailable(reply["error"])
-    if p.returncode != 0:
-        log = (reply.get("log") or "") + ("\n" + p.stderr if p.stderr.strip() else "")
-        raise CompileError(f"{what} failed: {reply.get('error')}\n{log}")
-    return reply
+        raise CompileError(f"{_what(req)}: the compiler process exited {p.returncode} "
+                           f"without a reply\n{p.stderr[-4000:]}") from None
+    return _checked(req, p.returncode, reply, p.stderr)
+
+
+class Server:
+    """One long-lived child answering many compiles (``compile(..., server=...)``): the
+    same requests, options and replies as the one-shot child, without a Python start-up
+    and a hip-python load per compile. A child that dies (hiprtc aborting on a target it
+    does not know) fails that compile only; the next request starts a new child. Its
+    stderr (hiprtc writes diagnostics there) goes to a file, and what one request
+    added is attached to that request's error."""
+
+    def __init__(self):
+        self._proc = None
+        self._err = None
+
+    def _start(self):
+        cmd, env = _child_command()
+        self._err = tempfile.TemporaryFile(mode="w+", prefix="portgemm-hiprtc-")
+        self._proc = subprocess.Popen(cmd + ["--serve"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self._err, text=True,
+                                      env=env)
+
+    def _stderr_since(self, pos: int) -> str:
+        self._err.flush()
+        self._err.seek(pos)
+        return self._err.read()
+
+    def request(self, req: dict) -> dict:
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._start()
+        p, pos = self._proc, self._err.seek(0, os.SEEK_END)
+        try:
+            p.stdin.write(json.dumps(req) + "\n")
+            p.stdin.flush()
+            ready, _, _ = select.select([p.stdout], [], [], TIMEOUT_S)
+            line = p.stdout.readline() if ready else None
+        except BrokenPipeError:
+            line = ""
+        if line is None:
+            self.close()
+            raise _timed_out(req)
+        if not line:  # the child died on this request
+            rc = p.wait()
+            stderr = self._stderr_since(pos)
+            self.close()
+            if rc < 0:
+                raise _died(req, -rc, stderr)
+            raise CompileError(f"{_what(req)}: the compiler process exited {rc} without "
+                               f"a reply\n{stderr[-4000:]}")
+        reply = json.loads(line)
+        return _checked(req, reply.pop("rc"), reply, self._stderr_since(pos))
+
+    def close(self):
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.stdin.close()  # the child's loop ends at EOF
+                try:
+                    self._proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+            self._proc = None
+        if self._err is not None:
+            self._err.close()
+            self._err = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 @lru_cache(maxsize=1)
@@ -177,11 +288,13 @@ def version() -> str:
 
 
 def compile(source: str, name: str, arch: str = "gfx90a", options: tuple[str, ...] = OPTIONS,
-            cache: bool = True, refresh: bool = False) -> tuple[bytes, KernelResources]:
+            cache: bool = True, refresh: bool = False, server: Server | None = None
+            ) -> tuple[bytes, KernelResources]:
     """Compile ``source`` for ``arch`` (e.g. "gfx90a"); returns the code object and the
     resources of kernel ``name`` from its metadata, stamped with hiprtc's and LLVM's versions.
     ``cache=False`` neither reads nor writes the compile cache; ``refresh`` skips the
-    lookup and overwrites the entry (a cached code object that failed to load)."""
+    lookup and overwrites the entry (a cached code object that failed to load).
+    ``server``: compile in that long-lived child instead of a child of its own."""
     if not _ARCH.match(arch):
         raise CompileError(f"{arch!r} is not an AMD target name (like gfx90a or gfx90a:xnack-)")
     options = tuple(options) + (WERROR_OPTIONS if werror() else ()) + (f"--offload-arch={arch}",)
@@ -191,7 +304,8 @@ def compile(source: str, name: str, arch: str = "gfx90a", options: tuple[str, ..
         hit = compile_cache.get(k)
         if hit is not None:
             return hit
-    reply = _run_child({"source": source, "name": name, "arch": arch, "options": list(options)})
+    req = {"source": source, "name": name, "arch": arch, "options": list(options)}
+    reply = server.request(req) if server is not None else _run_child(req)
     code = base64.b64decode(reply["code"])
     co = amd_codeobject.parse(code)
     res = amd_codeobject.resources(co, name, source=f"{ver}, {co.compiler} ({co.arch})")
