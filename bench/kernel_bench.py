@@ -98,6 +98,11 @@ CONFIGS = {
     "st4": {"STAGES": {k: 4 for k in render.STAGES}},
     # 128x128/16x8 with 3 stages instead of its 4
     "fat3": {"STAGES": {("portgemm", "128x128/16x8", F32): 3}},
+    # every launch a block per planned tile run (backends/persistent.py off): the
+    # launches before the persistent grid
+    "flat": {"ENV": {"PORTGEMM_PERSISTENT": "0"}},
+    # persistent launches of twice the resident blocks
+    "pers2": {"ENV": {"PORTGEMM_PERSISTENT": "2"}},
     # measured on the register path (first H100 call): no BK unroll for the 8x8 kinds and
     # caps for one more block per SM: slower
     "occ": {"MIN_BLOCKS": {("portgemm", "128x128/8x8", F32): 2,
@@ -126,6 +131,9 @@ EXTRA_STAGES = {("bench-f64", k.kind, F64): 4 for k in EXTRA["float64"]}
 
 
 def apply_config(name, committed):
+    from portgemm.backends import persistent
+    os.environ.pop(persistent.ENV, None)
+    os.environ.update(CONFIGS[name].get("ENV", {}))
     for table, base in committed.items():
         new = CONFIGS[name].get(table, base)
         setattr(render, table, {**base, **new} if isinstance(base, dict) else new)
@@ -185,10 +193,19 @@ def methods(dtype, extra=False):
     return out
 
 
+def _launches(plan, be):
+    """The launches [(variant, first block, blocks)] the backend made for ``plan``."""
+    from portgemm.backends.launch import plan_states
+    for key, st in plan_states(plan).items():
+        return list(st.get("launches", []))
+    return []
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="base", help=f"comma list of {', '.join(CONFIGS)}")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--cases", default="", help="comma list of case names (or prefixes)")
     ap.add_argument("--dtype", default="float32,float64")
     ap.add_argument("--rep-ms", type=float, default=25.0)
     ap.add_argument("--seed", type=int, default=9)
@@ -221,6 +238,8 @@ def main(argv=None):
     for dtype in args.dtype.split(","):
         for case in CASES[dtype]:
             if args.quick and case[0] not in QUICK:
+                continue
+            if args.cases and not any(case[0].startswith(c) for c in args.cases.split(",")):
                 continue
             shapes, A, B, C = make_batch(cp, rng, case, dtype)
             batches.append((case[0], dtype, shapes, A, B, C, Reference(cp, A, B)))
@@ -255,7 +274,8 @@ def main(argv=None):
                 rows.append([name, cfg, label, flops / ms / 1e9,
                              100 * flops / ms / 1e-3 / PEAK[dtype], cub / ms, note, err])
                 raw.append({"case": name, "config": cfg, "method": label, "ms": ms,
-                            "err": err, "note": note, "mode": p.mode})
+                            "err": err, "note": note, "mode": p.mode,
+                            "grids": [g for _, _, g in _launches(p, be)]})
             done = rows[-len(methods(dtype, args.extra)):]
             print(f"{cfg} {name}: " + ", ".join(f"{r[2]} {r[3]:.0f}" for r in done), flush=True)
     rows.sort(key=lambda r: [b[0] for b in batches].index(r[0]))

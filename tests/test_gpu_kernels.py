@@ -43,7 +43,8 @@ def be(request):
     return backend_or_skip(request.param)
 
 
-def family_plan(shapes, dtype, arch, mode, kind=None, seed=0, tiles_per_block=1):
+def family_plan(shapes, dtype, arch, mode, kind=None, seed=0, tiles_per_block=1,
+                resident=None):
     """A plan over our family for ``dtype``: every GEMM on ``kind`` (its name), or, when
     None, Eq. 10's choice for half the GEMMs and a random kind for the rest (so a fused
     launch mixes every kind); ``tiles_per_block`` consecutive tiles run in one block, one
@@ -64,8 +65,19 @@ def family_plan(shapes, dtype, arch, mode, kind=None, seed=0, tiles_per_block=1)
                                    shapes[:, 2],
                                    by_kind=(mode == "per-kind"))
     req = Request(shapes, dtype, arch, mode)
+    # ``resident``: workgroups per CU each kind is said to keep, so a per-kind launch
+    # with more tiles than that many per CU runs persistent (backends/persistent.py)
+    occ = {} if resident is None else {k.name: _Resident(resident) for k in kinds}
     return make_plan(req, "test-" + FAMILY[dtype], kinds, tiles, block_ptr, 0.0, 0.0,
-                     "none", {}, [])
+                     "none", occ, [])
+
+
+class _Resident:
+    """The part of an occupancy figure the persistent launch reads."""
+
+    def __init__(self, active):
+        self.active_workgroups = active
+        self.occupancy = 0.0
 
 
 def _ld(cols, layout, dtype):
@@ -91,7 +103,7 @@ def make_operand(rng, rows, cols, dtype, layout, fill=None):
 
 
 def run_family_case(be, shapes, dtype, trans_a, trans_b, layouts, mode, kind=None, name="",
-                    tiles_per_block=1):
+                    tiles_per_block=1, resident=None, plan=None):
     """One batch through a family plan; ``layouts`` gives each GEMM's layout (one name
     for all, or a list). Asserts the result, the untouched padding of C, and the seed."""
     seed = stable_seed(name, dtype, trans_a, trans_b, mode, kind, str(layouts),
@@ -126,10 +138,12 @@ def run_family_case(be, shapes, dtype, trans_a, trans_b, layouts, mode, kind=Non
         dev = be.to_device(c)
         dbufs_c.append(dev)
         dC.append(dev[cv])
-    plan = family_plan(shapes, dtype, be.arch(), mode, kind, seed, tiles_per_block)
+    if plan is None:
+        plan = family_plan(shapes, dtype, be.arch(), mode, kind, seed, tiles_per_block,
+                           resident)
     plan.run(dA, dB, dC, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, backend=be)
     what = (f"seed {seed}, {dtype} {'t' if trans_a else 'n'}{'t' if trans_b else 'n'} "
-            f"{mode} kind={kind} tiles/block={tiles_per_block}")
+            f"{mode} kind={kind} tiles/block={tiles_per_block} resident={resident}")
     whole = [be.to_host(d) for d in dbufs_c]
     got = [w[cv] for w, cv in zip(whole, views_c)]
     for i, (w, cv) in enumerate(zip(whole, views_c)):
@@ -400,3 +414,75 @@ def test_mma_kinds_build_without_spill(be, kind):
     for trans in TRANS:
         attrs = be.function_attributes(be.function(Variant((k,), "float64", "tile-list", *trans)))
         assert attrs["local_size_bytes"] == 0, (trans, attrs)
+
+# --- persistent launches (backends/persistent.py) and the carried first k step ------
+
+def _persistent_launches(plan) -> int:
+    """Launches of ``plan`` made persistent on any device so far (fewer blocks than
+    tiles)."""
+    from portgemm.backends.launch import plan_states
+    n = 0
+    for st in plan_states(plan).values():
+        for _, base, grid in st["launches"]:
+            n += grid < plan.n_tiles
+    return n
+
+
+def _mixed_k(k):
+    """K values around a kind's K step: none, less than one step, one step, just over,
+    several with a remainder."""
+    return np.array([0, 1, k.tk - 1, k.tk, k.tk + 1, 3 * k.tk + 5, 9 * k.tk])
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_persistent_many_tiles_per_block(be, dtype, trans, monkeypatch):
+    """Every SIMT kind run persistent with one resident block per CU, so each block runs
+    several tiles of mixed K (K = 0, K < BK, remainders) and edge sizes one after the
+    other, each prefetching the next one's first k step (float32); layouts mixed per
+    GEMM, alpha = 0 and beta = 0 (NaN-poisoned C) among them. An MMA kind's launch of the
+    same batch stays a block per planned block (persistent MMA launches not measured),
+    and is checked as well."""
+    from portgemm.backends import persistent
+    monkeypatch.setattr(persistent, "MIN_LAUNCHES", 1)   # one kind's launch goes too
+    cus = int(be.arch().compute_units)
+    for kind in kind_names(dtype):
+        k = next(t for t in FAMILIES[FAMILY[dtype]] if t.kind == kind)
+        rng = np.random.default_rng(stable_seed("persistent", dtype, kind, trans))
+        shapes, tiles = [], 0
+        while tiles < 4 * cus:
+            m, n = (int(x) for x in rng.integers(1, 3 * k.tm + 2, 2))
+            kk = int(rng.choice(_mixed_k(k)))
+            shapes.append((m, n, kk))
+            tiles += -(-m // k.tm) * -(-n // k.tn)
+        shapes = np.array(shapes, dtype=np.int64)
+        layouts = list(rng.choice(LAYOUTS, len(shapes)))
+        plan = family_plan(shapes, dtype, be.arch(), "per-kind", kind, 0, 1, resident=1)
+        run_family_case(be, shapes, dtype, *trans, layouts, "per-kind", kind,
+                        name="persistent", resident=1, plan=plan)
+        if k.engine == "mma":
+            assert _persistent_launches(plan) == 0, "an MMA kind's launch ran persistent"
+        else:
+            assert _persistent_launches(plan) >= 1, "the launch did not run persistent"
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+def test_persistent_default_plan(be, trans):
+    """The planner's own plan of a random batch (per-kind, several waves, at least
+    persistent.MIN_LAUNCHES kinds' launches: the first such batch of a few seeds), run
+    as the backend launches it: persistent where the occupancy model says so."""
+    from portgemm.backends import persistent
+    from portgemm.planner import plan as make_plan
+    batch = 192
+    for attempt in range(8):
+        rng = np.random.default_rng(stable_seed("persistent-default", trans, attempt))
+        shapes = np.stack([rng.integers(1, 400, batch), rng.integers(1, 400, batch),
+                           rng.integers(0, 100, batch)], axis=1).astype(np.int64)
+        plan = make_plan(shapes, "float32", be.arch())
+        if plan.mode == "per-kind" and (plan.tile_counts() > 0).sum() >= persistent.MIN_LAUNCHES:
+            break
+    assert plan.mode == "per-kind", plan.mode
+    layouts = list(rng.choice(LAYOUTS, batch))
+    run_family_case(be, shapes, "float32", *trans, layouts, "per-kind",
+                    name="persistent-default", plan=plan)
+    assert _persistent_launches(plan) >= 1, "no launch ran persistent"

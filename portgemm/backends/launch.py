@@ -13,6 +13,7 @@ from ..kernels.render import DEVICE_TILE_DTYPE, GEMM_DTYPE
 from ..small_batch import descriptor_bytes
 from ..kernels.variants import GRID_YZ_MAX, variants_for
 from .expand import expansion, per_kind_launches
+from . import persistent
 
 DESCRIPTOR_CACHE = 8   # descriptor sets kept per plan (distinct array sets in rotation)
 
@@ -65,11 +66,36 @@ def _new_state(plan, trans_a, trans_b, upload, expand=None) -> dict:
     if plan.mode == "grid-z":
         st["launches"] = grid_z_launches(plan, GRID_YZ_MAX)
         return st
+    if _persist(plan, st, upload):
+        return st
     if expand is not None and _expand_on_device(plan, st, expand):
         return st
     tiles, block_ptr, st["launches"] = host_device_tiles(plan)
     st["tiles"], st["block_ptr"] = upload(tiles), upload(block_ptr)
     return st
+
+
+def _persist(plan, st, upload) -> bool:
+    """Fill ``st`` with persistent launches (backends/persistent.py) where a per-kind
+    plan's launches outnumber the device's resident workgroups: the tile list, reordered
+    round robin, is built and uploaded from the host (the expansion kernel writes a
+    block per tile). False when no launch would change."""
+    if plan.mode != "per-kind" or not persistent.enabled() or not plan.occupancy:
+        return False
+    counts = plan.tile_counts().tolist()
+    if sum(n > 0 for n in counts) < persistent.MIN_LAUNCHES:
+        return False
+    if plan.layout is not None:     # a block per tile: most plans fit without a list
+        slots = [persistent.resident_blocks(plan, k) for k in range(len(plan.kinds))]
+        if all(n <= s or s == 0 for n, s in zip(counts, slots)):
+            return False
+    tiles, block_ptr, launches = host_device_tiles(plan)
+    got = persistent.persistent_launches(plan, block_ptr, launches)
+    if got is None:
+        return False
+    order, st_ptr, st["launches"] = got
+    st["tiles"], st["block_ptr"] = upload(tiles[order]), upload(st_ptr)
+    return True
 
 
 def host_device_tiles(plan):

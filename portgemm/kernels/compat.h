@@ -10,6 +10,10 @@
 #endif
 // AMD has no separate read-only data path worth naming; plain loads.
 #define PG_LDG(p) (*(p))
+// No carried next-tile k step (vbatched_gemm.cu, PgCarry): its registers made the fp32
+// per-kind variants spill 16-24 bytes on gfx908 and gfx90a (vendor matrix), and the
+// persistent launches it serves were measured on NVIDIA only.
+#define PG_CARRY_VENDOR 0
 // CUDA's minimum-blocks hint caps registers; HIP reads its second argument as waves per
 // SIMD instead, and a cap of 2 blocks already made AMD variants spill (vendor matrix), so
 // HIP drops it.
@@ -23,6 +27,7 @@
 #define PG_HIP 0
 // Read-only cache path for A and B (they are never written by the kernel).
 #define PG_LDG(p) __ldg(p)
+#define PG_CARRY_VENDOR 1
 #define PG_UNROLL_K_DEFAULT _Pragma("unroll")
 // The minimum-blocks cap was measured on sm_90; the same cap spills on sm_80 (vendor
 // matrix), so older targets get none.

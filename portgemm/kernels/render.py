@@ -87,6 +87,16 @@ K_UNROLL: dict[tuple, int] = {
 }
 
 
+def carry(variant: Variant) -> bool:
+    """Whether ``variant`` carries the next tile's first k step (PG_CARRY): float32
+    per-kind tile-list entry points of SIMT kinds, the ones persistent launches run
+    (backends/persistent.py). Fused kernels spilled with it on sm_90 (228-804 bytes),
+    float64 kinds on sm_90 (16-24 bytes, vendor matrix); MMA kinds stage through their
+    own fragments (pg_tile_mma), which the carry does not know."""
+    return (not variant.fused and variant.layout == "tile-list" and variant.dtype == "float32"
+            and all(k.engine == "simt" for k in variant.kinds))
+
+
 def _key(variant: Variant) -> tuple[str, str, str]:
     what = "fused" if variant.fused else variant.kinds[0].kind
     return (variant.kinds[0].family, what, variant.dtype)
@@ -211,6 +221,7 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
         "PG_PAD": str(pad_elems(variant.dtype)),
         "PG_MMA": str(int(any(k.engine == "mma" for k in variant.kinds))),
         "PG_KINDS(X)": kinds,
+        "PG_CARRY": str(int(carry(variant))),
     }
 
 

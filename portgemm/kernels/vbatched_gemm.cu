@@ -17,6 +17,9 @@
 //   PG_MMA          1: some kind is an MMA kind (its pipeline also runs for B^T)
 //   PG_RAGGED       1: the entry point is the ragged-M GEMM (group ends read on the
 //                   device, one kind); 0 or absent: PG_GRIDZ says which
+//   PG_CARRY        1: a block running several tiles of one kind prefetches the next
+//                   tile's first k step during the current one's last (register path,
+//                   SIMT kinds; where compat.h's PG_CARRY_VENDOR allows)
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
@@ -402,8 +405,75 @@ struct PgAsync {
 #define PG_SMEM_TILE PG_SMEM_ELEMS
 #endif
 
+// The carry (PG_CARRY, where compat.h's PG_CARRY_VENDOR allows). Everything below that
+// it needs is compiled only under PG_CARRY_ON, so a variant that does not carry renders
+// to the same code as without the carry (its registers and spills unchanged).
+#define PG_CARRY_ON (PG_CARRY && PG_CARRY_VENDOR)
+
+#if PG_CARRY_ON
+// What a block carries from one tile to the next of the same kind on the register path:
+// the next tile's first k step, loaded into registers while the current tile finishes
+// (its last step's FMAs and its epilogue), so a block running several tiles does not
+// wait a global-memory latency at each tile's start. `primed`: ra and rb hold the
+// first step of the tile about to run. Empty on the cp.async path, which drains its
+// stages at each tile's end.
+template <int BM, int BN, int BK, int NT>
+struct PgCarry {
+#if !PG_PIPELINE
+    using SA = PgStage<BK, BM, NT, !PG_TRANS_A>;       // As[k][m]
+    using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
+    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
+    bool primed;
+
+    __device__ __forceinline__ void reset() { primed = false; }
+#else
+    __device__ __forceinline__ void reset() {}
+#endif
+};
+
+// Stored A is M x K (K x M when transposed), B K x N (N x K); a 16-byte unit starts at a
+// multiple of PG_V columns from the slice start, so these keep it aligned.
+__device__ __forceinline__ bool pg_vec_a(const PgGemm* gp, int m0)
+{
+    return pg_aligned16(gp->A) && gp->lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+}
+__device__ __forceinline__ bool pg_vec_b(const PgGemm* gp, int n0)
+{
+    return pg_aligned16(gp->B) && gp->ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+}
+
+// A tile's K as the main loop sees it: alpha == 0 reads neither A nor B.
+__device__ __forceinline__ int pg_k_of(const PgGemm* gp)
+{
+    return (gp->alpha == 0.0) ? 0 : gp->K;
+}
+
+// pg_tile's further parameters when it carries: the carry, and the next tile (nullptr:
+// none of this kind, nothing to prefetch).
+#define PG_TILE_CARRY_PARAMS \
+    , PgCarry<BM, BN, BK, NT>&carry, const PgGemm *__restrict__ next, int nm0, int nn0
+#else
+#define PG_TILE_CARRY_PARAMS
+#endif
+
+// One k step (from k0) of a tile's A (M x K, K x M when transposed) or B (K x N, N x K)
+// slice into the register path's staging registers, inside pg_tile (its SA, SB, tid):
+// the tile's own loads and the carry's prefetch of the next tile's first step. Macros,
+// so a variant without the carry compiles the very calls it had before the carry.
+#if PG_TRANS_A
+#define PG_LOAD_A(ra, A, lda, m0, k0, M, K, vec) SA::load(ra, A, lda, k0, m0, K, M, vec, tid)
+#else
+#define PG_LOAD_A(ra, A, lda, m0, k0, M, K, vec) SA::load(ra, A, lda, m0, k0, M, K, vec, tid)
+#endif
+#if PG_TRANS_B
+#define PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec) SB::load(rb, B, ldb, n0, k0, N, K, vec, tid)
+#else
+#define PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec) SB::load(rb, B, ldb, k0, n0, K, N, vec, tid)
+#endif
+
 template <int BM, int BN, int BK, int NT, int RM, int RN>
-__device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+__device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0,
+                                        PG_T* smem PG_TILE_CARRY_PARAMS)
 {
     constexpr int TX = BN / RN;
     constexpr int TY = BM / RM;
@@ -512,37 +582,56 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
         __syncthreads();
     }
 #else
+#if PG_CARRY_ON
+    using SA = typename PgCarry<BM, BN, BK, NT>::SA;
+    using SB = typename PgCarry<BM, BN, BK, NT>::SB;
+    PG_T(&ra)[SA::L][SA::W] = carry.ra;  // the staging registers live in the carry
+    PG_T(&rb)[SB::L][SB::W] = carry.rb;
+#else
     using SA = PgStage<BK, BM, NT, !PG_TRANS_A>;       // As[k][m]
     using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
+    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
+#endif
     PG_T* As = smem;                   // [2][BK][SA::S]
     PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
-    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
 
     auto load = [&](int k0) {
-#if PG_TRANS_A
-        SA::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
-#else
-        SA::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
-#endif
-#if PG_TRANS_B
-        SB::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
-#else
-        SB::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
-#endif
+        PG_LOAD_A(ra, A, lda, m0, k0, M, K, vec_a);
+        PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec_b);
     };
     auto store = [&](int buf) {
         SA::store(ra, As + buf * BK * SA::S, tid);
         SB::store(rb, Bs + buf * BK * SB::S, tid);
     };
+#if PG_CARRY_ON
+    // The next tile's first step, into the registers this tile no longer needs; false
+    // when it has none (no next tile, or K == 0 there).
+    auto prefetch = [&]() {
+        if (next == nullptr) return false;
+        const int kn = pg_k_of(next);
+        if (kn <= 0) return false;
+        PG_LOAD_A(ra, next->A, next->lda, nm0, 0, next->M, kn, pg_vec_a(next, nm0));
+        PG_LOAD_B(rb, next->B, next->ldb, nn0, 0, next->N, kn, pg_vec_b(next, nn0));
+        return true;
+    };
+    bool primed = false;                // the next tile's first step is in ra, rb
+#endif
 
     if (K > 0) {
+#if PG_CARRY_ON
+        if (!carry.primed)
+#endif
         load(0);
+        // The previous tile's last barrier retired every read of both buffers.
         store(0);
         __syncthreads();
         int buf = 0;
         for (int k0 = 0; k0 < K; k0 += BK) {
             const bool more = k0 + BK < K;
             if (more) load(k0 + BK);
+#if PG_CARRY_ON
+            else primed = prefetch();   // overlaps this last step's FMAs and the epilogue
+#endif
             const PG_T* as = As + buf * BK * SA::S;
             const PG_T* bs = Bs + buf * BK * SB::S;
             PG_UNROLL_K
@@ -563,6 +652,10 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
             buf ^= 1;
         }
     }
+#if PG_CARRY_ON
+    else primed = prefetch();
+    carry.primed = primed;
+#endif
 #endif
 
     const PG_T alpha = PG_T(gp->alpha), beta = PG_T(gp->beta);
@@ -852,8 +945,43 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
 #define PG_TILE_E0 pg_tile
 #define PG_TILE_E1 pg_tile_mma
 #define PG_TILE_OF(e) PG_TILE_E##e
+
+#if PG_CARRY_ON
+#if PG_RAGGED || PG_GRIDZ
+#error "PG_CARRY: the flat tile-list entry point only (render.carry)"
+#endif
+// Runs tiles[t ..] while they are of kind ID (below t1), each with the next one's first
+// k step prefetched (PgCarry); returns the first tile it did not run. SIMT kinds only
+// (render.carry): pg_tile_mma stages through its own fragments.
+template <int ID, int BM, int BN, int BK, int NT, int RM, int RN>
+__device__ __forceinline__ int pg_run(const PgGemm* __restrict__ gemms,
+                                      const PgTile* __restrict__ tiles, int t, int t1, PG_T* smem)
+{
+    PgCarry<BM, BN, BK, NT> carry;
+    carry.reset();
+    PgTile tl = tiles[t];
+    for (; t < t1 && tl.kind == ID; ++t) {
+        const PgTile nx = t + 1 < t1 ? tiles[t + 1] : PgTile{0, 0, 0, -1};
+        // A tile of another kind is not prefetched: its stage layout differs.
+        const bool has_next = nx.kind == ID;
+        pg_tile<BM, BN, BK, NT, RM, RN>(gemms + tl.gemm, tl.m0, tl.n0, smem, carry,
+                                        has_next ? gemms + nx.gemm : nullptr, nx.m0, nx.n0);
+        tl = nx;
+    }
+    return t;
+}
+
+#define PG_CASE(id, bm, bn, bk, nt, rm, rn, e)                                   \
+    case id: {                                                                 \
+        static_assert(e == 0, "PG_CARRY: SIMT kinds only");                    \
+        t = pg_run<id, bm, bn, bk, nt, rm, rn>(gemms, tiles, t, t1, smem);     \
+    } break;
+#else
+// One tile at a time, nothing carried: fused entry points (holding every kind's carried
+// step made them spill), float64 and MMA kinds, and AMD (compat.h).
 #define PG_CASE(id, bm, bn, bk, nt, rm, rn, e) \
     case id: PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(g, m0, n0, smem); break;
+#endif
 #define PG_THREADS_OF(id, bm, bn, bk, nt, rm, rn, e) case id: return nt;
 
 __device__ __forceinline__ int pg_threads_of(int kind)
@@ -918,6 +1046,14 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
     const int b = base + blockIdx.x;
     const int t0 = block_ptr[b], t1 = block_ptr[b + 1];
     if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;
+#if PG_CARRY_ON
+    for (int t = t0; t < t1;) {
+        switch (tiles[t].kind) {
+            PG_KINDS(PG_CASE)
+            default: return;        // no such kind: never written by the host
+        }
+    }
+#else
     for (int t = t0; t < t1; ++t) {
         const PgTile tl = tiles[t];
         if (tl.gemm < 0) continue;  // an unused slot of a ragged upper-bound list
@@ -925,6 +1061,7 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int m0 = tl.m0, n0 = tl.n0;
         switch (tl.kind) { PG_KINDS(PG_CASE) }
     }
+#endif
 }
 #endif
 #endif  // PG_TILE_EXPAND, PG_SPLIT_REDUCE, the GEMM
