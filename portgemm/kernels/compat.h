@@ -260,20 +260,24 @@ __device__ __forceinline__ void pg_mma_16x8x16(float (&c)[4], const unsigned (&a
                                                const unsigned (&b)[2], T)
 {
     const int l = threadIdx.x & 31;
-    // Not unrolled: unrolled, the shuffles of every fragment of a step stayed live at once
-    // and the 64x64 kind spilled 144 bytes on gfx90a (hiprtc, ROCm 5.2).
-#pragma unroll 1
-    for (int k = 0; k < 16; ++k) {
-        // A[row][k] sits in lane 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8);
-        // B[k][col] in lane 4 col + (k % 8) / 2, register k / 8; half k % 2 of each
-        const int t = (k & 7) >> 1, h = k & 1;
+    // k = 8 kh + kk. The kk loop is not unrolled: unrolled, the shuffles of every fragment
+    // of a step stayed live at once and the 64x64 kind spilled 144 bytes on gfx90a
+    // (hiprtc, ROCm 5.2); kh is, so every register index below is a constant (a runtime
+    // index would put a and b in scratch memory).
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int r = PgMmaHalf::c_row(l, i);
-            const unsigned a0 = pg_shfl32(a[(r >> 3) + 2 * (k >> 3)], 4 * (r & 7) + t);
-            const int col = PgMmaHalf::c_col(l, i);
-            const unsigned bc = pg_shfl32(b[k >> 3], 4 * col + t);
-            c[i] = fmaf(pg_half_of<T>(a0, h), pg_half_of<T>(bc, h), c[i]);
+    for (int kh = 0; kh < 2; ++kh) {
+#pragma unroll 1
+        for (int kk = 0; kk < 8; ++kk) {
+            // A[row][k] sits in lane 4 (row % 8) + kk / 2, register row / 8 + 2 kh; B[k][col]
+            // in lane 4 col + kk / 2, register kh; half kk % 2 of each
+            const int t = kk >> 1, h = kk & 1;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int r = PgMmaHalf::c_row(l, i);    // r / 8 = i / 2
+                const unsigned a0 = pg_shfl32(a[(i >> 1) + 2 * kh], 4 * (r & 7) + t);
+                const unsigned bc = pg_shfl32(b[kh], 4 * PgMmaHalf::c_col(l, i) + t);
+                c[i] = fmaf(pg_half_of<T>(a0, h), pg_half_of<T>(bc, h), c[i]);
+            }
         }
     }
 }
