@@ -29,6 +29,36 @@ class ArrayInfo(NamedTuple):
     readonly: bool = False
 
 
+class _Dtypes(tuple):
+    """The element types portgemm computes in. bfloat16 is ml_dtypes' numpy dtype, which
+    exists only once ml_dtypes is imported (by whoever made the array), so it is matched
+    by name: checking a dtype never imports ml_dtypes."""
+
+    def __contains__(self, d) -> bool:
+        return tuple.__contains__(self, d) or \
+            (getattr(d, "name", None) == "bfloat16" and getattr(d, "itemsize", 0) == 2)
+
+
+SUPPORTED_DTYPES = _Dtypes((np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)))
+SUPPORTED_NAMES = "float32, float64, float16 and bfloat16"
+
+
+def bfloat16_dtype() -> np.dtype:
+    """NumPy's bfloat16 (ml_dtypes, imported here, on first use): how portgemm names
+    torch.bfloat16 tensors and reads bfloat16 NumPy/CuPy data."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise DtypeError("bfloat16 needs the ml_dtypes package (pip install ml_dtypes; "
+                         "NumPy has no bfloat16 of its own)") from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def numpy_dtype(name) -> np.dtype:
+    """The numpy dtype of a dtype name ("bfloat16": ml_dtypes', DtypeError without it)."""
+    return bfloat16_dtype() if name == "bfloat16" else np.dtype(name)
+
+
 _new = tuple.__new__  # NamedTuple's own __new__ is a Python function; this skips it
 MAX_SPAN = 2**31 - 1  # elements one matrix may span: the kernels use 32-bit offsets
 
@@ -52,11 +82,21 @@ def info(x) -> ArrayInfo:
         # x.ctypes.data is the costliest step (~0.8 us); nothing cheaper is public.
         return _new(ArrayInfo, (x.ctypes.data, x.shape, (s0 // isz, s1 // isz), x.dtype,
                                 "cpu", not x.flags.writeable))
+    if _kind(type(x)) == "torch" and str(x.dtype) == "torch.bfloat16":
+        return _torch_bf16_info(x)   # torch exports no __cuda_array_interface__ for it
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is not None:
         return _from_cai(cai)
     raise DtypeError(f"expected a 2-D array (numpy.ndarray or an object with "
                      f"__cuda_array_interface__), got {type(x).__name__}")
+
+
+def _torch_bf16_info(x) -> ArrayInfo:
+    if x.dim() != 2:
+        raise ValidationError(f"expected a 2-D array, got {x.dim()}-D with shape {tuple(x.shape)}")
+    dev = x.get_device()
+    return _new(ArrayInfo, (x.data_ptr(), tuple(x.shape), tuple(x.stride()), bfloat16_dtype(),
+                            "cuda" if dev >= 0 else "torch-cpu", False))
 
 
 def _from_cai(cai: dict) -> ArrayInfo:
@@ -103,6 +143,8 @@ def _torch_dtype(torch, d):
         _TORCH_DTYPES.update({torch.float32: np.dtype(np.float32),
                               torch.float64: np.dtype(np.float64),
                               torch.float16: np.dtype(np.float16)})
+    if d is getattr(torch, "bfloat16", None) and d not in _TORCH_DTYPES:
+        _TORCH_DTYPES[d] = bfloat16_dtype()   # DtypeError without ml_dtypes
     return _TORCH_DTYPES.get(d)
 
 

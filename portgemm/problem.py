@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arrays import MAX_SPAN, Operand, _kind, _read_only, gather, stacked
+from .arrays import (MAX_SPAN, SUPPORTED_DTYPES, SUPPORTED_NAMES, Operand, _kind, _read_only,
+                     gather, stacked)
 from .arrays import info as _default_info
 from .errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
 from .memo import kept
 from . import small_batch
 from .small_batch import SMALL_BATCH, Few
 
-SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _OPERANDS = "ABC"
 # The recipe for column-major (Fortran-ordered) data, per operand: A and B have a flag to
 # flip; C has none, so the whole product is transposed (C^T = op(B)^T op(A)^T).
@@ -297,7 +297,7 @@ def _one_dtype(ops, n):
     for k, d in enumerate(dtypes):
         if d not in SUPPORTED_DTYPES:
             raise DtypeError(f"{_OPERANDS[k // n]} has unsupported dtype {d}; portgemm "
-                             f"supports float32 and float64", gemm=k % n)
+                             f"supports {SUPPORTED_NAMES}", gemm=k % n)
         if d != first:
             raise DtypeError(f"mixed dtypes: {_OPERANDS[k // n]} is {d}, A of GEMM 0 is "
                              f"{first}", gemm=k % n)

@@ -5,11 +5,13 @@ through K by ``tk``, with ``threads`` threads, on one of two engines:
 
 - ``simt`` (every family but the MMA kinds): each thread holds an ``rm x rn`` register
   micro-tile of FMAs, so ``rm * rn * threads == tm * tn``;
-- ``mma`` (fp64 warp-level matrix multiply-accumulate: DMMA m8n8k4 on sm_80+): each
-  warp of 32 threads holds an ``rm x rn`` sub-tile of C as 8x8 fragments, so
+- ``mma`` (warp-level matrix multiply-accumulate: fp64 DMMA m8n8k4, or float16 /
+  bfloat16 m16n8k16 with fp32 accumulators, on sm_80+): each warp of 32 threads holds
+  an ``rm x rn`` sub-tile of C as fragments (8x8 fp64, 16x8 16-bit), so
   ``(tm / rm) * (tn / rn) * 32 == threads``. They are named ``<tm>x<tn>/w<rm>x<rn>``
   (``w``: a warp's sub-tile, not a thread's). The architectures that run them are data
-  (occupancy/archs.py ``FP64_MMA``); elsewhere the planner does not offer them.
+  (occupancy/archs.py ``FP64_MMA``, ``HALF_MMA``); elsewhere the planner does not offer
+  them.
 
 Families:
 - ``zhang2025``: Table 3 of the paper we implement (five tiles, 128/256 threads, Tk 16).
@@ -17,7 +19,8 @@ Families:
 - ``magma``: MAGMA's sgemm vbatched configs V504/V510/V512/V518 (DIM_X 16, DIM_Y 8,
   128 threads, BLK_K 16; micro-tile BLK_M/16 x BLK_N/8).
 - ``portgemm`` (fp32) and ``portgemm-f64``: our own kinds, named ``<tm>x<tn>/<rm>x<rn>``
-  (see PORTGEMM below).
+  (see PORTGEMM below); ``portgemm-f16`` and ``portgemm-bf16``: the float16 and bfloat16
+  kinds (PORTGEMM_HALF below), the only families those dtypes run.
 - ``tune`` (fp32) and ``tune-f64``: the candidates ``python -m portgemm tune`` times on
   a device, named ``<tm>x<tn>/<rm>x<rn>/k<tk>``; the planner uses the tuned subset.
 
@@ -32,6 +35,17 @@ from dataclasses import dataclass
 ENGINES = ("simt", "mma")
 MMA_WARP = 32               # lanes sharing one MMA (a warp; half a wave on AMD)
 MMA_SHAPE = (8, 8, 4)       # m, n, k of the fp64 MMA fragment (kernels/compat.h)
+MMA_SHAPE_HALF = (16, 8, 16)   # m, n, k of the float16 / bfloat16 MMA fragment
+HALF_FAMILIES = {"portgemm-f16": "float16", "portgemm-bf16": "bfloat16"}
+
+
+# Bytes per element by dtype name (bfloat16 has no numpy dtype unless ml_dtypes is loaded).
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+
+
+def mma_shape(family: str) -> tuple[int, int, int]:
+    """The MMA fragment (m, n, k) a family's MMA kinds are built from."""
+    return MMA_SHAPE_HALF if family in HALF_FAMILIES else MMA_SHAPE
 
 
 @dataclass(frozen=True)
@@ -54,9 +68,10 @@ class TileConfig:
         if self.engine == "mma":
             if (self.tm // self.rm) * (self.tn // self.rn) * MMA_WARP != self.threads:
                 raise ValueError(f"{self.name}: one warp of {MMA_WARP} per rm x rn sub-tile")
-            if self.rm % MMA_SHAPE[0] or self.rn % MMA_SHAPE[1] or self.tk % MMA_SHAPE[2]:
+            shape = mma_shape(self.family)
+            if self.rm % shape[0] or self.rn % shape[1] or self.tk % shape[2]:
                 raise ValueError(f"{self.name}: sub-tile and tk must be whole fragments "
-                                 f"of {'x'.join(map(str, MMA_SHAPE))}")
+                                 f"of {'x'.join(map(str, shape))}")
         elif self.rm * self.rn * self.threads != self.tm * self.tn:
             raise ValueError(f"{self.name}: rm*rn*threads != tm*tn")
 
@@ -68,9 +83,11 @@ class TileConfig:
     @property
     def operands_held(self) -> int:
         """Elements of A and B one thread holds per k: its micro-tile's column of A and
-        row of B (SIMT), or one element per 8x8 fragment of its warp's sub-tile (MMA)."""
+        row of B (SIMT), or its share of one MMA step's fragments of its warp's sub-tile
+        (MMA: one element per 8x8x4 fp64 fragment, 8 + 4 per 16x8x16 16-bit one)."""
         if self.engine == "mma":
-            return self.rm // MMA_SHAPE[0] + self.rn // MMA_SHAPE[1]
+            m, n, k = mma_shape(self.family)
+            return (self.rm // m) * (m * k // MMA_WARP) + (self.rn // n) * (n * k // MMA_WARP)
         return self.rm + self.rn
 
     @property
@@ -228,9 +245,36 @@ TUNE_F64 = _family("tune-f64", [
     ("64x64/w32x32/k8",   64,  64,  8, 128, 32, 32, "mma"),
 ])
 PER_KIND_ONLY = ("tune", "tune-f64")
-# The dtype each of our families is made for (the paper's families serve both).
+
+# float16 and bfloat16 (one family each, the same kinds): the tensor-core kinds, warps of
+# m16n8k16 fragments with fp32 accumulators, BK 32 (two MMA steps a stage), staged by
+# cp.async; and one SIMT kind (16-bit loads, fp32 FMAs) for GEMMs too small to fill an
+# MMA tile, which the planner picks by the cost model's two rates, not by a size.
+# 64x64/w32x32: four warps of 2x4 fragments (32 accumulators a lane), as cuBLAS's
+# smaller half tiles; 128x64/w64x32 four warps of 4x4 (64 accumulators); 128x128/w64x32
+# eight warps of 4x4 (256 threads); 32x32/w16x16 four warps of 1x2 for small GEMMs.
+#            kind             tm   tn  tk  threads rm  rn  engine
+_HALF_KINDS = [
+    ("32x32/4x4",      32,  32, 16,  64,  4,  4),
+    ("32x32/w16x16",   32,  32, 32, 128, 16, 16, "mma"),
+    ("64x64/w32x32",   64,  64, 32, 128, 32, 32, "mma"),
+    ("128x64/w64x32", 128,  64, 32, 128, 64, 32, "mma"),
+    ("128x128/w64x32", 128, 128, 32, 256, 64, 32, "mma"),
+]
+PORTGEMM_F16 = _family("portgemm-f16", _HALF_KINDS)
+PORTGEMM_BF16 = _family("portgemm-bf16", _HALF_KINDS)
+
+# The dtype each of our families is made for; the paper's families serve float32 and
+# float64 (family_dtypes), never the 16-bit dtypes, which have their own families.
 FAMILY_DTYPES = {"portgemm": ("float32",), "portgemm-f64": ("float64",),
-                 "tune": ("float32",), "tune-f64": ("float64",)}
+                 "tune": ("float32",), "tune-f64": ("float64",),
+                 **{f: (d,) for f, d in HALF_FAMILIES.items()}}
+PAPER_DTYPES = ("float32", "float64")
+
+
+def family_dtypes(name: str) -> tuple[str, ...]:
+    """The dtypes a family's kernels exist in."""
+    return FAMILY_DTYPES.get(name, PAPER_DTYPES)
 
 FAMILIES: dict[str, tuple[TileConfig, ...]] = {
     "zhang2025": ZHANG2025,
@@ -241,6 +285,8 @@ FAMILIES: dict[str, tuple[TileConfig, ...]] = {
     "portgemm-f64": PORTGEMM_F64,
     "tune": TUNE,
     "tune-f64": TUNE_F64,
+    "portgemm-f16": PORTGEMM_F16,
+    "portgemm-bf16": PORTGEMM_BF16,
 }
 
 CATALOGUE: dict[str, TileConfig] = {t.name: t for fam in FAMILIES.values() for t in fam}

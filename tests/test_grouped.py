@@ -446,6 +446,11 @@ extern "C" void pg_set_thread(unsigned b, unsigned t, unsigned n)
 using std::fma;
 // compat.h's warp-MMA emulation must compile in this host build (it never runs here)
 template <class T> T __shfl_sync(unsigned, T v, int, int) { return v; }
+// and its 16-bit storage types (compat.h PgHalf, PgBf16)
+#include <cstring>
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+template <class T> T __ldg(const T* p) { return *p; }
 """
 
 HOST_WRAPPER = """

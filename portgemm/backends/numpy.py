@@ -3,7 +3,9 @@
 It is the reference that proves a plan right, so it does exactly what the plan says
 and nothing more: every tile (clipped to M x N) is updated once per occurrence, in
 plan order. A tile the plan misses is never written; a tile it lists twice is updated
-twice (beta applied twice). Arithmetic stays in the arrays' dtype, as on the GPU. A
+twice (beta applied twice). Arithmetic stays in the arrays' dtype, as on the GPU, but
+float16 and bfloat16, which the GPU computes in fp32 (products, sums, alpha and beta)
+and rounds once on the store: so does this. A
 split-K plan runs its two phases as the GPU backends do (backends/split.py).
 """
 from __future__ import annotations
@@ -60,7 +62,7 @@ class NumpyBackend:
         m0, n0 = t["m0"].tolist(), t["n0"].tolist()
         m1 = (t["m0"] + t["tm"]).tolist()
         n1 = (t["n0"] + t["tn"]).tolist()
-        dt = batch.dtype.type
+        dt = _compute_type(batch.dtype)
         for i in range(batch.size):
             lo, hi = bounds[i], bounds[i + 1]
             if lo == hi:
@@ -70,6 +72,8 @@ class NumpyBackend:
             c = batch.C[i]
             a = batch.A[i].T if batch.trans_a else batch.A[i]
             b = batch.B[i].T if batch.trans_b else batch.B[i]
+            if a.dtype.type is not dt:   # 16-bit operands: widened, the sum in fp32
+                a, b = a.astype(dt), b.astype(dt)
             use_ab = alpha != 0.0 and K > 0  # alpha == 0: A and B are not read (BLAS)
             al, be = dt(alpha), dt(beta)
             for k in range(lo, hi):
@@ -80,10 +84,10 @@ class NumpyBackend:
                     prod = a[r0:r1] @ b[:, c0:c1]
                     prod *= al
                     if be != 0:  # beta == 0 (in C's dtype): C is not read, so NaN cannot leak
-                        prod += be * c[r0:r1, c0:c1]
+                        prod += be * c[r0:r1, c0:c1].astype(dt, copy=False)
                     c[r0:r1, c0:c1] = prod
                 elif be != 0:
-                    c[r0:r1, c0:c1] *= be
+                    c[r0:r1, c0:c1] = be * c[r0:r1, c0:c1].astype(dt, copy=False)
                 else:
                     c[r0:r1, c0:c1] = 0
 
@@ -123,6 +127,12 @@ class NumpyBackend:
         plan = Plan("ragged-device", self.arch(), job.dtype, shapes, (job.kind,), tiles,
                     np.arange(tiles.size + 1, dtype=np.int32), "per-kind", 0.0, 0.0, "-", {})
         self.execute(plan, batch)
+
+
+def _compute_type(dtype: np.dtype):
+    """The scalar type the kernels compute in for ``dtype``: its own, fp32 for the 16-bit
+    ones (float16, bfloat16)."""
+    return np.float32 if dtype.itemsize == 2 else dtype.type
 
 
 def _check_tiles(tiles, size):

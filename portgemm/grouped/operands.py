@@ -13,6 +13,7 @@ import numpy as np
 
 from ..call_cache import CallCache  # noqa: F401 (the grouped calls' cache)
 from ..errors import DtypeError, LayoutError, ValidationError
+from ..arrays import SUPPORTED_NAMES, bfloat16_dtype
 from ..problem import SUPPORTED_DTYPES, Batch, _layout, _overlaps
 
 
@@ -45,6 +46,7 @@ def regroup(e):
 
 
 _TORCH_DTYPES = {"torch.float32": np.dtype(np.float32), "torch.float64": np.dtype(np.float64),
+                 "torch.float16": np.dtype(np.float16),
                  "torch.int32": np.dtype(np.int32), "torch.int64": np.dtype(np.int64)}
 
 
@@ -60,7 +62,8 @@ def read(x, name: str) -> Operand:
                         f"cuda:{x.data.device_id}", False, x)
     mod = type(x).__module__ or ""
     if mod.startswith("torch") and hasattr(x, "data_ptr"):
-        dtype = _TORCH_DTYPES.get(str(x.dtype))
+        dtype = bfloat16_dtype() if str(x.dtype) == "torch.bfloat16" else \
+            _TORCH_DTYPES.get(str(x.dtype))
         if dtype is None:
             raise DtypeError(f"{name} has unsupported dtype {x.dtype}")
         dev = x.device
@@ -107,7 +110,7 @@ def check_operands(backend, ops: dict, ndims: dict) -> np.dtype:
     for name, op in ops.items():
         if op.dtype not in SUPPORTED_DTYPES:
             raise DtypeError(f"{name} has unsupported dtype {op.dtype}; portgemm supports "
-                             f"float32 and float64")
+                             f"{SUPPORTED_NAMES}")
         if op.dtype != ops[first].dtype:
             raise DtypeError(f"mixed dtypes: {name} is {op.dtype}, {first} is {ops[first].dtype}")
         if op.device != ops[first].device:

@@ -16,21 +16,24 @@ import numpy as np
 from ..planner.cost_model import floors, kind_costs, predict_rows, steps_of
 from ..planner.parallelism import kind_table
 from ..planner.wavefront_tlp import FAMILY, OUR_FAMILY
-from ..tiles import FAMILIES
+from ..tiles import FAMILIES, HALF_FAMILIES
 
 # The families a device-offsets call picks from, per dtype: the two the default planner
 # weighs, the paper's kinds and our own.
 CANDIDATE_FAMILIES = {dtype: (FAMILY[0].family, ours) for dtype, ours in OUR_FAMILY.items()}
+# The 16-bit dtypes: their own family only (planner.HALF_FAMILY).
+CANDIDATE_FAMILIES.update({d: (f,) for f, d in HALF_FAMILIES.items()})
 
 
 def candidate_kinds(dtype) -> tuple:
     """Every kind a device-offsets call of ``dtype`` may run (what the tests cover)."""
-    return tuple(k for fam in CANDIDATE_FAMILIES[np.dtype(dtype).name] for k in FAMILIES[fam])
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    return tuple(k for fam in CANDIDATE_FAMILIES[name] for k in FAMILIES[fam])
 
 
 def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype) -> list:
     """[(kind, predicted seconds of its GEMM launch)] for every candidate kind."""
-    name = np.dtype(dtype).name
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     out = []
     for fam in CANDIDATE_FAMILIES[name]:
         kinds = FAMILIES[fam]

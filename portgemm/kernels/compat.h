@@ -114,7 +114,8 @@ __device__ __forceinline__ void pg_mma_f64_8x8x4(double (&c)[2], double a, doubl
 // contract with shuffles and FMAs, so every kind compiles and computes the same result
 // everywhere; the planner never offers the MMA kinds on these targets (occupancy/archs.py).
 #define PG_MMA_F64 0
-__device__ __forceinline__ double pg_shfl32(double v, int src)
+template <class T>   // (the 16-bit emulation below shuffles 32-bit registers with it too)
+__device__ __forceinline__ T pg_shfl32(T v, int src)
 {
 #if PG_HIP
     return __shfl(v, src, 32);
@@ -133,5 +134,181 @@ __device__ __forceinline__ void pg_mma_f64_8x8x4(double (&c)[2], double a, doubl
         for (int k = 0; k < 4; ++k)     // A[r][k] sits in lane 4 r + k, B[k][col] in 4 col + k
             c[i] = fma(pg_shfl32(a, 4 * r + k), pg_shfl32(b, 4 * col + k), c[i]);
     }
+}
+#endif
+
+
+// ---- 16-bit floating point (float16, bfloat16): storage types and the half MMA ----
+// Both are stored as their 16 bits and computed in fp32 (loads widen, the epilogue
+// rounds once, to nearest even), so the kernel needs no vendor half header: NVRTC and
+// hiprtc see the same two structs. A converting constructor and conversion operator let
+// the SIMT path's `acc += a * b` run in fp32 unchanged (the accumulator type is PG_ACC).
+// Trivial default construction keeps them legal in __shared__ arrays.
+__device__ __forceinline__ float pg_bits_to_f32(unsigned u)
+{
+    return __uint_as_float(u);
+}
+__device__ __forceinline__ float pg_f16_to_f32(unsigned short h)
+{
+#if PG_HIP
+    return (float)__builtin_bit_cast(_Float16, h);
+#else
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#endif
+}
+__device__ __forceinline__ unsigned short pg_f32_to_f16(float f)
+{
+#if PG_HIP
+    return __builtin_bit_cast(unsigned short, (_Float16)f);
+#else
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#endif
+}
+// bfloat16 is fp32's upper half: widening is a shift; narrowing rounds to nearest even
+// and keeps NaN a (quiet) NaN.
+__device__ __forceinline__ unsigned short pg_f32_to_bf16(float f)
+{
+    const unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+struct PgHalf {
+    unsigned short x;
+    PgHalf() = default;
+    __device__ __forceinline__ PgHalf(float f) : x(pg_f32_to_f16(f)) {}
+    __device__ __forceinline__ operator float() const { return pg_f16_to_f32(x); }
+};
+struct PgBf16 {
+    unsigned short x;
+    PgBf16() = default;
+    __device__ __forceinline__ PgBf16(float f) : x(pg_f32_to_bf16(f)) {}
+    __device__ __forceinline__ operator float() const { return pg_bits_to_f32((unsigned)x << 16); }
+};
+
+// 16-bit warp-level MMA: D(16x8, fp32) += A(16x16) B(16x8) over the 32 lanes of a warp,
+// A and B in float16 or bfloat16. Fragment layout as data (PTX ISA, "Matrix Fragments
+// for mma.m16n8k16 with floating point type"), g = l >> 2, t = l % 4: lane l holds A in
+// 4 registers of 2 k-adjacent elements, register r at row g + 8 (r % 2), k 2 t + 8 (r / 2)
+// (+0, +1); B in 2 registers, register r at k 2 t + 8 r (+0, +1), column g; C in 4
+// floats, i at row g + 8 (i / 2), column 2 t + i % 2.
+struct PgMmaHalf {
+    static constexpr int M = 16, N = 8, K = 16;
+    static constexpr int AR = 4, BR = 2, CE = 4;    // registers of A, B; floats of C
+    static __device__ __forceinline__ int a_row(int l, int r) { return (l >> 2) + 8 * (r & 1); }
+    static __device__ __forceinline__ int a_k(int l, int r) { return 2 * (l & 3) + 8 * (r >> 1); }
+    static __device__ __forceinline__ int b_k(int l, int r) { return 2 * (l & 3) + 8 * r; }
+    static __device__ __forceinline__ int b_col(int l) { return l >> 2; }
+    static __device__ __forceinline__ int c_row(int l, int i) { return (l >> 2) + 8 * (i >> 1); }
+    static __device__ __forceinline__ int c_col(int l, int i) { return 2 * (l & 3) + (i & 1); }
+};
+// Two 16-bit elements as one 32-bit register, the first in the low half (PTX's order).
+__device__ __forceinline__ unsigned pg_pack2(unsigned short lo, unsigned short hi)
+{
+    return (unsigned)lo | ((unsigned)hi << 16);
+}
+#if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define PG_MMA_HALF 1
+__device__ __forceinline__ void pg_mma_16x8x16(float (&c)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2], PgHalf)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void pg_mma_16x8x16(float (&c)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2], PgBf16)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// Four 8x8 matrices of 16-bit elements from shared memory (ldmatrix): lane l gives the
+// address of row l % 8 of matrix l / 8 (16 contiguous bytes); register q of every lane
+// receives its fragment of matrix q, the elements (g, 2 t) and (g, 2 t + 1) of it, or,
+// transposed, (2 t, g) and (2 t + 1, g): exactly the m16n8k16 A and B register layouts.
+template <bool TRANS>
+__device__ __forceinline__ void pg_ldmatrix_x4(unsigned (&r)[4], const void* row)
+{
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(pg_smem_addr(row)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(pg_smem_addr(row)));
+}
+#else
+// No 16-bit MMA wired here (AMD until its MFMA path exists, pre-sm_80): the same
+// fragment contract with shuffles and fp32 FMAs, so every kind compiles and computes the
+// same sums everywhere; the planner never offers the MMA kinds on these targets
+// (occupancy/archs.py HALF_MMA).
+#define PG_MMA_HALF 0
+template <class T>
+__device__ __forceinline__ float pg_half_of(unsigned v, int hi)
+{
+    T h;
+    h.x = (unsigned short)(hi ? v >> 16 : v & 0xffffu);
+    return (float)h;
+}
+template <class T>
+__device__ __forceinline__ void pg_mma_16x8x16(float (&c)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2], T)
+{
+    const int l = threadIdx.x & 31;
+    // k = 8 kh + kk. The kk loop is not unrolled: unrolled, the shuffles of every fragment
+    // of a step stayed live at once and the 64x64 kind spilled 144 bytes on gfx90a
+    // (hiprtc, ROCm 5.2); kh is, so every register index below is a constant (a runtime
+    // index would put a and b in scratch memory).
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh) {
+#pragma unroll 1
+        for (int kk = 0; kk < 8; ++kk) {
+            // A[row][k] sits in lane 4 (row % 8) + kk / 2, register row / 8 + 2 kh; B[k][col]
+            // in lane 4 col + kk / 2, register kh; half kk % 2 of each
+            const int t = kk >> 1, h = kk & 1;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int r = PgMmaHalf::c_row(l, i);    // r / 8 = i / 2
+                const unsigned a0 = pg_shfl32(a[(i >> 1) + 2 * kh], 4 * (r & 7) + t);
+                const unsigned bc = pg_shfl32(b[kh], 4 * PgMmaHalf::c_col(l, i) + t);
+                c[i] = fmaf(pg_half_of<T>(a0, h), pg_half_of<T>(bc, h), c[i]);
+            }
+        }
+    }
+}
+#endif
+
+// Read-only loads of one element: __ldg has no overload for the 16-bit structs.
+template <class T>
+__device__ __forceinline__ T pg_ldg(const T* p)
+{
+    return PG_LDG(p);
+}
+__device__ __forceinline__ PgHalf pg_ldg(const PgHalf* p)
+{
+    PgHalf h;
+    h.x = PG_LDG(&p->x);
+    return h;
+}
+__device__ __forceinline__ PgBf16 pg_ldg(const PgBf16* p)
+{
+    PgBf16 h;
+    h.x = PG_LDG(&p->x);
+    return h;
+}
+#if PG_ASYNC
+// cp.async copies 4, 8 or 16 bytes: a 2-byte element (a 16-bit row that is not 16-byte
+// aligned) is copied by the thread itself. Its store is published by the same barrier
+// that publishes the stage's asynchronous copies, so the pipeline's order holds.
+template <>
+__device__ __forceinline__ void pg_cp_async_elem<2>(void* dst, const void* src, int src_bytes)
+{
+    *static_cast<unsigned short*>(dst) =
+        src_bytes ? PG_LDG(static_cast<const unsigned short*>(src)) : (unsigned short)0;
 }
 #endif

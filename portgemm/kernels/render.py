@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .variants import DTYPES, SplitReduce, TileExpand, Variant
+from .variants import DTYPES, HALF_DTYPES, ITEMSIZE, SplitReduce, TileExpand, Variant
 
 HERE = Path(__file__).parent
 
@@ -30,6 +30,11 @@ MIN_BLOCKS = {
     # 3-8 % faster on the H100 (kernel_bench "dmma-cap4"). sm_80 ignores it (compat.h).
     ("portgemm-f64", "64x64/w32x32", "float64"): 4,
     ("tune-f64", "64x64/w32x32/k8", "float64"): 4,
+    # the 16-bit 128x128 MMA kind (8 warps, 64 accumulators a lane): 163 registers leave
+    # one block an SM; capped at 2 (128 registers) it does not spill on sm_90. 128x64
+    # (4 warps) capped at 4 blocks spilled 8-104 bytes there, so it keeps 3 (166).
+    **{(fam, "128x128/w64x32", dt): 2
+       for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))},
 }
 
 
@@ -57,6 +62,10 @@ STAGES = {
     # timed the same on the H100 (kernel_bench "fat3": within 1 %)
     ("portgemm", "128x128/16x8", "float32"): 4,
     ("tune", "128x128/16x8/k8", "float32"): 4,
+    # the 16-bit MMA kinds: 4 stages of BK 32 where 48 KiB allow (stages() drops to 3
+    # for 128x64 and 2 for 128x128); not timed against fewer yet
+    **{(fam, kind, dt): 4 for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))
+       for kind in ("32x32/w16x16", "64x64/w32x32", "128x64/w64x32", "128x128/w64x32")},
 }
 
 
@@ -67,7 +76,7 @@ STATIC_SMEM_BYTES = 48 * 1024
 def stages(variant: Variant) -> int:
     """cp.async stages of ``variant`` on sm_80+ (0: the register double buffer)."""
     s = STAGES.get(_key(variant), 0)
-    elem = np.dtype(variant.dtype).itemsize
+    elem = ITEMSIZE[variant.dtype]
     while s > 2 and smem_elems_async(variant.kinds, variant.dtype, s) * elem > STATIC_SMEM_BYTES:
         s -= 1
     return s
@@ -142,29 +151,35 @@ REDUCE_DTYPE = np.dtype({
 
 def pad_elems(dtype: str) -> int:
     """Row padding of the shared tiles: 16 bytes, so rows stay 16-byte aligned."""
-    return 16 // np.dtype(dtype).itemsize
+    return 16 // ITEMSIZE[dtype]
 
 
-# Row padding of the MMA kinds' staged operands (MMA_PAD in the kernel source).
+# Row padding of the MMA kinds' staged operands (PG_MMA_PAD in the kernel source): 4
+# doubles, 8 of the 16-bit types.
 MMA_PAD = 4
 
 
-def mma_stage_elems(k) -> int:
+def mma_pad(dtype: str) -> int:
+    return 8 if dtype in HALF_DTYPES else MMA_PAD
+
+
+def mma_stage_elems(k, dtype: str = "float64") -> int:
     """One stage of an MMA kind's A and B (kernel: PgMmaStage), each the larger of its
     x-major (tm or tn rows of tk + pad) and k-major (tk rows of tm or tn + pad) layouts."""
-    return sum(max(x * (k.tk + MMA_PAD), k.tk * (x + MMA_PAD)) for x in (k.tm, k.tn))
+    pad = mma_pad(dtype)
+    return sum(max(x * (k.tk + pad), k.tk * (x + pad)) for x in (k.tm, k.tn))
 
 
-def _stage_elems(k, p: int) -> int:
+def _stage_elems(k, p: int, dtype: str) -> int:
     """One register-path stage of kind ``k``'s A and B (padding ``p``)."""
-    return mma_stage_elems(k) if k.engine == "mma" else k.tk * (k.tm + p) + k.tk * (k.tn + p)
+    return mma_stage_elems(k, dtype) if k.engine == "mma" else k.tk * (k.tm + p) + k.tk * (k.tn + p)
 
 
 def smem_elems(kinds, dtype: str = "float32") -> int:
     """Shared-memory elements an entry point declares on the register path: two stages
     of the A and B tiles of its largest kind."""
     p = pad_elems(dtype)
-    return max(2 * _stage_elems(k, p) for k in kinds)
+    return max(2 * _stage_elems(k, p, dtype) for k in kinds)
 
 
 def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
@@ -177,7 +192,7 @@ def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
     p = pad_elems(dtype)
     simt = [stages * (max(k.tk * (k.tm + p), k.tm * (k.tk + p)) + k.tk * (k.tn + p))
             for k in kinds if k.engine != "mma"]
-    mma = [stages * mma_stage_elems(k) for k in kinds if k.engine == "mma"]
+    mma = [stages * mma_stage_elems(k, dtype) for k in kinds if k.engine == "mma"]
     if not mma:
         return max(simt)
     # the MMA kinds pipeline B^T too, where the SIMT kinds of the same entry point take
@@ -203,10 +218,14 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
     if isinstance(variant, SplitReduce):
         return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_SPLIT_REDUCE": "1",
                 "PG_REDUCE_THREADS": str(variant.threads), "PG_REDUCE_CHUNK": str(variant.chunk)}
+    half = variant.dtype in HALF_DTYPES
+    engine = {"simt": 0, "mma": 2 if half else 1}   # the kernel's E: pg_tile, _mma, _mma16
     kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn}, "
-                     f"{int(k.engine == 'mma')})" for i, k in enumerate(variant.kinds))
+                     f"{engine[k.engine]})" for i, k in enumerate(variant.kinds))
     return {
         "PG_T": DTYPES[variant.dtype],
+        "PG_HALF": str(int(half)),
+        **({"PG_ACC": "float"} if half else {}),
         "PG_TRANS_A": str(int(variant.trans_a)),
         "PG_TRANS_B": str(int(variant.trans_b)),
         "PG_THREADS": str(variant.threads),

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import generation
 from ..occupancy.resources import KernelResources
 from ..occupancy.resources import kernel_fingerprint as source_fingerprint  # noqa: F401 (tools, tests)
-from .variants import Variant
+from .variants import ITEMSIZE, Variant
 
 RECORDED_PATH = Path(__file__).with_name("recorded_resources.json")
 
@@ -66,11 +66,12 @@ def recorded(arch: str, variant_name: str) -> KernelResources | None:
 def estimate(variant: Variant, vendor: str) -> KernelResources:
     """A rough figure until a compiler has spoken: accumulators + staged loads +
     addressing. Shared memory is exact (it is fixed by the tile shape)."""
-    elem = 4 if variant.dtype == "float32" else 8
-    words = elem // 4
+    elem = ITEMSIZE[variant.dtype]
+    acc_words = 2 if elem == 8 else 1      # the 16-bit dtypes accumulate in fp32
     acc = max(k.accumulators for k in variant.kinds)
     loads = max(-(-k.tk * (k.tm + k.tn) // k.threads) for k in variant.kinds)
-    regs = (acc + loads) * words + max(k.operands_held for k in variant.kinds) * words + 40
+    held = loads + max(k.operands_held for k in variant.kinds)
+    regs = acc * acc_words + -(-held * elem // 4) + 40
     regs = min(255, regs)
     return KernelResources(registers=regs, shared_bytes=shared_bytes(variant),
                            sgprs=40 if vendor == "amd" else 0, source="estimate")
@@ -80,8 +81,7 @@ def shared_bytes(variant: Variant) -> int:
     """Static shared memory the kernel source declares for this variant (keep in step
     with ``PG_SMEM_ELEMS`` in render.py): two stages of A and B tiles."""
     from .render import smem_elems
-    elem = 4 if variant.dtype == "float32" else 8
-    return smem_elems(variant.kinds, variant.dtype) * elem
+    return smem_elems(variant.kinds, variant.dtype) * ITEMSIZE[variant.dtype]
 
 
 def lookup(arch, variant: Variant) -> KernelResources:

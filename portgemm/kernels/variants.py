@@ -5,9 +5,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tiles import FAMILIES, FAMILY_DTYPES, PER_KIND_ONLY, TileConfig
+from ..tiles import FAMILIES, HALF_FAMILIES, ITEMSIZE, PER_KIND_ONLY, TileConfig, family_dtypes
 
-DTYPES = {"float32": "float", "float64": "double"}
+# numpy dtype name -> the kernel's element type (PG_T; the 16-bit ones are compat.h's
+# storage structs) and the short name in entry points.
+DTYPES = {"float32": "float", "float64": "double", "float16": "PgHalf", "bfloat16": "PgBf16"}
+SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+HALF_DTYPES = ("float16", "bfloat16")   # stored in 16 bits, computed in fp32
+
 
 # Execution modes. "fused": the paper's multi-thread kernel, one launch, every kind of a
 # family in one entry point with max(threads) per block (extra threads leave at once).
@@ -50,7 +55,7 @@ class Variant:
 
     @property
     def name(self) -> str:
-        d = "f32" if self.dtype == "float32" else "f64"
+        d = SHORT[self.dtype]
         op = ("t" if self.trans_a else "n") + ("t" if self.trans_b else "n")
         if self.layout == "grid-z":
             what = "gridz_" + self.kinds[0].ident
@@ -86,18 +91,18 @@ class SplitReduce:
     chunk = 1024   # elements per block
 
     def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unsupported dtype {self.dtype!r}")
+        if self.dtype not in DTYPES or self.dtype in HALF_DTYPES:
+            raise ValueError(f"unsupported dtype {self.dtype!r} (the 16-bit dtypes never split K)")
 
     @property
     def name(self) -> str:
-        return f"pg_{'f32' if self.dtype == 'float32' else 'f64'}_split_reduce"
+        return f"pg_{SHORT[self.dtype]}_split_reduce"
 
 
 def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
                  trans_a: bool = False, trans_b: bool = False) -> tuple[Variant, ...]:
     """The variants a plan's kinds need in one execution mode."""
-    dtype = np.dtype(dtype).name
+    dtype = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     if mode == "fused":
         return (Variant(tuple(kinds), dtype, "tile-list", trans_a, trans_b),)
     if mode == "per-kind":
@@ -107,20 +112,22 @@ def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
     raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
 
 
-def catalogue_variants(dtypes=("float32", "float64"), trans=((False, False),)) -> list[Variant]:
+def catalogue_variants(dtypes=tuple(DTYPES), trans=((False, False),)) -> list[Variant]:
     """Every variant the catalogue defines: per-kind for each tile, a fused kernel for
-    each tile-list family (but tiles.PER_KIND_ONLY), grid-z for MAGMA's configs; a family made for one dtype
-    (tiles.FAMILY_DTYPES) only in that dtype."""
+    each tile-list family (but tiles.PER_KIND_ONLY), grid-z for MAGMA's configs; each
+    family only in its dtypes (tiles.family_dtypes)."""
     out = []
     for dtype in dtypes:
         for ta, tb in trans:
             for fam, kinds in FAMILIES.items():
-                if dtype not in FAMILY_DTYPES.get(fam, (dtype,)):
+                if dtype not in family_dtypes(fam):
                     continue
                 if fam == "magma":
                     out += variants_for(kinds, "grid-z", dtype, ta, tb)
                     continue
                 out += variants_for(kinds, "per-kind", dtype, ta, tb)
-                if fam not in PER_KIND_ONLY:   # no fused kernel: see tiles.PER_KIND_ONLY
+                # no fused kernel: see tiles.PER_KIND_ONLY; the 16-bit families run per
+                # kind only (planner), so a fused kernel would be compiled for nothing
+                if fam not in PER_KIND_ONLY and fam not in HALF_FAMILIES:
                     out += variants_for(kinds, "fused", dtype, ta, tb)
     return out

@@ -1,6 +1,9 @@
 // portgemm: the one variable-size batched GEMM kernel source, CUDA dialect, compiled by
 // NVRTC and hiprtc alike. render.py prepends the #defines that specialise it:
-//   PG_T            float | double
+//   PG_T            float | double | PgHalf | PgBf16 (compat.h: float16, bfloat16 storage)
+//   PG_ACC          the arithmetic type: PG_T, or float for the 16-bit types (absent: PG_T)
+//   PG_HALF         1: PG_T is a 16-bit type (only pg_tile_mma16 is defined), else 0 (only
+//                   the fp64 pg_tile_mma)
 //   PG_TRANS_A/_B   0 | 1: op(X) = X^T
 //   PG_THREADS      block size (max over the kinds)
 //   PG_MIN_BLOCKS   minimum resident blocks per compute unit (caps registers); 0: no hint
@@ -13,7 +16,8 @@
 //   PG_PAD          shared-memory row padding in elements (keeps 16-byte alignment)
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN, E) for every tile kind this entry point
 //                   runs; E = 0: SIMT, RM x RN a thread's micro-tile; E = 1: warp MMA (fp64),
-//                   RM x RN a warp's sub-tile
+//                   E = 2: warp MMA (float16 / bfloat16, fp32 accumulators), RM x RN a
+//                   warp's sub-tile
 //   PG_MMA          1: some kind is an MMA kind (its pipeline also runs for B^T)
 //   PG_RAGGED       1: the entry point is the ragged-M GEMM (group ends read on the
 //                   device, one kind); 0 or absent: PG_GRIDZ says which
@@ -27,6 +31,10 @@
 // C_i = alpha_i * op(A_i) @ op(B_i) + beta_i * C_i, all matrices row-major with
 // leading dimensions (row strides, in elements). beta == 0 never reads C; alpha == 0
 // never reads A or B (BLAS semantics).
+
+#ifndef PG_ACC
+#define PG_ACC PG_T
+#endif
 
 struct PgGemm {                 // one per GEMM; layout mirrored by render.GEMM_DTYPE
     const PG_T* A;
@@ -171,6 +179,32 @@ __device__ __forceinline__ void pg_put16(double* p, const double* r)
 {
     *reinterpret_cast<double2*>(p) = make_double2(r[0], r[1]);
 }
+// The 16-bit types: eight elements as one uint4, element 2 i in the low half of word i.
+template <class H>
+__device__ __forceinline__ void pg_unpack8(const uint4 v, H* r)
+{
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        r[2 * i].x = (unsigned short)(w[i] & 0xffffu);
+        r[2 * i + 1].x = (unsigned short)(w[i] >> 16);
+    }
+}
+template <class H>
+__device__ __forceinline__ uint4 pg_pack8(const H* r)
+{
+    return make_uint4(pg_pack2(r[0].x, r[1].x), pg_pack2(r[2].x, r[3].x),
+                      pg_pack2(r[4].x, r[5].x), pg_pack2(r[6].x, r[7].x));
+}
+#define PG_16BIT_ACCESS(H)                                                            \
+    __device__ __forceinline__ void pg_ld16(const H* p, H* r)                         \
+    { pg_unpack8(PG_LDG(reinterpret_cast<const uint4*>(p)), r); }                     \
+    __device__ __forceinline__ void pg_get16(const H* p, H* r)                        \
+    { pg_unpack8(*reinterpret_cast<const uint4*>(p), r); }                            \
+    __device__ __forceinline__ void pg_put16(H* p, const H* r)                        \
+    { *reinterpret_cast<uint4*>(p) = pg_pack8(r); }
+PG_16BIT_ACCESS(PgHalf)
+PG_16BIT_ACCESS(PgBf16)
 
 __host__ __device__ constexpr bool pg_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
@@ -228,7 +262,7 @@ struct PgStage {
             } else {
 #pragma unroll
                 for (int j = 0; j < W; ++j)
-                    r[l][j] = (live && col + j < clim) ? PG_LDG(X + row * ld + col + j) : PG_T(0);
+                    r[l][j] = (live && col + j < clim) ? pg_ldg(X + row * ld + col + j) : PG_T(0);
             }
         }
     }
@@ -497,11 +531,11 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
     const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
 
-    PG_T acc[RM][RN];
+    PG_ACC acc[RM][RN];
 #pragma unroll
     for (int i = 0; i < RM; ++i)
 #pragma unroll
-        for (int j = 0; j < RN; ++j) acc[i][j] = PG_T(0);
+        for (int j = 0; j < RN; ++j) acc[i][j] = PG_ACC(0);
 
 #if PG_PIPELINE
     constexpr int ST = PG_STAGES;
@@ -571,7 +605,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
                     for (int i = 0; i < RM; ++i)
 #pragma unroll
-                        for (int jj = 0; jj < RN; ++jj) acc[i][jj] += a[i] * b[jj];
+                        for (int jj = 0; jj < RN; ++jj) acc[i][jj] += PG_ACC(a[i]) * PG_ACC(b[jj]);
                 }
             }
             rs = rs + 1 == ST ? 0 : rs + 1;
@@ -643,7 +677,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
                 for (int i = 0; i < RM; ++i)
 #pragma unroll
-                    for (int j = 0; j < RN; ++j) acc[i][j] += a[i] * b[j];
+                    for (int j = 0; j < RN; ++j) acc[i][j] += PG_ACC(a[i]) * PG_ACC(b[j]);
             }
             if (more) store(buf ^ 1);
             // One barrier per step: the buffer just filled was last read before the
@@ -658,7 +692,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #endif
 #endif
 
-    const PG_T alpha = PG_T(gp->alpha), beta = PG_T(gp->beta);
+    const PG_ACC alpha = PG_ACC(gp->alpha), beta = PG_ACC(gp->beta);
     PG_T* __restrict__ C = gp->C;
     const int ldc = gp->ldc;
     const bool vec_c = CV == PG_V && pg_aligned16(C) && ldc % PG_V == 0 && n0 % PG_V == 0;
@@ -670,15 +704,15 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
         for (int g = 0; g < NG; ++g) {
             const int c0 = n0 + g * GS + tx * CV;
-            const PG_T* ac = acc[i] + g * CV;
+            const PG_ACC* ac = acc[i] + g * CV;
             if (vec_c && c0 + CV <= N) {
                 PG_T v[CV > PG_V ? CV : PG_V];
-                if (beta != PG_T(0)) pg_get16(crow + c0, v);   // beta == 0 never reads C
+                if (beta != PG_ACC(0)) pg_get16(crow + c0, v);   // beta == 0 never reads C
 #pragma unroll
                 for (int j = 0; j < CV; ++j) {
-                    PG_T x = alpha * ac[j];
-                    if (beta != PG_T(0)) x += beta * v[j];
-                    v[j] = x;
+                    PG_ACC x = alpha * ac[j];
+                    if (beta != PG_ACC(0)) x += beta * PG_ACC(v[j]);
+                    v[j] = PG_T(x);
                 }
                 pg_put16(crow + c0, v);
             } else {
@@ -686,9 +720,9 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
                 for (int j = 0; j < CV; ++j) {
                     const int c = c0 + j;
                     if (c >= N) continue;
-                    PG_T x = alpha * ac[j];
-                    if (beta != PG_T(0)) x += beta * crow[c];
-                    crow[c] = x;
+                    PG_ACC x = alpha * ac[j];
+                    if (beta != PG_ACC(0)) x += beta * PG_ACC(crow[c]);
+                    crow[c] = PG_T(x);
                 }
             }
         }
@@ -709,18 +743,35 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 // (l % 4) S + l / 4, and l / 4, l % 4 < 4 there, so offsets mod 16 are distinct. Two
 // wavefronts per read, the minimum for 256 bytes. A row stride of BX + 4 (or BK + 4)
 // doubles is 16-byte aligned, so the staging's 16-byte units stay aligned.
-constexpr int PG_MMA_PAD = 4;
+// The 16-bit kinds (pg_tile_mma16) pad by 8 elements instead (16 bytes): their fragment
+// reads are 4-byte pairs along k (x-major) or 2-byte elements (k-major); with S = 8 mod
+// 16 elements, a warp's 32 pair reads of an x-major stage, (x0 + l / 4) S / 2 + l % 4
+// words, cover all 32 banks, and its k-major element reads, k rows 2 (l % 4) (+1) apart,
+// fall 8 banks apart per k pair, distinct for the 4 pairs, two lanes sharing each word.
+constexpr int PG_MMA_PAD = sizeof(PG_T) == 2 ? 8 : 4;
 
 template <int BK, int BX, int NT, bool KCONT>
 struct PgMmaStage {
     using Units = PgStage<BK, BX, NT, KCONT>;   // the same units, CONT = KCONT ? BK : BX
     static constexpr int CONT = Units::CONT;
     static constexpr int W = Units::W, L = Units::L, UNITS = Units::UNITS;
+    static constexpr bool K_CONTIGUOUS = KCONT;   // x-major: Xs[x][k]
     static constexpr int S = CONT + PG_MMA_PAD;              // row stride
     static constexpr int ELEMS = (KCONT ? BX : BK) * S;      // one stage
-    static_assert(S % PG_V == 0 && S % 8 == 4, "16-byte rows, conflict-free fragment reads");
+    static_assert(S % PG_V == 0 && S % (2 * PG_MMA_PAD) == PG_MMA_PAD,
+                  "16-byte rows, conflict-free fragment reads");
 
     static __device__ __forceinline__ int at(int x, int k) { return KCONT ? x * S + k : k * S + x; }
+
+#if PG_HALF
+    // The 16-bit kinds: elements (x, k) and (x, k + 1), k even, as one register (the
+    // first in the low half): one 4-byte read where k is contiguous, else two.
+    static __device__ __forceinline__ unsigned pair(const PG_T* xs, int x, int k)
+    {
+        if (KCONT) return *reinterpret_cast<const unsigned*>(xs + x * S + k);
+        return pg_pack2(xs[k * S + x].x, xs[(k + 1) * S + x].x);
+    }
+#endif
 
     // Registers (PgStage::load) -> one stage.
     static __device__ __forceinline__ void store(const PG_T (&r)[L][W], PG_T* xs, int tid)
@@ -746,6 +797,103 @@ struct PgMmaStage {
 #endif
 };
 
+// The MMA kinds' k loop (pg_tile_mma, pg_tile_mma16): stages A's and B's BK-deep slices
+// through shared memory (SA, SB: their PgMmaStage layouts) and calls step(as, bs, kk)
+// for each MMA step of KSTEP k values of a staged slice.
+template <int BM, int BN, int BK, int NT, int KSTEP, class SA, class SB, class Step>
+__device__ __forceinline__ void pg_mma_k_loop(const PG_T* __restrict__ A, const PG_T* __restrict__ B,
+                                              int lda, int ldb, int M, int N, int K, int m0,
+                                              int n0, bool vec_a, bool vec_b, int tid,
+                                              PG_T* smem, Step step)
+{
+#if PG_ASYNC && PG_STAGES >= 2
+    // cp.async pipeline, as pg_tile's: PG_STAGES - 1 steps in flight, one barrier a step.
+    constexpr int ST = PG_STAGES;
+    static_assert(ST * (SA::ELEMS + SB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_TILE");
+    PG_T* As = smem;                   // [ST][SA::ELEMS]
+    PG_T* Bs = smem + ST * SA::ELEMS;  // [ST][SB::ELEMS]
+    const bool m_in = m0 + BM <= M, n_in = n0 + BN <= N;
+    auto issue = [&](int stage, int k0) {
+        const bool k_in = k0 + BK <= K;
+#if PG_TRANS_A
+        SA::copy(As + stage * SA::ELEMS, A, lda, k0, m0, K, M, vec_a, m_in && k_in, tid);
+#else
+        SA::copy(As + stage * SA::ELEMS, A, lda, m0, k0, M, K, vec_a, m_in && k_in, tid);
+#endif
+#if PG_TRANS_B
+        SB::copy(Bs + stage * SB::ELEMS, B, ldb, n0, k0, N, K, vec_b, n_in && k_in, tid);
+#else
+        SB::copy(Bs + stage * SB::ELEMS, B, ldb, k0, n0, K, N, vec_b, n_in && k_in, tid);
+#endif
+    };
+    const int nk = (K + BK - 1) / BK;
+    if (nk > 0) {
+#pragma unroll
+        for (int s = 0; s < ST - 1; ++s) {
+            if (s < nk) issue(s, s * BK);
+            pg_cp_async_commit();
+        }
+        int rs = 0;                     // the stage read; written: the one before it
+        for (int kt = 0; kt < nk; ++kt) {
+            pg_cp_async_wait<ST - 2>();
+            __syncthreads();
+            const PG_T* as = As + rs * SA::ELEMS;
+            const PG_T* bs = Bs + rs * SB::ELEMS;
+            // Issued before this step's fragment reads (unlike pg_tile): after them, the
+            // fragments of both MMA steps and the copies' addresses are live at once,
+            // and under the 4-block cap (render.MIN_BLOCKS) that spilled the fp64 64x64
+            // kind on sm_90.
+            if (kt + ST - 1 < nk) issue(rs == 0 ? ST - 1 : rs - 1, (kt + ST - 1) * BK);
+            pg_cp_async_commit();
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += KSTEP) step(as, bs, kk);
+            rs = rs + 1 == ST ? 0 : rs + 1;
+        }
+        pg_cp_async_wait<0>();
+        __syncthreads();
+    }
+#else
+    // Register staging, double-buffered, as pg_tile's register path.
+    static_assert(2 * (SA::ELEMS + SB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_TILE");
+    PG_T* As = smem;                   // [2][SA::ELEMS]
+    PG_T* Bs = smem + 2 * SA::ELEMS;   // [2][SB::ELEMS]
+    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
+    auto load = [&](int k0) {
+#if PG_TRANS_A
+        SA::Units::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
+#else
+        SA::Units::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
+#endif
+#if PG_TRANS_B
+        SB::Units::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
+#else
+        SB::Units::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
+#endif
+    };
+    if (K > 0) {
+        load(0);
+        SA::store(ra, As, tid);
+        SB::store(rb, Bs, tid);
+        __syncthreads();
+        int buf = 0;
+        for (int k0 = 0; k0 < K; k0 += BK) {
+            const bool more = k0 + BK < K;
+            if (more) load(k0 + BK);
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += KSTEP) step(As + buf * SA::ELEMS, Bs + buf * SB::ELEMS, kk);
+            if (more) {
+                SA::store(ra, As + (buf ^ 1) * SA::ELEMS, tid);
+                SB::store(rb, Bs + (buf ^ 1) * SB::ELEMS, tid);
+            }
+            __syncthreads();
+            buf ^= 1;
+        }
+    }
+#endif
+
+}
+
+#if !PG_HALF  // (clang checks a template's non-dependent code against PG_T even unused)
 template <int BM, int BN, int BK, int NT, int WTM, int WTN>
 __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
 {
@@ -792,97 +940,13 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
             for (int j = 0; j < FN; ++j) pg_mma_f64_8x8x4(acc[i][j], a[i], b[j]);
     };
 
-#if PG_ASYNC && PG_STAGES >= 2
-    // cp.async pipeline, as pg_tile's: PG_STAGES - 1 steps in flight, one barrier a step.
-    constexpr int ST = PG_STAGES;
-    static_assert(ST * (SA::ELEMS + SB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_TILE");
-    PG_T* As = smem;                   // [ST][SA::ELEMS]
-    PG_T* Bs = smem + ST * SA::ELEMS;  // [ST][SB::ELEMS]
-    const bool m_in = m0 + BM <= M, n_in = n0 + BN <= N;
-    auto issue = [&](int stage, int k0) {
-        const bool k_in = k0 + BK <= K;
-#if PG_TRANS_A
-        SA::copy(As + stage * SA::ELEMS, A, lda, k0, m0, K, M, vec_a, m_in && k_in, tid);
-#else
-        SA::copy(As + stage * SA::ELEMS, A, lda, m0, k0, M, K, vec_a, m_in && k_in, tid);
-#endif
-#if PG_TRANS_B
-        SB::copy(Bs + stage * SB::ELEMS, B, ldb, n0, k0, N, K, vec_b, n_in && k_in, tid);
-#else
-        SB::copy(Bs + stage * SB::ELEMS, B, ldb, k0, n0, K, N, vec_b, n_in && k_in, tid);
-#endif
-    };
-    const int nk = (K + BK - 1) / BK;
-    if (nk > 0) {
-#pragma unroll
-        for (int s = 0; s < ST - 1; ++s) {
-            if (s < nk) issue(s, s * BK);
-            pg_cp_async_commit();
-        }
-        int rs = 0;                     // the stage read; written: the one before it
-        for (int kt = 0; kt < nk; ++kt) {
-            pg_cp_async_wait<ST - 2>();
-            __syncthreads();
-            const PG_T* as = As + rs * SA::ELEMS;
-            const PG_T* bs = Bs + rs * SB::ELEMS;
-            // Issued before this step's fragment reads (unlike pg_tile): after them, the
-            // fragments of both MMA steps and the copies' addresses are live at once,
-            // and under the 4-block cap (render.MIN_BLOCKS) that spilled on sm_90.
-            if (kt + ST - 1 < nk) issue(rs == 0 ? ST - 1 : rs - 1, (kt + ST - 1) * BK);
-            pg_cp_async_commit();
-#pragma unroll
-            for (int kk = 0; kk < BK; kk += PgMmaF64::K) {
-                PG_T a[FM], b[FN];
-                fragments(a, b, as, bs, kk);
-                multiply(a, b);
-            }
-            rs = rs + 1 == ST ? 0 : rs + 1;
-        }
-        pg_cp_async_wait<0>();
-        __syncthreads();
-    }
-#else
-    // Register staging, double-buffered, as pg_tile's register path.
-    static_assert(2 * (SA::ELEMS + SB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_TILE");
-    PG_T* As = smem;                   // [2][SA::ELEMS]
-    PG_T* Bs = smem + 2 * SA::ELEMS;   // [2][SB::ELEMS]
-    PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
-    auto load = [&](int k0) {
-#if PG_TRANS_A
-        SA::Units::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
-#else
-        SA::Units::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
-#endif
-#if PG_TRANS_B
-        SB::Units::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
-#else
-        SB::Units::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
-#endif
-    };
-    if (K > 0) {
-        load(0);
-        SA::store(ra, As, tid);
-        SB::store(rb, Bs, tid);
-        __syncthreads();
-        int buf = 0;
-        for (int k0 = 0; k0 < K; k0 += BK) {
-            const bool more = k0 + BK < K;
-            if (more) load(k0 + BK);
-#pragma unroll
-            for (int kk = 0; kk < BK; kk += PgMmaF64::K) {
-                PG_T a[FM], b[FN];
-                fragments(a, b, As + buf * SA::ELEMS, Bs + buf * SB::ELEMS, kk);
-                multiply(a, b);
-            }
-            if (more) {
-                SA::store(ra, As + (buf ^ 1) * SA::ELEMS, tid);
-                SB::store(rb, Bs + (buf ^ 1) * SB::ELEMS, tid);
-            }
-            __syncthreads();
-            buf ^= 1;
-        }
-    }
-#endif
+    pg_mma_k_loop<BM, BN, BK, NT, PgMmaF64::K, SA, SB>(
+        A, B, lda, ldb, M, N, K, m0, n0, vec_a, vec_b, tid, smem,
+        [&](const PG_T* as, const PG_T* bs, int kk) {
+            PG_T a[FM], b[FN];
+            fragments(a, b, as, bs, kk);
+            multiply(a, b);
+        });
 
     // Epilogue: a lane's two accumulators of a fragment are adjacent columns of one row,
     // starting at an even column (n0, wn and the fragment's offset are even), so they
@@ -930,6 +994,138 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
     }
 }
 
+#endif  // !PG_HALF
+
+#if PG_HALF
+// The 16-bit MMA kinds (float16 / bfloat16, engine "mma" in tiles.py): as pg_tile_mma,
+// warps in a (BM / WTM) x (BN / WTN) grid, each a WTM x WTN sub-tile of C, here as
+// (WTM / 16) x (WTN / 8) fragments of the 16x8x16 warp MMA (compat.h PgMmaHalf: mma.sync
+// on sm_80+), fp32 accumulators, staged through the same PgMmaStage layouts (8-element
+// padding, PG_MMA_PAD). A lane's A and B registers hold k-adjacent pairs (PgMmaStage::pair).
+template <int BM, int BN, int BK, int NT, int WTM, int WTN>
+__device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+{
+    using F = PgMmaHalf;
+    static_assert(sizeof(PG_T) == 2 && BM > 0, "the 16-bit MMA kinds are float16 / bfloat16");
+    constexpr int WGN = BN / WTN;
+    static_assert((BM / WTM) * WGN * 32 == NT, "one warp per sub-tile");
+    static_assert(WTM % F::M == 0 && WTN % F::N == 0 && BK % F::K == 0,
+                  "sub-tiles of whole fragments");
+    constexpr int FM = WTM / F::M, FN = WTN / F::N;
+    using SA = PgMmaStage<BK, BM, NT, !PG_TRANS_A>;
+    using SB = PgMmaStage<BK, BN, NT, (bool)PG_TRANS_B>;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = (warp / WGN) * WTM, wn = (warp % WGN) * WTN;
+
+    const int M = gp->M, N = gp->N;
+    const int K = (gp->alpha == 0.0) ? 0 : gp->K;   // alpha == 0 never reads A or B
+    const PG_T* __restrict__ A = gp->A;
+    const PG_T* __restrict__ B = gp->B;
+    const int lda = gp->lda, ldb = gp->ldb;
+    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+
+    float acc[FM][FN][F::CE];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int q = 0; q < F::CE; ++q) acc[i][j][q] = 0.0f;
+
+    // One MMA step (16 k values): this lane's fragment registers, then FM x FN MMAs.
+    auto step = [&](const PG_T* as, const PG_T* bs, int kk) {
+        unsigned a[FM][F::AR], b[FN][F::BR];
+#if PG_MMA_HALF
+        // ldmatrix (compat.h): one x4 load per A fragment and per pair of B fragments.
+        // Lane l addresses row l % 8 of matrix q = l / 8; A's matrices are (rows, k)
+        // blocks (0, 0), (8, 0), (0, 8), (8, 8), B's pairs (k 0 | 8, fragment j | j + 1).
+        // A k-major stage (A^T, B) is read transposed. Rows are 16-byte aligned (S a
+        // multiple of 8 elements) and 8 rows fall on distinct 16-byte bank groups (S =
+        // 8 mod 16 elements; k-major S = BX + 8 with BX a multiple of 32).
+        static_assert(FN % 2 == 0, "B fragments load in pairs");
+        const int q = lane >> 3, r8 = lane & 7;
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+            const int x = wm + i * F::M + 8 * (q & 1) + (SA::K_CONTIGUOUS ? r8 : 0);
+            const int k = kk + 8 * (q >> 1) + (SA::K_CONTIGUOUS ? 0 : r8);
+            pg_ldmatrix_x4<!SA::K_CONTIGUOUS>(a[i], as + SA::at(x, k));
+        }
+#pragma unroll
+        for (int j = 0; j < FN; j += 2) {
+            const int x = wn + (j + (q >> 1)) * F::N + (SB::K_CONTIGUOUS ? r8 : 0);
+            const int k = kk + 8 * (q & 1) + (SB::K_CONTIGUOUS ? 0 : r8);
+            unsigned r[4];
+            pg_ldmatrix_x4<!SB::K_CONTIGUOUS>(r, bs + SB::at(x, k));
+            b[j][0] = r[0]; b[j][1] = r[1]; b[j + 1][0] = r[2]; b[j + 1][1] = r[3];
+        }
+#else
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int r = 0; r < F::AR; ++r)
+                a[i][r] = SA::pair(as, wm + i * F::M + F::a_row(lane, r), kk + F::a_k(lane, r));
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int r = 0; r < F::BR; ++r)
+                b[j][r] = SB::pair(bs, wn + j * F::N + F::b_col(lane), kk + F::b_k(lane, r));
+#endif
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < FN; ++j) pg_mma_16x8x16(acc[i][j], a[i], b[j], PG_T());
+    };
+
+    pg_mma_k_loop<BM, BN, BK, NT, F::K, SA, SB>(A, B, lda, ldb, M, N, K, m0, n0, vec_a, vec_b,
+                                                tid, smem, step);
+
+    // Epilogue in fp32, rounded once to PG_T: a lane's accumulators q = 0, 1 (and 2, 3)
+    // are adjacent columns 2 (l % 4) (+1) of one row, so they move as one 4-byte access
+    // where C and ldc keep it aligned.
+    const float alpha = float(gp->alpha), beta = float(gp->beta);
+    PG_T* __restrict__ C = gp->C;
+    const int ldc = gp->ldc;
+    const bool vec_c = ((unsigned long long)C & 3ull) == 0 && ldc % 2 == 0;
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {           // rows g and g + 8 of the fragment
+            const int r = m0 + wm + i * F::M + F::c_row(lane, 2 * h);
+            if (r >= M) continue;
+            PG_T* crow = C + r * ldc;
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                const int c0 = n0 + wn + j * F::N + F::c_col(lane, 0);
+                const float* v = acc[i][j] + 2 * h;
+                if (vec_c && c0 + 1 < N) {
+                    unsigned* p = reinterpret_cast<unsigned*>(crow + c0);
+                    PG_T x0 = PG_T(alpha * v[0]), x1 = PG_T(alpha * v[1]);
+                    if (beta != 0.0f) {         // beta == 0 never reads C
+                        PG_T c[2];
+                        const unsigned w = *p;
+                        c[0].x = (unsigned short)(w & 0xffffu);
+                        c[1].x = (unsigned short)(w >> 16);
+                        x0 = PG_T(alpha * v[0] + beta * float(c[0]));
+                        x1 = PG_T(alpha * v[1] + beta * float(c[1]));
+                    }
+                    *p = pg_pack2(x0.x, x1.x);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                        if (c0 + q >= N) continue;
+                        float x = alpha * v[q];
+                        if (beta != 0.0f) x += beta * float(crow[c0 + q]);
+                        crow[c0 + q] = PG_T(x);
+                    }
+                }
+            }
+        }
+}
+
+#endif  // PG_HALF
+
 // A variant with pipeline stages takes its hint only where the pipeline runs: the
 // register path (B^T, pre-sm_80) keeps more registers live and spilled under the caps
 // measured for the pipeline.
@@ -939,11 +1135,13 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
 #define PG_BOUNDS __launch_bounds__(PG_THREADS)
 #endif
 
-// Kind -> tile function by engine E (0: SIMT pg_tile, 1: MMA pg_tile_mma), pasted so the
+// Kind -> tile function by engine E (0: SIMT pg_tile, 1: fp64 MMA pg_tile_mma, 2: 16-bit
+// MMA pg_tile_mma16), pasted so the
 // SIMT kinds call pg_tile as directly as before the MMA kinds (a template wrapper in
 // between changed hiprtc's register allocation: a 24-byte spill in a gfx90a fused kernel).
 #define PG_TILE_E0 pg_tile
 #define PG_TILE_E1 pg_tile_mma
+#define PG_TILE_E2 pg_tile_mma16
 #define PG_TILE_OF(e) PG_TILE_E##e
 
 #if PG_CARRY_ON

@@ -135,7 +135,7 @@ def variant_rows(arch: Arch) -> list[dict]:
     from ..kernels import offline
     from ..kernels.resources import lookup, recorded
     from ..kernels.variants import catalogue_variants
-    variants = catalogue_variants(dtypes=("float32", "float64"))
+    variants = catalogue_variants()
     # Compiled figures where this arch's compiler is installed (no GPU needed); else
     # lookup falls back to the recorded ones (tools/record_resources.py), then estimates.
     if _compiler_here(arch):

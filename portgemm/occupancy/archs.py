@@ -136,6 +136,26 @@ ARCHS: dict[str, Arch] = {a.name: a for a in _ROWS}
 FP64_MMA = frozenset({"sm_80", "sm_90"})
 
 
+# Where the float16 / bfloat16 MMA kinds (tiles.HALF_FAMILIES, mma.sync m16n8k16 with
+# fp32 accumulators, kernels/compat.h) run on tensor cores: sm_80 and sm_90, the NVIDIA
+# targets of the vendor matrix. AMD (gfx908 fp16 MFMA, gfx90a/gfx94x fp16 and bf16_1k
+# MFMA) is not built yet: there the kinds compile to compat.h's shuffle emulation
+# (compiled and modelled, never run here) and the planner prices them at its rate, so
+# the SIMT kind wins; likewise pre-sm_80 NVIDIA.
+HALF_MMA = frozenset({"sm_80", "sm_90"})
+HALF_MMA_NOT_BUILT = {
+    "gfx908": "fp16 MFMA (v_mfma_f32_32x32x8f16) exists; the compat.h path is not built yet",
+    "gfx90a": "fp16 and bf16_1k MFMA exist; the compat.h path is not built yet",
+    "gfx940": "fp16 and bf16 MFMA exist; the compat.h path is not built yet",
+    "gfx942": "fp16 and bf16 MFMA exist; the compat.h path is not built yet",
+}
+
+
+def has_half_mma(arch) -> bool:
+    """Whether ``arch`` (an Arch or its name) runs the 16-bit MMA kinds on tensor cores."""
+    return (arch.name if isinstance(arch, Arch) else get_arch(arch).name) in HALF_MMA
+
+
 def has_fp64_mma(arch) -> bool:
     """Whether ``arch`` (an Arch or its name) runs the fp64 MMA kinds on matrix units."""
     return (arch.name if isinstance(arch, Arch) else get_arch(arch).name) in FP64_MMA

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import generation
-from .archs import has_fp64_mma
+from .archs import has_fp64_mma, has_half_mma
 
 PATH = Path(__file__).with_name("ceilings.json")
 
@@ -33,8 +33,9 @@ COPY_FRACTION = 0.9   # device-to-device copy / DRAM spec bandwidth (H100: 0.90)
 # The MMA kinds without matrix units (kernels/compat.h): per lane and 8x8x4 MMA, 8 FMAs
 # as SIMT would do them plus 16 shuffles; a model figure, not measured.
 MMA_EMULATION = 0.25
-# Optional in a measured entry (else modelled from the spec row's fp64_mma_ratio).
-OPTIONAL_FIELDS = ("fp64_mma_flops_per_s",)
+# Optional in a measured entry (else modelled from the spec row's fp64_mma_ratio and
+# half_mma_ratio).
+OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s")
 
 FIELDS = ("copy_bytes_per_s", "smem_bytes_per_s_per_cu", "fp32_flops_per_s",
           "fp64_flops_per_s", "launch_s", "latency_s")
@@ -52,15 +53,20 @@ class Ceilings:
     latency_s: float                 # one dependent global load (DRAM)
     source: str = ""
     fp64_mma_flops_per_s: float = 0.0   # fp64 on matrix units (DMMA); 0: none (archs.FP64_MMA)
+    # float16 / bfloat16 on tensor cores (mma.sync, fp32 accumulators); 0: none (archs.HALF_MMA)
+    half_mma_flops_per_s: float = 0.0
 
     def flops_per_s(self, dtype: str) -> float:
         return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
 
     def mma_flops_per_s(self, dtype: str) -> float:
-        """The rate of the MMA kinds (fp64 only): the matrix units' where the arch has
-        them, else their shuffle emulation's, MMA_EMULATION of the SIMT rate."""
+        """The rate of the MMA kinds (fp64, float16, bfloat16): the matrix units' where
+        the arch has them, else their shuffle emulation's, MMA_EMULATION of the SIMT
+        rate (the 16-bit kinds' SIMT rate is fp32's: they compute in fp32)."""
         if self.fp64_mma_flops_per_s > 0 and dtype == "float64":
             return self.fp64_mma_flops_per_s
+        if self.half_mma_flops_per_s > 0 and dtype in ("float16", "bfloat16"):
+            return self.half_mma_flops_per_s
         return self.flops_per_s(dtype) * MMA_EMULATION
 
     def as_dict(self) -> dict:
@@ -106,6 +112,12 @@ def fp64_mma_modelled(arch, fp64_flops_per_s: float, spec: dict) -> float:
     return fp64_flops_per_s * spec.get("fp64_mma_ratio", 0.0) if has_fp64_mma(arch) else 0.0
 
 
+def half_mma_modelled(arch, fp32_flops_per_s: float, spec: dict) -> float:
+    """float16 / bfloat16 MMA rate: the spec row's half_mma_ratio times the fp32 SIMT
+    rate, on the archs whose 16-bit MMA kinds run on tensor cores (archs.HALF_MMA)."""
+    return fp32_flops_per_s * spec.get("half_mma_ratio", 0.0) if has_half_mma(arch) else 0.0
+
+
 def modelled(arch, spec: dict) -> Ceilings:
     cus = float(arch.compute_units)
     fp32 = cus * spec["fp32_fma_per_clk_per_cu"] * 2 * spec["clock_hz"] * SUSTAINED
@@ -116,7 +128,8 @@ def modelled(arch, spec: dict) -> Ceilings:
                     fp32_flops_per_s=fp32, fp64_flops_per_s=fp64,
                     launch_s=spec["launch_s"], latency_s=spec["latency_s"],
                     source="modelled from the spec row and the arch table",
-                    fp64_mma_flops_per_s=fp64_mma_modelled(arch, fp64, spec))
+                    fp64_mma_flops_per_s=fp64_mma_modelled(arch, fp64, spec),
+                    half_mma_flops_per_s=half_mma_modelled(arch, fp32, spec))
 
 
 # Used for an arch the file has no row for (a row added to the arch table later).
@@ -144,9 +157,13 @@ def _ceilings_for(arch) -> Ceilings:
         mma = row.get("fp64_mma_flops_per_s")
         mma = float(mma) if mma is not None and has_fp64_mma(arch) else \
             fp64_mma_modelled(arch, fp64, spec)
+        half = row.get("half_mma_flops_per_s")
+        half = float(half) if half is not None and has_half_mma(arch) else \
+            half_mma_modelled(arch, float(row["fp32_flops_per_s"]), spec)
         return Ceilings(arch=arch.name, origin="measured",
                         source=row.get("source", row.get("device", "")),
-                        fp64_mma_flops_per_s=mma, **{f: float(row[f]) for f in FIELDS})
+                        fp64_mma_flops_per_s=mma, half_mma_flops_per_s=half,
+                        **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import generation
-from ..tiles import CATALOGUE, FAMILY_DTYPES, TileConfig
+from ..tiles import CATALOGUE, TileConfig, family_dtypes
 from .resources import kernel_fingerprint
 
 DIRECTORY = Path(__file__).with_name("tuned")
@@ -167,7 +167,7 @@ def parse(data: dict, arch_name: str, dtype: str, path: str, fingerprint: str):
         k = CATALOGUE.get(n) if isinstance(n, str) else None
         if k is None:
             return None, f"unknown kind {n!r}"
-        if dtype not in FAMILY_DTYPES.get(k.family, (dtype,)):
+        if dtype not in family_dtypes(k.family):
             return None, f"kind {n} is not made for {dtype}"
         kinds.append(k)
     if len(set(kinds)) != len(kinds):

@@ -33,6 +33,7 @@ from .. import generation
 from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
 from ..occupancy import Arch, ceilings, get_arch, tuned
 from ..problem import MAX_SPAN
+from ..tiles import HALF_FAMILIES
 from . import parallelism, split_k as split_k_rule
 from .launches import provider_version, resolve_provider
 from .launches import set_default_provider as set_default_resources  # noqa: F401 (API)
@@ -45,7 +46,11 @@ DEFAULT_MODE = "fused"
 DEFAULT_ARCH = "sm_90"
 CACHE_SIZE = 64
 FAST_SIZE = 4 * CACHE_SIZE   # hit-path entries (several spellings may name one plan)
-DTYPES = ("float32", "float64")
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+# The 16-bit dtypes run only their own families (tiles.HALF_FAMILIES: tensor-core kinds and
+# a SIMT kind), one launch per kind, never split (a split's partial sums would be stored
+# in 16 bits), under the default strategy (the papers' strategies plan fp32 tiles).
+HALF_FAMILY = {d: f for f, d in HALF_FAMILIES.items()}
 _INT_LIMIT = 2**31 - 1   # tile coordinates and block_ptr are int32
 
 
@@ -377,6 +382,23 @@ def _split_option(split_k, strategy) -> bool:
     return bool(split_k)
 
 
+def _half_request(dt: str, strategy, mode, options: dict):
+    """(mode, options) of a float16 / bfloat16 plan: its own family, per kind, no split;
+    anything else asked for is a typed error."""
+    if strategy is not None:
+        raise DtypeError(f"strategy {strategy!r} plans float32/float64 tiles; {dt} runs "
+                         f"the default strategy (strategy=None) only")
+    fam = options.get("family")
+    if fam is not None and fam != HALF_FAMILY[dt]:
+        raise ValidationError(f"family must be {HALF_FAMILY[dt]!r} for {dt}, got {fam!r}")
+    if options.get("split_k"):
+        raise ValidationError(f"{dt} never splits K (its partial sums would be rounded to "
+                              f"16 bits); pass split_k=None or False")
+    if mode not in (None, "per-kind"):
+        raise ValidationError(f"{dt} runs mode 'per-kind' only, got {mode!r}")
+    return "per-kind", {**options, "family": HALF_FAMILY[dt], "split_k": False}
+
+
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
          resources=None, **options):
     """Plan a batch of GEMMs with shapes (batch, 3) = M, N, K of op(A) @ op(B).
@@ -426,6 +448,8 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     if m not in info.modes:
         raise ValidationError(f"strategy {info.name!r} has no mode {m!r}; "
                               f"it supports {', '.join(info.modes)}")
+    if dt in HALF_FAMILY:
+        m, options = _half_request(dt, strategy, mode, options)
     split = _split_option(options.get("split_k"), strategy)
     options = {k: v for k, v in options.items()   # None = default; split_k is plan()'s own
                if v is not None and k != "split_k"}

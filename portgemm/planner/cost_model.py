@@ -53,6 +53,7 @@ import numpy as np
 
 from ..occupancy import tuned
 from ..occupancy.ceilings import Ceilings, ceilings_for
+from ..tiles import ITEMSIZE
 from .scratch import buffer
 
 PROLOGUE_LATENCIES = 3
@@ -113,12 +114,12 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None) -> 
 def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
     f = lambda name: np.array([getattr(k, name) for k in kinds], dtype=np.float64)  # noqa: E731
     tm, tn, tk, threads = (f(n) for n in ("tm", "tn", "tk", "threads"))
-    e = 8 if np.dtype(dtype).name == "float64" else 4
+    dt = dtype if isinstance(dtype, str) else np.dtype(dtype).name   # bfloat16: a name
+    e = ITEMSIZE[dt]
     active = np.asarray(table.active, dtype=np.float64)
     tile_warps = np.ceil(threads / arch.wave_size)
     cus = float(arch.compute_units)
-    fam = tuned.tuned_family(arch.name, np.dtype(dtype).name)
-    dt = np.dtype(dtype).name
+    fam = tuned.tuned_family(arch.name, dt)
     rate = np.array([c.mma_flops_per_s(dt) if k.engine == "mma" else c.flops_per_s(dt)
                      for k in kinds])
     return KindCosts(tm=tm, tn=tn, tk=tk, tile_warps=tile_warps, active=active,

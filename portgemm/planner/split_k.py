@@ -28,13 +28,14 @@ import numpy as np
 
 from ..occupancy.ceilings import ceilings_for
 from ..plan import Plan, SplitK
-from ..tiles import FAMILIES
+from ..tiles import FAMILIES, HALF_FAMILIES
 from .cost_model import predict
 
 CANDIDATES = (2, 4, 8, 16)
-# The widest K step of any kind: slices are multiples of it, so no K step of any kind
-# straddles two slices and the offset A and B keep their 16-byte alignment.
-BK = max(k.tk for kinds in FAMILIES.values() for k in kinds)
+# The widest K step of any kind that may split: slices are multiples of it, so no K step
+# of any kind straddles two slices and the offset A and B keep their 16-byte alignment.
+# (The 16-bit families never split: planner.HALF_FAMILY.)
+BK = max(k.tk for fam, kinds in FAMILIES.items() if fam not in HALF_FAMILIES for k in kinds)
 MIN_SLICE = 2 * BK
 
 

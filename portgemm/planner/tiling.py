@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..arrays import numpy_dtype
 from ..errors import ValidationError
 from ..plan import TILE_DTYPE, Plan
 from ..tile_layout import TileLayout
@@ -20,7 +21,7 @@ from .memo import per_family
 class Request:
     """What plan() hands a strategy: validated inputs, resolved defaults."""
     shapes: np.ndarray          # (batch, 3) int64, read-only
-    dtype: str                  # "float32" | "float64"
+    dtype: str                  # "float32" | "float64" | "float16" | "bfloat16"
     arch: object                # occupancy Arch
     mode: str
     options: dict = field(default_factory=dict)
@@ -292,7 +293,7 @@ def make_plan(req: Request, strategy: str, kinds, tiles, block_ptr, tlp, thresho
             block_ptr = single_tile_blocks(tiles.shape[0])
         tiles.flags.writeable = False
         block_ptr.flags.writeable = False
-    return Plan(strategy=strategy, arch=req.arch, dtype=np.dtype(req.dtype),
+    return Plan(strategy=strategy, arch=req.arch, dtype=numpy_dtype(req.dtype),
                 shapes=req.shapes, kinds=tuple(kinds), tiles=tiles, block_ptr=block_ptr,
                 mode=req.mode, tlp=float(tlp), tlp_threshold=float(threshold),
                 tlp_model=tlp_model, occupancy=dict(occupancy), grid=grid,

@@ -49,7 +49,7 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..occupancy.tuned import tuned_family
-from ..tiles import FAMILIES, FAMILY_DTYPES, ZHANG2025
+from ..tiles import FAMILIES, ZHANG2025, family_dtypes
 from . import register
 from .classes import batch_classes
 from .cost_model import (kind_costs, predict_assignment, predict_rows, resource_bound,
@@ -408,7 +408,7 @@ def family_option(name, dtype: str):
     hit = _sorted_families.get((name, dtype)) if kinds is not None else None
     if hit is not None and hit[0] is kinds:   # one tuple per family: memos find it by id
         return hit[1]
-    usable = [f for f in FAMILIES if f != "magma" and dtype in FAMILY_DTYPES.get(f, (dtype,))]
+    usable = [f for f in FAMILIES if f != "magma" and dtype in family_dtypes(f)]
     if name not in usable:
         raise ValidationError(f"family must be one of {', '.join(usable)} for {dtype}, "
                               f"got {name!r}")
