@@ -196,14 +196,21 @@ def test_planner_runs_the_half_family_per_kind(dtype):
 
 def test_tiny_gemms_go_to_simt_only_where_the_model_says():
     # many 4x4x4 GEMMs: an MMA tile would compute 32x32 for 16 outputs; the cost model's
-    # rates decide, so on an arch without tensor cores for 16 bits (gfx90a: emulated MMA)
+    # rates decide, so on an arch without tensor cores for 16 bits (sm_70: emulated MMA)
     # every GEMM takes the SIMT kind
     tiny = np.tile([[4, 4, 4]], (64, 1))
     big = np.tile([[512, 512, 512]], (8, 1))
-    p = planner.plan(np.vstack([tiny, big]), "float16", "gfx90a")
+    p = planner.plan(np.vstack([tiny, big]), "float16", "sm_70")
     assert {p.kinds[int(i)].engine for i in np.unique(p.tiles["kind"])} == {"simt"}
     q = planner.plan(big, "float16", "sm_90")
     assert {q.kinds[int(i)].engine for i in np.unique(q.tiles["kind"])} == {"mma"}
+
+
+@pytest.mark.parametrize("arch", ["gfx908", "gfx90a", "gfx940"])
+def test_half_dtypes_are_not_built_for_amd_yet(arch):
+    for dt in HALF_DTYPES:
+        with pytest.raises(DtypeError, match="not built for"):
+            planner.plan([[64, 64, 64]], dt, arch)
 
 
 def test_half_plan_options_that_cannot_apply_are_typed_errors():

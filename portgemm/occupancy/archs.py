@@ -139,9 +139,9 @@ FP64_MMA = frozenset({"sm_80", "sm_90"})
 # Where the float16 / bfloat16 MMA kinds (tiles.HALF_FAMILIES, mma.sync m16n8k16 with
 # fp32 accumulators, kernels/compat.h) run on tensor cores: sm_80 and sm_90, the NVIDIA
 # targets of the vendor matrix. AMD (gfx908 fp16 MFMA, gfx90a/gfx94x fp16 and bf16_1k
-# MFMA) is not built yet: there the kinds compile to compat.h's shuffle emulation
-# (compiled and modelled, never run here) and the planner prices them at its rate, so
-# the SIMT kind wins; likewise pre-sm_80 NVIDIA.
+# MFMA) is not built yet: the planner refuses the 16-bit dtypes there (the reasons below)
+# and the vendor matrix does not compile them. Pre-sm_80 NVIDIA compiles the kinds to
+# compat.h's shuffle emulation, which the planner prices at its rate (the SIMT kind wins).
 HALF_MMA = frozenset({"sm_80", "sm_90"})
 HALF_MMA_NOT_BUILT = {
     "gfx908": "fp16 MFMA (v_mfma_f32_32x32x8f16) exists; the compat.h path is not built yet",

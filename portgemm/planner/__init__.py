@@ -32,6 +32,7 @@ import numpy as np
 from .. import generation
 from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
 from ..occupancy import Arch, ceilings, get_arch, tuned
+from ..occupancy.archs import HALF_MMA_NOT_BUILT
 from ..problem import MAX_SPAN
 from ..tiles import HALF_FAMILIES
 from . import parallelism, split_k as split_k_rule
@@ -382,9 +383,13 @@ def _split_option(split_k, strategy) -> bool:
     return bool(split_k)
 
 
-def _half_request(dt: str, strategy, mode, options: dict):
+def _half_request(dt: str, arch, strategy, mode, options: dict):
     """(mode, options) of a float16 / bfloat16 plan: its own family, per kind, no split;
-    anything else asked for is a typed error."""
+    anything else asked for, or an AMD arch (not built yet), is a typed error."""
+    if arch.vendor == "amd":
+        raise DtypeError(f"{dt} is not built for {arch.name} yet "
+                         f"({HALF_MMA_NOT_BUILT.get(arch.name, 'no 16-bit kernels for AMD')}); "
+                         f"AMD runs float32 and float64")
     if strategy is not None:
         raise DtypeError(f"strategy {strategy!r} plans float32/float64 tiles; {dt} runs "
                          f"the default strategy (strategy=None) only")
@@ -449,7 +454,7 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
         raise ValidationError(f"strategy {info.name!r} has no mode {m!r}; "
                               f"it supports {', '.join(info.modes)}")
     if dt in HALF_FAMILY:
-        m, options = _half_request(dt, strategy, mode, options)
+        m, options = _half_request(dt, a, strategy, mode, options)
     split = _split_option(options.get("split_k"), strategy)
     options = {k: v for k, v in options.items()   # None = default; split_k is plan()'s own
                if v is not None and k != "split_k"}
