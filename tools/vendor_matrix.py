@@ -430,7 +430,7 @@ def main(argv=None) -> int:
     agree = sum(1 for r in amd if not any("LLVM" in w for w in check(r)))
     hip_vs_clang = [r for r in amd if r["compiler"] == "hiprtc"
                     and r["resources"]["registers"] != r["clang"]["registers"]]
-    print(f"\n{len(rows)} cells ({len(variants)} variants x {len(archs)} archs), "
+    print(f"\n{len(rows)} cells ({len(variants)} variants over {len(archs)} archs; 16-bit ones NVIDIA only), "
           f"{sum(1 for r in rows if 'error' in r)} compile errors, "
           f"model vs LLVM: {agree}/{len(amd)} AMD cells agree, "
           f"hiprtc vs clang VGPRs differ in {len(hip_vs_clang)} cells; "
