@@ -42,6 +42,18 @@ array object lives):
     included).
 A failed check is a miss: the call takes the full path (and raises its errors there).
 
+The lists' own identity (``fast``): a call that hit once through its key leaves a
+record under the ids of its three list objects, holding the very objects it was called
+with (backend, strategy or plan, flags, scalar alpha and beta) and the ids of its 3n
+arrays in order. A later call with the same three lists, the same objects in those
+places (``is``) and the same array ids, element for element, skips the sampled key,
+the scalars' keys and the hash of the full key: a list's id says nothing about its
+contents, so the ids of the arrays in it are still compared every call (a changed
+element in a reused list is seen), and then the same in-place check as above. A record
+is honoured only while its entry lives (``live``): an entry dropped because one of its
+arrays went takes its records with it, so no record can pair an id with a reused
+address.
+
 Only lists or tuples of CuPy arrays or torch CUDA tensors on a GPU backend take this
 path (not 3-D stacks, not NumPy): for those, the checks above cover every input of
 validation, so a hit can give no answer (or miss no error) the full path would not.
@@ -58,7 +70,7 @@ from collections import deque
 from itertools import chain
 from operator import attrgetter, eq
 
-from .arrays import _kind
+from .arrays import _kind, torch_readers
 from .call_cache import VECTOR, scalar_key
 from .plan import Plan
 from .problem import Batch, _scalars
@@ -71,9 +83,12 @@ _seen: deque = deque(maxlen=SEEN)   # sampled keys (_sample) of calls seen once
 _hot: frozenset = frozenset()       # sampled keys of the entries (replaced, never mutated)
 _lock = threading.RLock()   # re-entrant: a weakref callback may run while it is held
 _stats = {"hits": 0, "misses": 0}
+# (id(A), id(B), id(C)) -> _Record of a call that hit (fast); replaced under _lock
+_by_lists: dict = {}
+RECORDS = 2 * MAX_ENTRIES
 
 _SEQUENCES = (list, tuple)
-_SHAPE = attrgetter("shape")
+_SHAPE, _DTYPE = attrgetter("shape"), attrgetter("dtype")
 
 
 def _torch_row(t):
@@ -100,8 +115,11 @@ TORCH_CONTIGUOUS_ROWS = True
 def clear() -> None:
     global _hot
     with _lock:
+        for e in _entries.values():
+            e.live = False
         _entries.clear()
         _seen.clear()
+        _by_lists.clear()
         _hot = frozenset()
         _stats.update(hits=0, misses=0)
 
@@ -112,7 +130,8 @@ def cache_info() -> dict:
 
 def key(be, how, A, B, C, alpha, beta, trans_a, trans_b):
     """(the lookup key of a call, its arrays as one list A + B + C), or (None, None) when
-    it cannot take the reuse path. ``how``: the strategy name (gemm_vbatched) or the Plan
+    it cannot take the reuse path; (a _Cold key, None) for a call that can neither hit
+    nor make an entry. ``how``: the strategy name (gemm_vbatched) or the Plan
     (run). The key holds one flat tuple of ids (one map over the 3n arrays, and one
     tuple to hash) and the lengths of A and B, which say where each list ends."""
     if type(A) not in _SEQUENCES or type(B) not in _SEQUENCES or type(C) not in _SEQUENCES \
@@ -124,10 +143,17 @@ def key(be, how, A, B, C, alpha, beta, trans_a, trans_b):
         how = id(how)   # an entry holds its plan, so this id is its plan's while it lives
     elif not isinstance(how, str):
         return None, None   # not a strategy name: the full path raises
-    X = [*A, *B, *C]
-    sample = (len(A), len(B), id(X[0]), id(X[len(X) // 2]), id(X[-1])) if X else ()
+    na, nb, nc = len(A), len(B), len(C)
+    if na + nb + nc:   # the first, middle and last of A + B + C, without making that list
+        mid, ab = (na + nb + nc) // 2, na + nb
+        sample = (na, nb, id(A[0] if na else B[0] if nb else C[0]),
+                  id(A[mid] if mid < na else B[mid - na] if mid < ab else C[mid - ab]),
+                  id(C[-1] if nc else B[-1] if nb else A[-1]))
+    else:
+        sample = ()
     if sample not in _hot and not _maybe_seen(sample):
-        return _Cold(sample), X   # no entry and not seen: no pass over the ids
+        return _Cold(sample), None   # no entry and not seen: no pass over the arrays
+    X = [*A, *B, *C]
     # id(be), not be: a backend object need not be hashable (an entry holds it too)
     return (id(be), how, trans_a, trans_b, scalar_key(alpha), scalar_key(beta), len(A),
             len(B), tuple(map(id, X))), X
@@ -173,9 +199,61 @@ def _torch_contiguous_same(X, meta) -> bool:
     return all(map(eq, map(_torch_row_contiguous, X), meta))
 
 
+class _TorchColumns:
+    """What a torch entry compares, one column a read (TORCH_COLUMNS): each tensor's
+    data_ptr() and shape,
+    their strides (None where all were contiguous: is_contiguous() compared instead, as
+    _torch_row_contiguous), and the one dtype and device all of them had."""
+    __slots__ = ("ptrs", "shapes", "strides", "dtype", "device")
+
+
+def _torch_columns(X):
+    """_TorchColumns of the tensors X now, or None when they are not of one type, dtype
+    and device (then the row form, which compares each tensor's own)."""
+    t = type(X[0])
+    if list(map(type, X)).count(t) != len(X):
+        return None
+    m = _TorchColumns()
+    data_ptr, stride, get_device = torch_readers(t)
+    dtypes, devices = list(map(_DTYPE, X)), list(map(get_device, X))
+    m.dtype, m.device = dtypes[0], devices[0]
+    if dtypes.count(m.dtype) != len(X) or devices.count(m.device) != len(X):
+        return None
+    m.ptrs, m.shapes = list(map(data_ptr, X)), list(map(_SHAPE, X))
+    m.strides = None if (TORCH_CONTIGUOUS_ROWS and all(map(t.is_contiguous, X))) \
+        else list(map(stride, X))
+    return m
+
+
+def _torch_columns_same(X, m) -> bool:
+    """Whether the tensors X read now as ``m`` was (_torch_columns): one C-level map a
+    read, no Python frame a tensor; the shapes and strides compared as read and freed
+    at once (as _cupy_same: no n fresh tuples held), the cheapest reads first. The
+    readers are the tensors' type's methods as they are now (the type of all of them:
+    the ids are the entry's)."""
+    t = type(X[0])
+    data_ptr, stride, get_device = torch_readers(t)
+    n = len(X)
+    return list(map(data_ptr, X)) == m.ptrs and all(map(eq, map(_SHAPE, X), m.shapes)) \
+        and (all(map(t.is_contiguous, X)) if m.strides is None
+             else all(map(eq, map(stride, X), m.strides))) \
+        and list(map(_DTYPE, X)).count(m.dtype) == n \
+        and list(map(get_device, X)).count(m.device) == n
+
+
+# Whether torch entries compare one column a read (_torch_columns_same) rather than one
+# row a tensor (_torch_row); tools/profile_host.py times both on the device.
+TORCH_COLUMNS = True
+
+
 def _torch_snapshot(X):
-    """(comparer, what it compares now) for torch tensors: by is_contiguous() where every
-    tensor is contiguous now (TORCH_CONTIGUOUS_ROWS), else by stride()."""
+    """(comparer, what it compares now) for torch tensors: by columns where they are of
+    one type, dtype and device (TORCH_COLUMNS); else by rows, with is_contiguous() where
+    every tensor is contiguous now (TORCH_CONTIGUOUS_ROWS), else with stride()."""
+    if TORCH_COLUMNS:
+        m = _torch_columns(X)
+        if m is not None:
+            return _torch_columns_same, m
     if TORCH_CONTIGUOUS_ROWS:
         try:
             rows = list(map(_torch_row_contiguous, X))
@@ -209,12 +287,68 @@ def _cupy_same_small(X, meta) -> bool:
 
 class _Entry:
     __slots__ = ("token", "refs", "same", "meta", "alpha", "beta", "plan", "call", "lists",
-                 "backend", "__weakref__")
+                 "backend", "live", "__weakref__")
 
 
-def launch(k, X, A, B, C, alpha, beta) -> bool:
+class _Record:
+    """What ``fast`` compares of a call that hit: the objects it was called with and the
+    ids of its arrays (A + B + C, in order), for the entry it hit."""
+    __slots__ = ("entry", "be", "how", "trans_a", "trans_b", "alpha", "beta", "n_a", "n_b",
+                 "ids")
+
+
+_SCALARS = (float, int)
+
+
+def fast(be, how, A, B, C, alpha, beta, trans_a, trans_b) -> bool:
+    """Launch a call that repeats a recorded hit on the same three list objects (see the
+    module's docstring); False, having done nothing, when it is not one (the caller goes
+    on with key and launch). The objects are compared by identity (alpha, beta: the
+    record holds them, so an identical object is an equal value; per-GEMM sequences
+    are never recorded), the lists' lengths and the ids of every array in them."""
+    r = _by_lists.get((id(A), id(B), id(C)))
+    if r is None or r.be is not be or r.how is not how or r.alpha is not alpha or \
+            r.beta is not beta or r.trans_a is not trans_a or r.trans_b is not trans_b:
+        return False
+    e = r.entry
+    if not e.live or len(A) != r.n_a or len(B) != r.n_b:
+        return False
+    X = [*A, *B, *C]
+    if list(map(id, X)) != r.ids:
+        return False
+    try:
+        if not e.same(X, e.meta):
+            return False
+    except Exception:  # noqa: BLE001 - as launch: the full path says what is wrong
+        return False
+    if e.lists:
+        e.call(A, B, C)
+    else:
+        e.call()
+    _stats["hits"] += 1
+    return True
+
+
+def _record(e, k, X, A, B, C, be, how, alpha, beta) -> None:
+    """After a hit through the key ``k``: the record ``fast`` looks up (only for scalar
+    alpha and beta, whose identity is their value while the record holds them)."""
+    if type(alpha) not in _SCALARS or type(beta) not in _SCALARS:
+        return
+    r = _Record()
+    r.entry, r.be, r.how, r.trans_a, r.trans_b = e, be, how, k[2], k[3]
+    r.alpha, r.beta, r.n_a, r.n_b, r.ids = alpha, beta, k[6], k[7], list(k[8])
+    with _lock:
+        if not e.live:
+            return
+        _by_lists[(id(A), id(B), id(C))] = r
+        while len(_by_lists) > RECORDS:
+            del _by_lists[next(iter(_by_lists))]
+
+
+def launch(k, X, A, B, C, alpha, beta, be=None, how=None) -> bool:
     """Run the call whose key is ``k`` (arrays ``X``: key's answers) from its entry if it
-    hits; False on a miss."""
+    hits; False on a miss. With ``be`` (and ``how`` as given to key), a hit leaves the
+    record ``fast`` looks up next time."""
     if type(k) is _Cold:
         return False
     e = _entries.get(k)
@@ -236,6 +370,8 @@ def launch(k, X, A, B, C, alpha, beta) -> bool:
     else:
         e.call()
     _stats["hits"] += 1
+    if be is not None:
+        _record(e, k, X, A, B, C, be, how, alpha, beta)
     return True
 
 
@@ -276,7 +412,7 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
             or len(batch.B) != k[7]:
         return   # a list changed while the call ran (another thread): no entry
     e = _Entry()
-    e.token = object()
+    e.token, e.live = object(), True
     try:
         drop = _dropper(k, e.token)
         e.refs = [weakref.ref(x, drop) for x in
@@ -288,9 +424,12 @@ def remember(k, be, batch, plan, gemms, snap) -> None:
     e.plan, e.backend = plan, be
     e.call, e.lists = _launcher(be, plan, batch, gemms)
     with _lock:
+        old = _entries.get(k)
+        if old is not None:
+            old.live = False
         _entries[k] = e
         while len(_entries) > MAX_ENTRIES:
-            del _entries[next(iter(_entries))]
+            _entries.pop(next(iter(_entries))).live = False
         _rehot()
 
 
@@ -316,6 +455,7 @@ def _dropper(k, token):
         with _lock:
             e = _entries.get(k)
             if e is not None and e.token is token:
+                e.live = False
                 del _entries[k]
                 _rehot()
     return drop
@@ -327,3 +467,5 @@ def _rehot() -> None:
     misses a new entry (and takes the full path) or computes a full key in vain."""
     global _hot
     _hot = frozenset(map(_sample, _entries))
+    for lk in [lk for lk, r in _by_lists.items() if not r.entry.live]:
+        del _by_lists[lk]

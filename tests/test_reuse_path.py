@@ -263,7 +263,7 @@ def torch_fake(monkeypatch):
     return install_fake_torch(monkeypatch)
 
 
-def test_torch_tensors_hit_and_in_place_changes_are_seen(backend, torch_fake):
+def test_torch_tensors_hit_and_in_place_changes_are_seen(backend, torch_fake, torch_form):
     T = torch_fake.Tensor
     A, B, C = arrays(wrap=T)
     call = lambda: portgemm.gemm_vbatched(A, B, C, backend=backend)  # noqa: E731
@@ -302,16 +302,21 @@ def test_an_unhashable_backend_object_takes_the_reuse_path(backend):
     assert hits() == 1
 
 
-def test_an_unreadable_tensor_is_validations_to_report(backend, torch_fake):
+def test_an_unreadable_tensor_is_validations_to_report(backend, torch_fake, monkeypatch):
     """A tensor whose reads raise (as torch's data_ptr() does for some layouts) never
-    makes the reuse path raise: the full path reports it as validation does."""
+    makes the reuse path raise: the full path reports it as validation does. (The
+    method raises for that one tensor at the type, as torch's does: the readers are
+    the type's methods.)"""
     A, B, C = arrays(wrap=torch_fake.Tensor)
     for _ in range(3):
         portgemm.gemm_vbatched(A, B, C, backend=backend)
+    readable = torch_fake.Tensor.data_ptr
 
-    def broken():
-        raise RuntimeError("no data pointer")
-    C[1].data_ptr = broken
+    def data_ptr(t):
+        if t is C[1]:
+            raise RuntimeError("no data pointer")
+        return readable(t)
+    monkeypatch.setattr(torch_fake.Tensor, "data_ptr", data_ptr)
     with pytest.raises(RuntimeError, match="no data pointer"):   # from validation's read
         portgemm.gemm_vbatched(A, B, C, backend=backend)
     assert hits() == 1
@@ -384,13 +389,23 @@ def _entry_made_by(backend, A, B, C, comparer):
     return call
 
 
+@pytest.fixture(params=["columns", "rows"])
+def torch_form(request, monkeypatch):
+    """Both forms of the torch check: one C-level map a read, or one row a tensor."""
+    monkeypatch.setattr(reuse, "TORCH_COLUMNS", request.param == "columns")
+    return request.param
+
+
 def test_contiguous_torch_entries_compare_contiguity_and_see_an_in_place_transpose(
-        backend, torch_fake):
+        backend, torch_fake, torch_form):
     """An entry of all-contiguous tensors compares is_contiguous() in place of stride():
     a square C transposed in place (same pointer, shape, dtype; other strides) is no
     longer contiguous, so the call misses and writes the transposed view right."""
     A, B, C = arrays([(6, 6, 5), (3, 4, 5)], wrap=torch_fake.Tensor)
-    call = _entry_made_by(backend, A, B, C, reuse._torch_contiguous_same)
+    call = _entry_made_by(backend, A, B, C, reuse._torch_columns_same
+                          if torch_form == "columns" else reuse._torch_contiguous_same)
+    if torch_form == "columns":
+        assert reuse._entries[next(iter(reuse._entries))].meta.strides is None
     C[0].set_(C[0].a.T)   # t_() of a square matrix: strides (1, 6)
     with pytest.raises(portgemm.LayoutError):   # validation refuses column-major C
         call()
@@ -399,11 +414,14 @@ def test_contiguous_torch_entries_compare_contiguity_and_see_an_in_place_transpo
     run_checked(call, A, B, C)
 
 
-def test_strided_torch_entries_compare_strides(backend, torch_fake):
+def test_strided_torch_entries_compare_strides(backend, torch_fake, torch_form):
     T = torch_fake.Tensor
     A, B, C = arrays(wrap=T)
     C[1] = T(np.full((3, 9), np.nan, np.float32)[:, 2:6])   # row stride 9: not contiguous
-    call = _entry_made_by(backend, A, B, C, reuse._torch_same)
+    call = _entry_made_by(backend, A, B, C, reuse._torch_columns_same
+                          if torch_form == "columns" else reuse._torch_same)
+    if torch_form == "columns":
+        assert reuse._entries[next(iter(reuse._entries))].meta.strides is not None
     C[1].set_(np.full((3, 11), np.nan, np.float32)[:, 1:5])   # same shape, other strides
     run_checked(call, A, B, C)
     assert hits() == 1   # a miss: the strides differ
