@@ -123,22 +123,28 @@ def test_a_replaced_element_is_a_miss_and_the_new_array_is_written(backend):
     assert hits() == 0
 
 
-@pytest.mark.parametrize("gemms", [2, reuse.SMALL_LIST // 3 + 1])   # both comparers
+@pytest.mark.parametrize("gemms", [2, 40])   # the small-batch and the vectorised path
 def test_a_shape_changed_in_place_is_a_miss(backend, gemms):
-    """CuPy's ``x.shape = ...`` reshapes in place (same pointer): a hit would compute
-    with the old shape; the full path sees the new one (a small entry compares its
-    shapes as one list, a large one as read)."""
+    """CuPy's ``x.shape = ...`` reshapes in place (same pointer, same size): a hit would
+    compute with the old shape; the full path sees the new one (an entry compares each
+    array's rows and ndim, which fix the shape of a 2-D array of a given size)."""
     A, B, C = arrays([(4, 6, 4)] * gemms)
     _warm(backend, A, B, C)
     e, = reuse._entries.values()
-    assert e.same is (reuse._cupy_same_small if gemms == 2 else reuse._cupy_same)
+    assert e.same is reuse._cupy_same
     C[1].a.shape = (6, 4)   # same memory, new shape: no longer op(A) @ op(B)
     with pytest.raises(portgemm.ShapeMismatch, match="GEMM 1: C is 6x4"):
         portgemm.gemm_vbatched(A, B, C, backend=backend)
     assert hits() == 0
     C[1].a.shape = (4, 6)   # back as it was: the entry fits again
     run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
-    assert hits() == 1
+    for shape in ((4, 6, 1), (24,), (1, 4, 6)):   # other ndim, the same size (and rows)
+        C[1].a.shape = shape
+        with pytest.raises(portgemm.PortgemmError):
+            portgemm.gemm_vbatched(A, B, C, backend=backend)
+        C[1].a.shape = (4, 6)
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+    assert hits() == 2   # the two calls with C[1] as it was: no other call hit
 
 
 @pytest.mark.parametrize("first, then", [

@@ -59,6 +59,9 @@ class ndarray:  # noqa: N801 - CuPy's name
     ndim = property(lambda self: len(self._shape))
     itemsize = property(lambda self: self.dtype.itemsize)
 
+    def __len__(self):
+        return self._shape[0]
+
 
 make = ndarray   # builds one array: the fake's, or real CuPy's over no memory (real_cupy)
 ARRAY = ndarray
