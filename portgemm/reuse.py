@@ -53,7 +53,10 @@ arrays in order. A later call with the same three lists, the same objects in tho
 places (``is``) and the same array ids, element for element, skips the sampled key,
 the scalars' keys and the hash of the full key: a list's id says nothing about its
 contents, so the ids of the arrays in it are still compared every call (a changed
-element in a reused list is seen), and then the same in-place check as above. A record
+element in a reused list is seen), and then the same in-place check as above. (For
+torch entries compared by columns, which compare every value validation reads of each
+tensor, not only what can change in place, the ids are not needed and not compared: a
+changed element is seen by its values, and one with the same values validates alike.) A record
 is honoured only while its entry lives (``live``): an entry dropped because one of its
 arrays went takes its records with it, so no record can pair an id with a reused
 address.
@@ -208,7 +211,7 @@ class _TorchColumns:
     data_ptr() and shape,
     their strides (None where all were contiguous: is_contiguous() compared instead, as
     _torch_row_contiguous), and the one dtype and device all of them had."""
-    __slots__ = ("ptrs", "shapes", "strides", "dtype", "device")
+    __slots__ = ("type", "ptrs", "shapes", "strides", "dtype", "device")
 
 
 def _torch_columns(X):
@@ -218,6 +221,7 @@ def _torch_columns(X):
     if list(map(type, X)).count(t) != len(X):
         return None
     m = _TorchColumns()
+    m.type = t
     data_ptr, stride, get_device = torch_readers(t)
     dtypes, devices = list(map(_DTYPE, X)), list(map(get_device, X))
     m.dtype, m.device = dtypes[0], devices[0]
@@ -234,16 +238,24 @@ def _torch_columns_same(X, m) -> bool:
     """Whether the tensors X read now as ``m`` was (_torch_columns): one C-level map a
     read, no Python frame a tensor; the shapes and strides compared as read and freed
     at once (as _cupy_same: no n fresh tuples held), the cheapest reads first. The
-    readers are the tensors' type's methods as they are now (the type of all of them:
-    the ids are the entry's)."""
-    t = type(X[0])
+    readers are the tensors' type's methods as they are now. This compares everything
+    validation reads of a tensor (arrays._gather_torch: type, data_ptr(), shape,
+    strides, dtype, device), so it holds for any tensor objects with these values, the
+    entry's own or not: ``fast`` compares no ids for such an entry (BY_VALUE)."""
+    t = m.type
     data_ptr, stride, get_device = torch_readers(t)
     n = len(X)
-    return list(map(data_ptr, X)) == m.ptrs and all(map(eq, map(_SHAPE, X), m.shapes)) \
+    return list(map(type, X)).count(t) == n and list(map(data_ptr, X)) == m.ptrs \
+        and all(map(eq, map(_SHAPE, X), m.shapes)) \
         and (all(map(t.is_contiguous, X)) if m.strides is None
              else all(map(eq, map(stride, X), m.strides))) \
         and list(map(_DTYPE, X)).count(m.dtype) == n \
         and list(map(get_device, X)).count(m.device) == n
+
+
+# Comparers that compare every value validation reads of each array (not only what can
+# change in place): a record of such an entry needs no ids (fast).
+BY_VALUE = frozenset((_torch_columns_same,))
 
 
 # Whether torch entries compare one column a read (_torch_columns_same) rather than one
@@ -316,7 +328,7 @@ def fast(be, how, A, B, C, alpha, beta, trans_a, trans_b) -> bool:
     if not e.live or len(A) != r.n_a or len(B) != r.n_b:
         return False
     X = [*A, *B, *C]
-    if list(map(id, X)) != r.ids:
+    if e.same not in BY_VALUE and list(map(id, X)) != r.ids:
         return False
     try:
         if not e.same(X, e.meta):

@@ -208,3 +208,29 @@ def test_torch_gather_reads_through_the_types_methods(torch_fake):
     assert op.ptr.tolist() == [x.data_ptr() for x in X] and op.device == "cuda:0"
     assert few.shape == ((3, 3), (2, 5)) and few.strides == ((4, 1), (5, 1))
     assert few.ptr == tuple(x.data_ptr() for x in X)
+
+
+def test_torch_records_compare_values_so_new_tensors_over_the_same_memory_hit(
+        backend, torch_fake, monkeypatch):
+    """A torch entry compares every value validation reads of each tensor (type,
+    data_ptr, shape, strides or contiguity, dtype, device), so its record needs no ids: a
+    tensor replaced by another object over the same memory hits and computes right; one
+    of another type, or over other memory, does not."""
+    T = torch_fake.Tensor
+    A, B, C = lists(SMALL, T)
+    call = recorded(backend, A, B, C)
+    key = reuse.key
+    no_key(monkeypatch)
+    old = C[1]   # kept alive: an entry goes when any of its arrays does
+    C[1] = T(old.a)   # a new tensor object, the same memory and layout
+    run_checked(call, A, B, C)
+    assert hits() == 3
+    monkeypatch.setattr(reuse, "key", key)
+
+    class Sub(T):
+        pass
+    kept = A[2]
+    A[2] = Sub(kept.a)
+    with pytest.raises(portgemm.DtypeError):   # another type: a miss, then the full path
+        call()                                 # (the fake has no per-array torch reader)
+    assert hits() == 3
