@@ -330,10 +330,16 @@ def fast(be, how, A, B, C, alpha, beta, trans_a, trans_b) -> bool:
     X = [*A, *B, *C]
     if e.same not in BY_VALUE and list(map(id, X)) != r.ids:
         return False
+    return _hit(e, X, A, B, C)
+
+
+def _hit(e, X, A, B, C) -> bool:
+    """Launch entry ``e`` over the arrays X (A + B + C) if none of them changed in place
+    (its comparer); False, having launched nothing, otherwise."""
     try:
         if not e.same(X, e.meta):
             return False
-    except Exception:  # noqa: BLE001 - as launch: the full path says what is wrong
+    except Exception:  # noqa: BLE001 - e.g. a tensor made sparse in place: the full path says
         return False
     if e.lists:
         e.call(A, B, C)
@@ -368,22 +374,14 @@ def launch(k, X, A, B, C, alpha, beta, be=None, how=None) -> bool:
     e = _entries.get(k)
     if e is None:
         return False
-    try:
-        if not e.same(X, e.meta):
-            return False
-    except Exception:  # noqa: BLE001 - e.g. a tensor made sparse in place: the full path says
-        return False
     if k[4] is VECTOR or k[5] is VECTOR:
         n = len(C)
         if k[4] is VECTOR and _scalars(alpha, n, "alpha").tobytes() != e.alpha.tobytes():
             return False
         if k[5] is VECTOR and _scalars(beta, n, "beta").tobytes() != e.beta.tobytes():
             return False
-    if e.lists:
-        e.call(A, B, C)
-    else:
-        e.call()
-    _stats["hits"] += 1
+    if not _hit(e, X, A, B, C):
+        return False
     if be is not None:
         _record(e, k, X, A, B, C, be, how, alpha, beta)
     return True
