@@ -67,9 +67,13 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     CuPy arrays or torch tensors): from the third call with the same array objects (by
     identity, in the same positions), scalars, flags, backend and strategy, a call
     skips validation, planning and the descriptor upload and only launches, after
-    checking that no array changed in place: each CuPy array's shape; each tensor's
-    data_ptr(), shape, stride() (is_contiguous() where all were contiguous), dtype and
-    device; per-GEMM alpha/beta values. Any
+    checking that no array changed in place: each CuPy array's rows and ndim (which
+    fix its shape: CuPy's one in-place change, ``x.shape = ...``, keeps the size); each
+    tensor's type, data_ptr(), shape, stride() (is_contiguous() where all were
+    contiguous), dtype and device; per-GEMM alpha/beta values. A call repeating one
+    that hit, on the same three list objects and with the same backend, strategy,
+    flags and scalar objects, is found by the lists' ids and compares its arrays' ids
+    (a changed element is seen) before that check. Any
     difference (an element replaced, an array reshaped or re-pointed in place, other
     scalars) takes the full path. The plan is the one made for the first of the
     repeated calls. Nothing keeps the arrays alive (weak references; an entry goes when

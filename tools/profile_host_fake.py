@@ -9,7 +9,11 @@ memory) every call, rotated over more sets than the reuse path remembers. "torch
 torch tensors over the same memory (same tensors every call; "new tensors": new ones).
 
     PYTHONPATH=$PWD python tools/profile_host_fake.py [--batches 8 64 1024 5000] [--profile N]
-        [--packed 8 64 1024] [--stages 8 64] [--rounds R]
+        [--packed 8 64 1024] [--stages 8 64] [--rounds R] [--real-cupy]
+
+--real-cupy: the user's arrays are real ``cupy.ndarray`` objects over memory nobody owns
+(CuPy imports and builds arrays without a GPU; only its reads are timed, nothing touches
+the memory), so that attribute reads cost what CuPy's do rather than the fake's.
 
 --packed G ...: also the packed API (gemm_grouped, ragged M of up to 256 rows per group,
 N = K = 128) with host and with device offsets, against the bound call over views of
