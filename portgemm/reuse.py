@@ -23,9 +23,10 @@ array object lives):
     private methods, such as ``_set_shape_and_strides`` or calling ``__init__`` again,
     are not in-place changes this path follows.)
   - torch tensors: each tensor's ``data_ptr()``, ``shape``, ``stride()``, ``dtype`` and
-    ``get_device()``, all of which in-place operations can change, and none of which
-    another of them covers (where every tensor was contiguous when the entry was made,
-    ``is_contiguous()`` stands in for ``stride()``: see _torch_row_contiguous):
+    ``get_device()`` (and its type), all of which in-place operations can change, and
+    none of which another of them covers (where every tensor was contiguous when the
+    entry was made, ``is_contiguous()`` stands in for ``stride()``: see
+    _torch_row_contiguous), read one C-level map a read (_torch_columns_same):
       ``data_ptr()``  ``set_`` (another storage or offset), ``resize_`` growing the
                       storage, ``as_strided_`` with a storage offset, ``.data = y``;
       ``shape``       ``resize_``, ``as_strided_``, ``squeeze_``/``unsqueeze_``,
@@ -39,8 +40,9 @@ array object lives):
     ``_version`` would be one read, but it counts writes to the elements (a caller
     updating A in place would miss every call), and ``.data = y`` is not such a write:
     the tensor keeps its version counter, so it can replace none of the five. (On the
-    H100 host the five, read in one visit per tensor, cost about 0.5 us a tensor, the
-    floor of this path for torch: about 1.6 us a GEMM.)
+    H100 host the five, one map a read, cost about 2 us a GEMM at 1,024 GEMMs, against 3
+    for one Python function a tensor; data_ptr() and shape alone already 2.5: the floor
+    of this path for torch, bench/NOTES.md session 7.)
   - per-GEMM alpha/beta (sequences or arrays): their values, validated again and
     compared bit for bit; scalars are part of the key (type and value, sign of zero
     included).
@@ -56,10 +58,10 @@ contents, so the ids of the arrays in it are still compared every call (a change
 element in a reused list is seen), and then the same in-place check as above. (For
 torch entries compared by columns, which compare every value validation reads of each
 tensor, not only what can change in place, the ids are not needed and not compared: a
-changed element is seen by its values, and one with the same values validates alike.) A record
-is honoured only while its entry lives (``live``): an entry dropped because one of its
-arrays went takes its records with it, so no record can pair an id with a reused
-address.
+changed element is seen by its values, and one with the same values validates
+alike.) A record is honoured only while its entry lives (``live``): an entry dropped
+because one of its arrays went takes its records with it, so no record can pair an id
+with a reused address.
 
 Only lists or tuples of CuPy arrays or torch CUDA tensors on a GPU backend take this
 path (not 3-D stacks, not NumPy): for those, the checks above cover every input of
