@@ -8,10 +8,10 @@ or torch arrays at once (the per-call hot path); ``stacked(X)`` a 3-D array.
 from __future__ import annotations
 
 import ctypes
-import itertools
+from itertools import starmap
 import struct
 import sys
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -164,8 +164,6 @@ def _kind(t):
 
 _DTYPE, _SHAPE, _STRIDES, _DATA = (attrgetter(a) for a in ("dtype", "shape", "strides", "data"))
 _PTR, _DEVICE_ID = attrgetter("ptr"), attrgetter("device_id")   # of a CuPy MemoryPointer
-_STRIDE, _DATA_PTR, _GET_DEVICE = (methodcaller(m) for m in ("stride", "data_ptr",
-                                                             "get_device"))   # torch's
 
 
 def gather(X) -> Operand | None:
@@ -180,9 +178,9 @@ def gather(X) -> Operand | None:
     if kind == "torch":
         return _gather_torch(X, n)
     dtype = _one(list(map(_DTYPE, X)))   # map with attrgetter: no bytecode per element
-    if dtype is None or not _all_2d(X, n):
+    if dtype is None:
         return None
-    shape = _pairs(X, _SHAPE, n)
+    shape = _pairs(X, _SHAPE, n)   # None unless every array is 2-D
     if shape is None:
         return None
     contiguous = kind == "cupy" and _all_c_contiguous(X)
@@ -203,10 +201,10 @@ def gather(X) -> Operand | None:
         device = "cpu"
     else:  # cupy: x.data is a MemoryPointer; its attributes are cheap slots
         mem = list(map(_DATA, X))
-        devices = set(map(_DEVICE_ID, mem))
-        if len(devices) != 1:
+        dev = _one(list(map(_DEVICE_ID, mem)))
+        if dev is None:
             return None
-        device = f"cuda:{devices.pop()}"
+        device = f"cuda:{dev}"
         ptr = map(_PTR, mem)
         readonly = _writable(n)
     return _new(Operand, (np.fromiter(ptr, np.int64, n), shape, strides, dtype, device,
@@ -273,20 +271,29 @@ _FROM_ADDRESS = ctypes.c_int64.from_address
 _host_pointers = _pick_host_pointers()
 
 
+def torch_readers(t):
+    """(data_ptr, stride, get_device) of torch tensors of type ``t``, as C-level callables
+    for map: the methods as ``t`` resolves them (torch.Tensor's method descriptors, for a
+    plain tensor), called with the tensor, which skips the bound method methodcaller
+    makes per call."""
+    return t.data_ptr, t.stride, t.get_device
+
+
 def _gather_torch(X, n):
     torch = sys.modules["torch"]
+    data_ptr, stride, get_device = torch_readers(type(X[0]))   # one type (list_kind)
     tdtype = _one(list(map(_DTYPE, X)))
-    dev = _one(list(map(_GET_DEVICE, X)))   # -1 on the host
+    dev = _one(list(map(get_device, X)))   # -1 on the host
     if tdtype is None or dev is None:
         return None
     dtype = _torch_dtype(torch, tdtype)
-    if not _all_2d(X, n):
+    shape = _pairs(X, _SHAPE, n)   # None unless every tensor is 2-D
+    if dtype is None or shape is None:
         return None
-    shape = _pairs(X, _SHAPE, n)
-    strides = _pairs(X, _STRIDE, n)   # torch strides are in elements
-    if dtype is None or shape is None or strides is None:
+    strides = _pairs(X, stride, n)   # torch strides are in elements
+    if strides is None:
         return None
-    ptr = np.fromiter(map(_DATA_PTR, X), np.int64, n)
+    ptr = np.fromiter(map(data_ptr, X), np.int64, n)
     device = f"cuda:{dev}" if dev >= 0 else "torch-cpu"   # host tensors: per-array path
     return _new(Operand, (ptr, shape, strides, dtype, device, _writable(n), False))
 
@@ -305,38 +312,22 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 _WRITABLE: dict = {}
 
 
-_NDIM = attrgetter("ndim")
-
-
-def _all_2d(X, n) -> bool:
-    """Whether all n arrays are 2-D (ints: a list of them holds nothing the GC tracks;
-    an array type without ``ndim`` is judged by its shape's length)."""
-    try:
-        return list(map(_NDIM, X)).count(2) == n
-    except AttributeError:
-        return list(map(len, map(_SHAPE, X))).count(2) == n
-
-
 def _pairs(X, read, n):
-    """(n, 2) int64 from ``read(x)`` (a 2-tuple: shape or strides) of each of the n 2-D
-    arrays X (gather has checked ndim); None when a value is not an int64. Packed by a
-    struct.Struct made once per n (about twice as fast as np.fromiter, which converts
-    each Python int on its own). Each tuple is unpacked as it is read and freed at once:
-    holding n fresh tuples would set off the garbage collector on every large call."""
-    packer = _PACKERS.get(n)
-    if packer is None:
-        if len(_PACKERS) >= _PACKERS_KEPT:
-            _PACKERS.pop(next(iter(_PACKERS)))
-        packer = _PACKERS[n] = struct.Struct(f"={2 * n}q")
+    """(n, 2) int64 from ``read(x)`` (shape or strides) of each of the n arrays X; None
+    when one is not a pair of int64s. Each pair is packed by one C call as it is read
+    (itertools.starmap over a 2-int64 struct, whose pack refuses any other count of
+    values): so this is also the 2-D check, with no ``ndim`` read an array, and each
+    tuple is freed at once (holding n fresh tuples would set off the garbage collector
+    on every large call)."""
     try:
-        raw = packer.pack(*itertools.chain.from_iterable(map(read, X)))
-    except struct.error:   # not an integer, or out of int64's range
+        raw = b"".join(starmap(_PAIR, map(read, X)))
+    except (struct.error, TypeError):   # not a pair, not integers, or past int64's range
         return None
     return np.frombuffer(raw, np.int64).reshape(n, 2)
 
 
-_PACKERS: dict = {}   # n -> struct.Struct of 2n int64s
-_PACKERS_KEPT = 64
+_PAIR = struct.Struct("=2q").pack
+_PACKERS_KEPT = 64   # read-only flag arrays kept (_writable), one per batch size
 
 
 def stacked(X) -> tuple | None:

@@ -20,9 +20,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .arrays import (_C_CONTIGUOUS, _DATA, _DATA_PTR, _DEVICE_ID, _DTYPE, _GET_DEVICE, _PTR,
-                     _SHAPE, _STRIDE, _STRIDES, MAX_SPAN, _all_2d, _host_pointers, _new, _one,
-                     _torch_dtype, list_kind)
+from .arrays import (_C_CONTIGUOUS, _DATA, _DEVICE_ID, _DTYPE, _PTR, _SHAPE, _STRIDES,
+                     MAX_SPAN, _host_pointers, _new, _one, _torch_dtype, list_kind,
+                     torch_readers)
 
 # At most this many GEMMs take the pure-Python path: measured on the H100 host
 # (tools/profile_host.py's sweep, bench/NOTES.md session 5) it is faster at 4 and 8 GEMMs
@@ -57,9 +57,11 @@ def gather(X) -> Few | None:
         if kind == "torch":
             return _torch(X, n)
         dtype = _one(list(map(_DTYPE, X)))
-        if dtype is None or not _all_2d(X, n):
+        if dtype is None:
             return None
         shape = tuple(map(_SHAPE, X))
+        if not _pairs_only(shape, n):
+            return None
         contiguous = kind == "cupy" and _all_c_contiguous(X)
         strides = None if contiguous else _element_strides(tuple(map(_STRIDES, X)),
                                                            dtype.itemsize)
@@ -99,18 +101,25 @@ def _element_strides(bstrides, isz):
 
 def _torch(X, n):
     torch = sys.modules["torch"]
+    data_ptr, stride, get_device = torch_readers(type(X[0]))   # one type (list_kind)
     tdtype = _one(list(map(_DTYPE, X)))
-    dev = _one(list(map(_GET_DEVICE, X)))   # -1 on the host
-    if tdtype is None or dev is None or not _all_2d(X, n):
+    dev = _one(list(map(get_device, X)))   # -1 on the host
+    if tdtype is None or dev is None:
         return None
     dtype = _torch_dtype(torch, tdtype)
-    if dtype is None:
-        return None
     shape = tuple(map(_SHAPE, X))
-    strides = tuple(map(_STRIDE, X))
-    ptr = tuple(map(_DATA_PTR, X))
+    if dtype is None or not _pairs_only(shape, n):
+        return None
+    strides = tuple(map(stride, X))
+    ptr = tuple(map(data_ptr, X))
     device = f"cuda:{dev}" if dev >= 0 else "torch-cpu"
     return _new(Few, (ptr, shape, strides, dtype, device, None, False))
+
+
+def _pairs_only(shape, n) -> bool:
+    """Whether all n shapes (tuples, as read) are pairs: the 2-D check from the shapes
+    already read (len of a tuple, no further read of the arrays)."""
+    return list(map(len, shape)).count(2) == n
 
 
 def checked(few: Few, n: int, trans_a: bool, trans_b: bool):

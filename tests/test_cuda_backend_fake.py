@@ -54,6 +54,9 @@ class FakeArray:
     def __getitem__(self, i):
         return FakeArray(self.a[i])
 
+    def __len__(self):   # CuPy's: the first dimension (TypeError for a 0-d array)
+        return len(self.a)
+
 
 class FakeStream:
     def __init__(self, ptr=0):

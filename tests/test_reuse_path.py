@@ -123,22 +123,28 @@ def test_a_replaced_element_is_a_miss_and_the_new_array_is_written(backend):
     assert hits() == 0
 
 
-@pytest.mark.parametrize("gemms", [2, reuse.SMALL_LIST // 3 + 1])   # both comparers
+@pytest.mark.parametrize("gemms", [2, 40])   # the small-batch and the vectorised path
 def test_a_shape_changed_in_place_is_a_miss(backend, gemms):
-    """CuPy's ``x.shape = ...`` reshapes in place (same pointer): a hit would compute
-    with the old shape; the full path sees the new one (a small entry compares its
-    shapes as one list, a large one as read)."""
+    """CuPy's ``x.shape = ...`` reshapes in place (same pointer, same size): a hit would
+    compute with the old shape; the full path sees the new one (an entry compares each
+    array's rows and ndim, which fix the shape of a 2-D array of a given size)."""
     A, B, C = arrays([(4, 6, 4)] * gemms)
     _warm(backend, A, B, C)
     e, = reuse._entries.values()
-    assert e.same is (reuse._cupy_same_small if gemms == 2 else reuse._cupy_same)
+    assert e.same is reuse._cupy_same
     C[1].a.shape = (6, 4)   # same memory, new shape: no longer op(A) @ op(B)
     with pytest.raises(portgemm.ShapeMismatch, match="GEMM 1: C is 6x4"):
         portgemm.gemm_vbatched(A, B, C, backend=backend)
     assert hits() == 0
     C[1].a.shape = (4, 6)   # back as it was: the entry fits again
     run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
-    assert hits() == 1
+    for shape in ((4, 6, 1), (24,), (1, 4, 6)):   # other ndim, the same size (and rows)
+        C[1].a.shape = shape
+        with pytest.raises(portgemm.PortgemmError):
+            portgemm.gemm_vbatched(A, B, C, backend=backend)
+        C[1].a.shape = (4, 6)
+    run_checked(lambda: portgemm.gemm_vbatched(A, B, C, backend=backend), A, B, C)
+    assert hits() == 2   # the two calls with C[1] as it was: no other call hit
 
 
 @pytest.mark.parametrize("first, then", [
@@ -263,7 +269,7 @@ def torch_fake(monkeypatch):
     return install_fake_torch(monkeypatch)
 
 
-def test_torch_tensors_hit_and_in_place_changes_are_seen(backend, torch_fake):
+def test_torch_tensors_hit_and_in_place_changes_are_seen(backend, torch_fake, torch_form):
     T = torch_fake.Tensor
     A, B, C = arrays(wrap=T)
     call = lambda: portgemm.gemm_vbatched(A, B, C, backend=backend)  # noqa: E731
@@ -302,16 +308,21 @@ def test_an_unhashable_backend_object_takes_the_reuse_path(backend):
     assert hits() == 1
 
 
-def test_an_unreadable_tensor_is_validations_to_report(backend, torch_fake):
+def test_an_unreadable_tensor_is_validations_to_report(backend, torch_fake, monkeypatch):
     """A tensor whose reads raise (as torch's data_ptr() does for some layouts) never
-    makes the reuse path raise: the full path reports it as validation does."""
+    makes the reuse path raise: the full path reports it as validation does. (The
+    method raises for that one tensor at the type, as torch's does: the readers are
+    the type's methods.)"""
     A, B, C = arrays(wrap=torch_fake.Tensor)
     for _ in range(3):
         portgemm.gemm_vbatched(A, B, C, backend=backend)
+    readable = torch_fake.Tensor.data_ptr
 
-    def broken():
-        raise RuntimeError("no data pointer")
-    C[1].data_ptr = broken
+    def data_ptr(t):
+        if t is C[1]:
+            raise RuntimeError("no data pointer")
+        return readable(t)
+    monkeypatch.setattr(torch_fake.Tensor, "data_ptr", data_ptr)
     with pytest.raises(RuntimeError, match="no data pointer"):   # from validation's read
         portgemm.gemm_vbatched(A, B, C, backend=backend)
     assert hits() == 1
@@ -384,13 +395,23 @@ def _entry_made_by(backend, A, B, C, comparer):
     return call
 
 
+@pytest.fixture(params=["columns", "rows"])
+def torch_form(request, monkeypatch):
+    """Both forms of the torch check: one C-level map a read, or one row a tensor."""
+    monkeypatch.setattr(reuse, "TORCH_COLUMNS", request.param == "columns")
+    return request.param
+
+
 def test_contiguous_torch_entries_compare_contiguity_and_see_an_in_place_transpose(
-        backend, torch_fake):
+        backend, torch_fake, torch_form):
     """An entry of all-contiguous tensors compares is_contiguous() in place of stride():
     a square C transposed in place (same pointer, shape, dtype; other strides) is no
     longer contiguous, so the call misses and writes the transposed view right."""
     A, B, C = arrays([(6, 6, 5), (3, 4, 5)], wrap=torch_fake.Tensor)
-    call = _entry_made_by(backend, A, B, C, reuse._torch_contiguous_same)
+    call = _entry_made_by(backend, A, B, C, reuse._torch_columns_same
+                          if torch_form == "columns" else reuse._torch_contiguous_same)
+    if torch_form == "columns":
+        assert reuse._entries[next(iter(reuse._entries))].meta.strides is None
     C[0].set_(C[0].a.T)   # t_() of a square matrix: strides (1, 6)
     with pytest.raises(portgemm.LayoutError):   # validation refuses column-major C
         call()
@@ -399,11 +420,14 @@ def test_contiguous_torch_entries_compare_contiguity_and_see_an_in_place_transpo
     run_checked(call, A, B, C)
 
 
-def test_strided_torch_entries_compare_strides(backend, torch_fake):
+def test_strided_torch_entries_compare_strides(backend, torch_fake, torch_form):
     T = torch_fake.Tensor
     A, B, C = arrays(wrap=T)
     C[1] = T(np.full((3, 9), np.nan, np.float32)[:, 2:6])   # row stride 9: not contiguous
-    call = _entry_made_by(backend, A, B, C, reuse._torch_same)
+    call = _entry_made_by(backend, A, B, C, reuse._torch_columns_same
+                          if torch_form == "columns" else reuse._torch_same)
+    if torch_form == "columns":
+        assert reuse._entries[next(iter(reuse._entries))].meta.strides is not None
     C[1].set_(np.full((3, 11), np.nan, np.float32)[:, 1:5])   # same shape, other strides
     run_checked(call, A, B, C)
     assert hits() == 1   # a miss: the strides differ

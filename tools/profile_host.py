@@ -6,7 +6,10 @@ is installed), whether weak references work on them, the stage times of one call
 objects and at new addresses, a descriptor upload step by step), the new-memory gap
 probe at batch 8 (tools/host_stages.gap_probe: back to back as the host table times it,
 with the collector off, by alignment half, with no device sync, each step timed inside
-real calls, CuPy's pool growth) and a cProfile of gemm_vbatched at batches 8 and 1024.
+real calls, CuPy's pool growth), the new-array-objects path against the reads it makes
+(read_floors: each read as a C-level map, their sum, the gather, the call; CuPy and
+torch), the torch hit's three check forms, and a cProfile of gemm_vbatched at batches
+8 and 1024.
 
     python tools/profile_host.py
 """
@@ -198,7 +201,9 @@ def small_batch_sweep(be, cp, rng):
 
 
 def torch_rows(be, cp, rng):
-    """The reuse path's torch check, is_contiguous() against stride() (reuse.py)."""
+    """The reuse path's torch check in its three forms (reuse.py): one C-level map a read
+    (TORCH_COLUMNS, the default), one row a tensor with is_contiguous(), one row with
+    stride(); a repeated call each (the device idle before it), us a call and a GEMM."""
     try:
         import torch
     except ImportError:
@@ -206,20 +211,91 @@ def torch_rows(be, cp, rng):
     from portgemm import reuse
     t = _timer(cp)
     out = []
+    forms = {"columns": (True, True), "rows, is_contiguous": (False, True),
+             "rows, stride": (False, False)}
     for n in (8, 1024):
         shapes = np.stack([rng.integers(16, 129, n) for _ in range(3)], 1).tolist()
         A = [torch.rand((m, k), device="cuda") for m, _, k in shapes]
         B = [torch.rand((k, nn), device="cuda") for _, nn, k in shapes]
         C = [torch.empty((m, nn), device="cuda") for m, nn, _ in shapes]
-        for flag in (True, False):
-            reuse.TORCH_CONTIGUOUS_ROWS = flag
+        for name, (columns, contiguous) in forms.items():
+            reuse.TORCH_COLUMNS, reuse.TORCH_CONTIGUOUS_ROWS = columns, contiguous
             reuse.clear()
             us = t(lambda: portgemm.gemm_vbatched(A, B, C, backend=be))
-            out.append(f"batch {n} {'is_contiguous' if flag else 'stride'}: {us:.1f} us "
-                       f"({us / n:.2f} a GEMM)")
-        reuse.TORCH_CONTIGUOUS_ROWS = True
+            out.append(f"batch {n} {name}: {us:.1f} us ({us / n:.2f} a GEMM)")
+        reuse.TORCH_COLUMNS = reuse.TORCH_CONTIGUOUS_ROWS = True
         reuse.clear()
     print("torch reuse hits: " + ", ".join(out))
+
+
+def read_floors(be, cp, rng):
+    """The new-array-objects path against its reads: per batch, over 16 sets of fresh
+    views of the same memory rotated (as the host table's new arrays), us per GEMM (3
+    arrays) of each read the lists path makes of a CuPy array as one C-level map alone,
+    their sum (the floor of an exact read of a new array), arrays.gather /
+    small_batch.gather (problem.gather_lists) and the whole gemm_vbatched call; and the
+    same for torch tensors (from_dlpack views: new tensor objects each call)."""
+    from operator import attrgetter
+    from portgemm import problem
+    from portgemm.arrays import torch_readers
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    shape, dtype, data, ptr, dev, cc = (attrgetter(a) for a in (
+        "shape", "dtype", "data", "ptr", "device_id", "_c_contiguous"))
+    for n in (8, 64, 1024):
+        shapes = np.stack([rng.integers(16, 129, n) for _ in range(3)], 1)
+        A = [cp.random.random((m, k), dtype=cp.float32) for m, _, k in shapes]
+        B = [cp.random.random((k, nn), dtype=cp.float32) for _, nn, k in shapes]
+        C = [cp.empty((m, nn), dtype=cp.float32) for m, nn, _ in shapes]
+        portgemm.gemm_vbatched(A, B, C, backend=be)
+        sets = [[[x.view() for x in X] for X in (A, B, C)] for _ in range(16)]
+        reads = {"type": lambda X: list(map(type, X)), "dtype": lambda X: list(map(dtype, X)),
+                 "shape": lambda X: deque(map(shape, X), 0),
+                 "_c_contiguous": lambda X: list(map(cc, X)),
+                 "data": lambda X: list(map(data, X)),
+                 "data.ptr": lambda X: list(map(ptr, map(data, X))),
+                 "data.device_id": lambda X: list(map(dev, map(data, X)))}
+        res = {k: _rotated_us(fn, sets, n, flat=True) for k, fn in reads.items()}
+        res["sum of reads (type, dtype, shape, _c_contiguous, data.ptr, data.device_id)"] = \
+            sum(v for k, v in res.items() if k != "data")
+        res["gather_lists"] = _rotated_us(lambda L: problem.gather_lists(*L, be.fast_devices),
+                                          sets, n)
+        res["gemm_vbatched (new arrays)"] = _rotated_us(
+            lambda L: portgemm.gemm_vbatched(*L, backend=be), sets, n)
+        if torch is not None:
+            tsets = [[[torch.from_dlpack(x) for x in X] for X in L] for L in sets]
+            tdp, tst, tgd = torch_readers(torch.Tensor)
+            treads = {"torch data_ptr": lambda X: list(map(tdp, X)),
+                      "torch shape": lambda X: deque(map(shape, X), 0),
+                      "torch stride": lambda X: deque(map(tst, X), 0),
+                      "torch dtype": lambda X: list(map(dtype, X)),
+                      "torch get_device": lambda X: list(map(tgd, X))}
+            tres = {k: _rotated_us(fn, tsets, n, flat=True) for k, fn in treads.items()}
+            res.update(tres)
+            res["torch sum of reads"] = sum(tres.values())
+            res["torch gather_lists"] = _rotated_us(
+                lambda L: problem.gather_lists(*L, be.fast_devices), tsets, n)
+            res["torch gemm_vbatched (new tensors)"] = _rotated_us(
+                lambda L: portgemm.gemm_vbatched(*L, backend=be), tsets, n)
+        cp.cuda.Device().synchronize()
+        print(f"batch {n}, new objects, us per GEMM: " +
+              ", ".join(f"{k} {v:.3f}" for k, v in res.items()))
+
+
+def _rotated_us(fn, sets, n, flat=False, reps=60):
+    """Median us per GEMM of fn over ``sets`` rotated (each set (A, B, C); ``flat``: fn
+    takes A + B + C as one list), back to back (no device sync: reads and host work)."""
+    args = [[*L[0], *L[1], *L[2]] if flat else L for L in sets]
+    rot, out = itertools.cycle(args), []
+    for i in range(reps + len(args)):
+        a = next(rot)
+        s = time.perf_counter()
+        fn(a)
+        if i >= len(args):
+            out.append(time.perf_counter() - s)
+    return float(np.median(out)) * 1e6 / n
 
 
 def packed_parts(be, cp, rng):
@@ -367,8 +443,11 @@ def _torch_floors(reuse, X, n):
     meta = list(map(reuse._torch_row_contiguous, X))
     four = [r[:4] for r in meta]
     row4 = lambda x: (x.data_ptr(), x.shape, x.is_contiguous(), x.dtype)  # noqa: E731
+    cols = reuse._torch_columns(X)
     res = {
-        "check (reuse, as used)": lambda: all(map(eq, map(reuse._torch_row_contiguous, X), meta)),
+        "columns (reuse, as used)": lambda: reuse._torch_columns_same(X, cols),
+        "rows (TORCH_COLUMNS off)": lambda: all(map(eq, map(reuse._torch_row_contiguous, X),
+                                                    meta)),
         "five reads, zipped maps": lambda: all(map(eq, zip(map(d, X), map(s, X), map(c, X),
                                                            map(t, X), map(g, X)), meta)),
         "four reads (no get_device)": lambda: all(map(eq, map(row4, X), four)),
@@ -385,7 +464,7 @@ def main():
     print("attribute reads (us per read):")
     attribute_costs(cp)
     rng = np.random.default_rng(3)
-    for part in (call_stages, small_batch_sweep, torch_rows, packed_parts):
+    for part in (call_stages, read_floors, small_batch_sweep, torch_rows, packed_parts):
         try:
             part(be, cp, rng)
         except Exception as e:  # noqa: BLE001 - one part failing must not lose the others

@@ -9,7 +9,11 @@ memory) every call, rotated over more sets than the reuse path remembers. "torch
 torch tensors over the same memory (same tensors every call; "new tensors": new ones).
 
     PYTHONPATH=$PWD python tools/profile_host_fake.py [--batches 8 64 1024 5000] [--profile N]
-        [--packed 8 64 1024] [--stages 8 64] [--rounds R]
+        [--packed 8 64 1024] [--stages 8 64] [--rounds R] [--real-cupy]
+
+--real-cupy: the user's arrays are real ``cupy.ndarray`` objects over memory nobody owns
+(CuPy imports and builds arrays without a GPU; only its reads are timed, nothing touches
+the memory), so that attribute reads cost what CuPy's do rather than the fake's.
 
 --packed G ...: also the packed API (gemm_grouped, ragged M of up to 256 rows per group,
 N = K = 128) with host and with device offsets, against the bound call over views of
@@ -59,6 +63,32 @@ class ndarray:  # noqa: N801 - CuPy's name
     ndim = property(lambda self: len(self._shape))
     itemsize = property(lambda self: self.dtype.itemsize)
 
+    def __len__(self):
+        return self._shape[0]
+
+
+make = ndarray   # builds one array: the fake's, or real CuPy's over no memory (real_cupy)
+ARRAY = ndarray
+
+
+def real_cupy() -> bool:
+    """Make the profiled arrays real ``cupy.ndarray`` objects over memory nobody owns
+    (CuPy imports and builds arrays without a GPU): their attribute reads then cost
+    what CuPy's do, not what the fake's slots do. False where CuPy is not importable."""
+    global make, ARRAY
+    try:
+        import cupy
+        from cupy.cuda import memory
+    except Exception:  # noqa: BLE001 - no CuPy (or a broken one): keep the fake
+        return False
+
+    def real(ptr, shape, dtype):
+        mem = memory.UnownedMemory(ptr, max(int(np.prod(shape)) * np.dtype(dtype).itemsize,
+                                            1), None, device_id=0)
+        return cupy.ndarray(tuple(map(int, shape)), dtype, memptr=memory.MemoryPointer(mem, 0))
+    make, ARRAY = real, cupy.ndarray
+    return True
+
 
 class Stream:
     """A stream context that does nothing (the fake launches nothing to order)."""
@@ -93,9 +123,16 @@ def _alloc(nbytes):
     return p
 
 
-def empty(shape, dtype=np.uint8):
+def _device_empty(shape, dtype=np.uint8):
+    """cupy.empty of the fake module (the backend's own buffers): always the fake's."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return ndarray(_alloc(int(np.prod(shape)) * np.dtype(dtype).itemsize), shape, dtype)
+
+
+def empty(shape, dtype=np.uint8):
+    """A user's array (the fake's, or real CuPy's with real_cupy)."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return make(_alloc(int(np.prod(shape)) * np.dtype(dtype).itemsize), shape, dtype)
 
 
 class Tensor:
@@ -132,7 +169,7 @@ def fake_torch():
 
 def tensors(X):
     """Fake torch tensors over the fake CuPy arrays ``X`` (as torch.from_dlpack gives)."""
-    return [Tensor(x.data.ptr, x._shape, "f32") for x in X]
+    return [Tensor(x.data.ptr, x.shape, "f32") for x in X]
 
 
 def fake_cupy():
@@ -146,7 +183,7 @@ def fake_cupy():
             getDeviceProperties=lambda d: {"name": b"Fake H100", "major": 9, "minor": 0,
                                            "multiProcessorCount": 132}),
         driver=types.SimpleNamespace(CUDADriverError=RuntimeError))
-    return types.SimpleNamespace(ndarray=ndarray, uint8=np.uint8, empty=empty, cuda=cuda,
+    return types.SimpleNamespace(ndarray=ARRAY, uint8=np.uint8, empty=_device_empty, cuda=cuda,
                                  float32=np.float32, float64=np.float64)
 
 
@@ -182,7 +219,7 @@ def cpu_us(fn, reps):
 
 
 def views(X):
-    return [ndarray(x.data.ptr, x._shape, x.dtype) for x in X]
+    return [make(x.data.ptr, x.shape, x.dtype) for x in X]
 
 
 def packed(be, rng, groups, n=128, k=128, max_m=256):
@@ -195,9 +232,9 @@ def packed(be, rng, groups, n=128, k=128, max_m=256):
     d_offs = empty((groups,), np.int32)
     starts = np.concatenate([[0], offs[:-1]])
     isz = 4
-    la = [ndarray(A.data.ptr + s * k * isz, (e - s, k), np.float32) for s, e in zip(starts, offs)]
-    lb = [ndarray(B.data.ptr + g * k * n * isz, (k, n), np.float32) for g in range(groups)]
-    lc = [ndarray(C.data.ptr + s * n * isz, (e - s, n), np.float32) for s, e in zip(starts, offs)]
+    la = [make(A.data.ptr + s * k * isz, (e - s, k), np.float32) for s, e in zip(starts, offs)]
+    lb = [make(B.data.ptr + g * k * n * isz, (k, n), np.float32) for g in range(groups)]
+    lc = [make(C.data.ptr + s * n * isz, (e - s, n), np.float32) for s, e in zip(starts, offs)]
     shapes = np.stack([m, np.full(groups, n), np.full(groups, k)], 1)
     bound = portgemm.plan(shapes, "float32", arch=be.arch()).bind(la, lb, lc, backend=be)
     reps = 300
@@ -212,10 +249,10 @@ def stages(be, rng, batch):
     arrays at new addresses, more sets than the caches keep) and a repeated call."""
     import host_stages
     _, A, B, C = lists(rng, batch)
-    sets = [[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)] for _ in range(24)]
+    sets = [[[empty(x.shape, x.dtype) for x in X] for X in (A, B, C)] for _ in range(24)]
     host_stages.show(f"batch {batch}, new-memory call stages",
                      host_stages.miss_stages(be, sets))
-    sets = [[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)] for _ in range(40)]
+    sets = [[[empty(x.shape, x.dtype) for x in X] for X in (A, B, C)] for _ in range(40)]
     host_stages.show(f"batch {batch}, new-memory gap probe", host_stages.gap_probe(be, sets))
     host_stages.show(f"batch {batch}, repeated call stages", host_stages.hit_stages(be, A, B, C))
     T = [tensors(X) for X in (A, B, C)]
@@ -233,7 +270,11 @@ def main(argv=None):
                          "batch sizes (tools/host_stages.py)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure each stage this many times, keep the least")
+    ap.add_argument("--real-cupy", action="store_true",
+                    help="real cupy.ndarray objects (over no memory) in place of the fake's")
     args = ap.parse_args(argv)
+    if args.real_cupy and not real_cupy():
+        ap.error("--real-cupy: CuPy is not importable here")
     be, cp = fake_backend()
     fake_torch()
     for groups in args.packed:
@@ -253,7 +294,7 @@ def main(argv=None):
         b = _validate(be, A, B, C, 1.0, 0.0, False, False)
         p = make_plan(b.shapes, dtype=b.dtype, arch=be.arch())
         sets = itertools.cycle([[views(X) for X in (A, B, C)] for _ in range(16)])
-        fresh = itertools.cycle([[[empty(x._shape, x.dtype) for x in X] for X in (A, B, C)]
+        fresh = itertools.cycle([[[empty(x.shape, x.dtype) for x in X] for X in (A, B, C)]
                                  for _ in range(20)])   # more sets than the caches keep
         tl = [tensors(X) for X in (A, B, C)]
         tsets = itertools.cycle([[tensors(X) for X in (A, B, C)] for _ in range(16)])
