@@ -44,6 +44,7 @@ GEMMs' K slices and keeps the split plan where the cost model predicts it faster
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -52,8 +53,8 @@ from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, ZHANG2025, family_dtypes
 from . import register
 from .classes import batch_classes
-from .cost_model import (kind_costs, predict_assignment, predict_rows, resource_bound,
-                         start_stage_times)
+from .cost_model import (kind_costs, predict_assignment, predict_gemms, predict_rows,
+                         resource_bound, start_stage_times)
 from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
                            family_keys, first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity,
@@ -295,6 +296,17 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         """A kind per column -> a kind per GEMM."""
         return kidx if inverse is None else kidx.take(inverse)
 
+    def tile_by_tile(kidx):
+        """The seconds of a kind per column, its GEMMs priced one by one in launch order
+        (cost_model.predict_gemms: what BatchModel.predict gives; it differs from the
+        aggregates' price for launches of two waves only)."""
+        c = counts.reshape(-1).take(kidx * B + cols)
+        st = steps if fk["one_tk"] else steps.reshape(-1).take(kidx * B + cols)
+        if inverse is not None:
+            c, st = c.take(inverse), st.take(inverse)
+        K = req.shapes[:, 2].astype(np.float64)
+        return predict_gemms(kc, each(kidx), c, st, K, per_kind, floor)[0]
+
     notes = []
     cols = np.arange(B)
     steps, steps_live = tabs.steps, tabs.steps_live
@@ -317,7 +329,8 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         Mx0 = np.zeros(n_k)
         np.maximum.at(Mx0, start, steps_start)
         S0 = np.bincount(start, weights=cs_w.reshape(-1).take(start * B + cols), minlength=n_k)
-        s0 = float(predict_rows(kc, n0[None], S0[None], Mx0[None], per_kind, floor)[0])
+        s0, _, two = predict_rows(kc, n0[None], S0[None], Mx0[None], per_kind, floor, lower=True)
+        s0 = tile_by_tile(start) if two[0] else float(s0[0])
         notes.append(f"cost model: the largest fitting tiles reach the TLP threshold, kept; "
                      f"predicted {s0 * 1e3:.4g} ms")
         return each(start), *g0, notes, s0
@@ -356,8 +369,18 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts_w, cs_w, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
-    s_all = predict_rows(kc, n_all, np.concatenate([r_s, c_s]), np.concatenate([r_m, c_m]),
-                         per_kind, floor).tolist()
+    s_all, s_low, two = predict_rows(kc, n_all, np.concatenate([r_s, c_s]),
+                                     np.concatenate([r_m, c_m]), per_kind, floor, lower=True)
+    s_all = s_all.tolist()
+
+    def kinds_at(row):
+        ladder, level = divmod(row, n_levels)
+        if row == 0:
+            return start
+        if ladder < 2:
+            return round_kinds(row)
+        return level_kinds(lo, hi, level, fk, start, live)
+
     # the start (round 0 from it) first, then every level in turn; a candidate wins only
     # by a predicted time clearly below the best so far (ties keep the larger tiles)
     first = 0
@@ -365,13 +388,24 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     for row, sec in enumerate(s_all):
         if sec < s_all[best] * (1 - 1e-9):
             best = row
+    kidx = kinds_at(best)
+    if two.any():
+        # launches of two waves: the aggregates priced them by the waves formula;
+        # re-price tile by tile the best, the start and every candidate whose lower
+        # bound beats the best's new price (the rest cannot win: inf below)
+        exact = {best: tile_by_tile(kidx) if two[best] else s_all[best]}
+        bar = exact[best] * (1 + 1e-9)
+        for row in [first, *np.flatnonzero(two & (s_low < bar)).tolist()]:
+            if row not in exact and two[row]:
+                exact[row] = tile_by_tile(kinds_at(row))
+        s_all = [exact.get(row, math.inf) if two[row] else sec
+                 for row, sec in enumerate(s_all)]
+        best = first
+        for row, sec in enumerate(s_all):
+            if sec < s_all[best] * (1 - 1e-9):
+                best = row
+        kidx = kinds_at(best)
     ladder, level = divmod(best, n_levels)
-    if best == first:
-        kidx = start
-    elif ladder < 2:
-        kidx = round_kinds(best)
-    else:
-        kidx = level_kinds(lo, hi, level, fk, start, live)
     t, th = gate(n_all[best])
     start_s = s_all[first]
     what = ("the largest fitting tiles" if best == first else
