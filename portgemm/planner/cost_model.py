@@ -33,14 +33,19 @@ two full waves long. A launch of one wave is its own last wave (r_last = r). Til
 few warps gain only their larger share of copy bandwidth (u falls with r, so r / u
 stays SATURATING_WARPS / warps); tiles with many warps gain issue rate as well.
 
-A launch of two waves (S < n <= 2 S) is priced tile by tile instead, as the device runs
+A launch of two waves (S < n <= 2 S) that has the device to itself (a fused launch, or
+the only launch of a per-kind plan) is priced tile by tile instead, as the device runs
 it: the first S tiles start at once, and each later tile starts on the slot that frees
 first (list scheduling). The plans launch their tiles longest first, so the second
 wave holds the *shortest* tiles and they start as the first wave's shortest tiles end;
 the formula above charged them a mean tile after a whole mean wave, which over-priced
 a batch of ragged K by up to a third (bench/NOTES.md, session 7). At most 2 S tiles:
 one sort and a few passes. From three waves on the formula stands (a per-tile schedule
-would loop over the tiles). The device rule's search prices candidates from aggregates
+would loop over the tiles), and so it does for a launch beside others: CUDA runs a
+plan's per-kind launches side by side (backends/cuda.py), one launch's second wave
+sharing the device with the other kinds' tiles, and as persistent blocks that take
+their tiles round robin (backends/persistent.py), not from the block scheduler's queue
+(on the H100, pricing those tails tile by tile moved 512/512 b256 to a plan 3 % slower). The device rule's search prices candidates from aggregates
 with the formula (:func:`predict_rows`) and re-prices, tile by tile, those that a lower
 bound (:func:`rows_lower_bound`) leaves a chance (wavefront_tlp.device_rule).
 
@@ -261,19 +266,21 @@ def tiles_sharing(kc: KindCosts, tiles, active, tile_warps):
 
 
 def makespan(counts: np.ndarray, times: np.ndarray, slots: float,
-             last_times: np.ndarray | None = None, order_key: np.ndarray | None = None) -> float:
+             last_times: np.ndarray | None = None, order_key: np.ndarray | None = None,
+             alone: bool = True) -> float:
     """exec of one launch: ``counts[i]`` tiles of ``times[i]`` seconds each (``last_times``:
-    at the last wave's sharing; None: the same). Two waves: list scheduling tile by tile
-    (:func:`two_wave_exec`) in the launch order, the entries as given or, with
-    ``order_key``, by descending key (stable: the plans' longest-first order);
-    otherwise max(longest tile, (waves - 1) x mean tile + mean tile of the last wave)."""
+    at the last wave's sharing; None: the same). Two waves, for a launch that has the
+    device to itself (``alone``): list scheduling tile by tile (:func:`two_wave_exec`) in
+    the launch order, the entries as given or, with ``order_key``, by descending key
+    (stable: the plans' longest-first order); otherwise max(longest tile, (waves - 1) x
+    mean tile + mean tile of the last wave)."""
     live = counts > 0
     n = float(counts.sum())
     if n == 0:
         return 0.0
     last = times if last_times is None else last_times
     waves = math.ceil(n / slots - 1e-9)
-    if waves == 2:
+    if waves == 2 and alone:
         if order_key is not None:
             order = np.argsort(-order_key, kind="stable")
             counts, times, last = counts[order], times[order], last[order]
@@ -358,9 +365,11 @@ def predict_gemms(kc: KindCosts, kidx: np.ndarray, c: np.ndarray, steps: np.ndar
     key = kc.tm[kidx] * kc.tn[kidx] * K   # integers below 2**53: exact
     if per_kind:
         exec_s, launches = 0.0, 0
-        for k in np.flatnonzero(n_k):
+        live = np.flatnonzero(n_k)
+        for k in live:
             sel = kidx == k
-            exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k], t_last[sel], key[sel])
+            exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k], t_last[sel], key[sel],
+                               alone=live.shape[0] == 1)
             launches += 1
     else:
         exec_s = makespan(c, t, kc.cus * float(kc.active.max()), t_last, key)
@@ -406,13 +415,15 @@ def predict(plan, ceil: Ceilings | None = None) -> float:
         launches = 1
     else:
         exec_s, launches = 0.0, 0
-        for k in np.flatnonzero(n_blocks):
+        live = np.flatnonzero(n_blocks)
+        for k in live:
             sel = bkind == k
             extra = 0.0
             if plan.grid is not None:   # early-exit blocks: a latency each, in the waves
                 launched = float(np.prod(plan.grid))
                 extra = (launched - sel.sum()) * kc.ceil.latency_s / (kc.cus * kc.active[k])
-            exec_s += makespan(ones[sel], bt[sel], kc.cus * kc.active[k], bt_last[sel]) + extra
+            exec_s += makespan(ones[sel], bt[sel], kc.cus * kc.active[k], bt_last[sel],
+                               alone=live.shape[0] == 1) + extra
             launches += 1
     return 1e3 * (launches * kc.ceil.launch_s + max(exec_s, floors(plan.shapes, kc)))
 
@@ -482,7 +493,8 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
     if not lower:
         return out
     two = waves == 2.0
-    if per_kind:
+    if per_kind:   # a launch beside others is priced by the formula (module docstring)
+        two &= (launches == 1)[:, None]
         span_lo = np.where(two, np.maximum(longest, sums[1] / kc.slots), span)
         exec_lo = np.add.accumulate(span_lo, axis=1)[:, -1]
         two = two.any(axis=1)
