@@ -36,7 +36,9 @@ the threads) goes on. Eq. 4's phi charges every workgroup its launch's waves.
 Both readings exist for both TLP formulas (``workgroup-tlp`` uses Eq. 3, tiles x block
 threads, with the same thresholds). Everything is vectorised over GEMMs: a kind index
 per GEMM and (kinds, batch) tables of tile counts and predicted tile times; the device
-rule prices 3 x max(kinds, MAX_CAPS + 1) candidates with a fixed number of NumPy calls.
+rule prices 3 x max(kinds, MAX_CAPS + 1) candidates with a fixed number of NumPy calls,
+then re-prices tile by tile the few whose launch has two waves and whose lower bound
+beats the best (cost_model: the second wave holds the shortest tiles).
 
 Split-K is decided after this rule, by planner/split_k.py: it reruns the rule on the
 GEMMs' K slices and keeps the split plan where the cost model predicts it faster.
