@@ -62,12 +62,13 @@ Everything is vectorised over GEMMs; nothing loops over tiles in Python.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..occupancy import tuned
+from ..occupancy import tuned, vector_path
 from ..occupancy.ceilings import Ceilings, ceilings_for
 from ..tiles import ITEMSIZE
 from .scratch import buffer
@@ -110,17 +111,27 @@ class KindCosts:
 _memo: dict = {}
 
 
-def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None) -> KindCosts:
+def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None,
+               share: tuple | None = None) -> KindCosts:
     """The model's per-kind constants from the tile shapes and a KindTable (memoised
-    per table, dtype and ceilings: KindTables are shared and read-only)."""
+    per table, dtype, ceilings and share: KindTables are shared and read-only).
+    ``share``: per kind, the batch's share of staged loads on the kernel's vector path
+    (planner/alignment.share_for); the kinds with measured path efficiencies
+    (occupancy/vector_path.py) have their tile time scaled by it. None: the model's
+    time."""
     c = ceilings_for(arch) if ceil is None else ceil
     # keyed by identity (a Ceilings hashes all its fields, slowly), confirmed on a hit
     key = (id(table), dtype if isinstance(dtype, str) else np.dtype(dtype).name, id(c),
-           tuned.version())
+           tuned.version(), share)
     hit = _memo.get(key)
     if hit is not None and hit[0] is table and hit[1] is c:
         return hit[2]
     kc = _kind_costs(arch, kinds, table, dtype, c)
+    eff = None if share is None else vector_path.efficiencies(
+        arch.name, dtype if isinstance(dtype, str) else np.dtype(dtype).name, kinds)
+    if eff is not None:
+        f = vector_path.factor(eff, np.array(share))
+        kc = dataclasses.replace(kc, factor=f if kc.factor is None else kc.factor * f)
     if len(_memo) > 256:
         _memo.clear()
     _memo[key] = (table, c, kc)
@@ -386,15 +397,18 @@ def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
     return BatchModel(shapes, counts, kc, per_kind).predict(kidx)[0]
 
 
-def predict(plan, ceil: Ceilings | None = None) -> float:
+def predict(plan, ceil: Ceilings | None = None, aligned: np.ndarray | None = None) -> float:
     """Predicted milliseconds of one call of any plan (every strategy and mode): its
     blocks as launched (several tiles in a block run one after another; grid-z's
-    early-exit blocks cost one latency each)."""
+    early-exit blocks cost one latency each). ``aligned``: the batch's aligned rows
+    (planner/alignment.py; None: dense row-major operands)."""
+    from .alignment import share_for
     from .parallelism import kind_table
     if plan.n_tiles == 0:
         return 0.0
     table = kind_table(plan.arch, plan.kinds, plan.mode, plan.dtype.name)
-    kc = kind_costs(plan.arch, plan.kinds, table, plan.dtype.name, ceil)
+    kc = kind_costs(plan.arch, plan.kinds, table, plan.dtype.name, ceil,
+                    share=share_for(plan.arch, plan.dtype.name, plan.kinds, plan.shapes, aligned))
     tiles = plan.tiles
     kind = tiles["kind"].astype(np.int64)
     starts = plan.block_ptr[:-1]

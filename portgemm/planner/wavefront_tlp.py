@@ -54,6 +54,7 @@ from ..errors import ValidationError
 from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, ZHANG2025, family_dtypes
 from . import register
+from .alignment import share_of
 from .classes import batch_classes
 from .cost_model import (kind_costs, predict_assignment, predict_gemms, predict_rows,
                          resource_bound, start_stage_times)
@@ -139,7 +140,9 @@ def paper_rule(req, tlp_formula: str, kinds, table):
         kidx, t = trial, t_trial
         rounds += 1
     notes.append(f"{rounds} shrink round(s) after the initial scheme (Eq. 10)")
-    predicted = predict_assignment(shapes, counts, kidx, kind_costs(arch, kinds, table, req.dtype),
+    predicted = predict_assignment(shapes, counts, kidx,
+                                   kind_costs(arch, kinds, table, req.dtype,
+                                              share=share_of(req, kinds)),
                                    req.mode == "per-kind") if live.any() else 0.0
     return kidx, t, threshold, notes, predicted
 
@@ -273,7 +276,14 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     # B: the tables' columns (GEMMs, or classes of GEMMs: tabs.classes)
     n_k, rank, B = fk["n"], fk["rank"], counts.shape[1]
     inverse = tabs.inverse
-    kc = kind_costs(arch, kinds, table, req.dtype)
+    kc = kind_costs(arch, kinds, table, req.dtype, share=share_of(req, kinds))
+    # the ladders of candidates are built from the tile times without the measured path
+    # efficiencies (occupancy/vector_path.py), which only price them: the candidates are
+    # those of the model the ladders were tuned on (levels at powers of two of the
+    # longest start tile), and an efficiency changes which of them wins, not which exist
+    # (scaling one kind's tiles moved the levels, and the search then missed plans it
+    # priced better; bench/NOTES.md, session 7)
+    kc_ladder = kind_costs(arch, kinds, table, req.dtype)
     per_kind = req.mode == "per-kind"
 
     given = req.options.get("tlp_threshold")
@@ -338,7 +348,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         return each(start), *g0, notes, s0
 
     # tile times at the start's sharing (the context in which alternatives are weighed)
-    pe_k, step_k = start_stage_times(kc, n0.tolist(), per_kind)
+    pe_k, step_k = start_stage_times(kc_ladder, n0.tolist(), per_kind)
     np.multiply(steps, np.array(step_k)[:, None], out=T)
     T += np.array(pe_k)[:, None]                                         # (kinds, batch)
     # for equal predicted work, the one that divides, then the larger: a relative
@@ -540,7 +550,7 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
         return 0.0
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
-    kc = kind_costs(req.arch, kinds, table, req.dtype)
+    kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds))
     return resource_bound(kc, tabs.counts, tabs.steps, tabs.penalty,
                           req.mode == "per-kind", tabs.floor(kc), tabs.inverse)
 
