@@ -509,9 +509,10 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                   aligned=aligned)
     p = info.fn(req)
     if split:   # slices keep their GEMM's operand layout (lda, ldb), not the slice's K
-        rows = aligned_rows(s, dt) if aligned is None else aligned
-        p = split_k_rule.consider(p, lambda vs, gemm: info.fn(
-            dataclasses.replace(req, shapes=vs, aligned=rows[gemm])))
+        def replan(vs, gemm):
+            rows = aligned_rows(s, dt) if aligned is None else aligned
+            return info.fn(dataclasses.replace(req, shapes=vs, aligned=rows[gemm]))
+        p = split_k_rule.consider(p, replan)
     if key is not None:
         with _cache_lock:
             _stats["misses"] += 1

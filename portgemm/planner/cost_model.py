@@ -54,6 +54,11 @@ on side streams, so there the figure is an upper bound). Rates come from the dev
 ceilings (portgemm/occupancy/ceilings.py: measured where the benchmark wrote them,
 modelled from the spec sheet otherwise).
 
+A kind with measured path efficiencies (occupancy/vector_path.py: the 128 x 128 kinds
+on the H100) has its tile time scaled by scalar^(1 - f) x vector^f, f the batch's share
+of staged loads on the kernel's 16-byte path (planner/alignment.py; ``kind_costs(...,
+share=)``), as a tuned family's factor is.
+
 Split-K is priced outside this module (planner/split_k.py): a split plan is this
 model's time of the plan over the K slices plus the reduction's memory time. Not
 modelled: L2 reuse beyond the copy bandwidth, bank conflicts, clock changes.

@@ -54,6 +54,7 @@ from ..errors import ValidationError
 from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, ZHANG2025, family_dtypes
 from . import register
+from ..occupancy.vector_path import SWITCH_MARGIN
 from .alignment import share_of
 from .classes import batch_classes
 from .cost_model import (kind_costs, predict_assignment, predict_gemms, predict_rows,
@@ -308,7 +309,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         """A kind per column -> a kind per GEMM."""
         return kidx if inverse is None else kidx.take(inverse)
 
-    def tile_by_tile(kidx):
+    def tile_by_tile(kidx, kc=kc):
         """The seconds of a kind per column, its GEMMs priced one by one in launch order
         (cost_model.predict_gemms: what BatchModel.predict gives; it differs from the
         aggregates' price for launches of two waves only)."""
@@ -381,9 +382,6 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts_w, cs_w, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
-    s_all, s_low, two = predict_rows(kc, n_all, np.concatenate([r_s, c_s]),
-                                     np.concatenate([r_m, c_m]), per_kind, floor, lower=True)
-    s_all = s_all.tolist()
 
     def kinds_at(row):
         ladder, level = divmod(row, n_levels)
@@ -393,30 +391,54 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             return round_kinds(row)
         return level_kinds(lo, hi, level, fk, start, live)
 
-    # the start (round 0 from it) first, then every level in turn; a candidate wins only
-    # by a predicted time clearly below the best so far (ties keep the larger tiles)
     first = 0
-    best = first
-    for row, sec in enumerate(s_all):
-        if sec < s_all[best] * (1 - 1e-9):
-            best = row
-    kidx = kinds_at(best)
-    if two.any():
-        # launches of two waves: the aggregates priced them by the waves formula;
-        # re-price tile by tile the best, the start and every candidate whose lower
-        # bound beats the best's new price (the rest cannot win: inf below)
-        exact = {best: tile_by_tile(kidx) if two[best] else s_all[best]}
-        bar = exact[best] * (1 + 1e-9)
-        for row in [first, *np.flatnonzero(two & (s_low < bar)).tolist()]:
-            if row not in exact and two[row]:
-                exact[row] = tile_by_tile(kinds_at(row))
-        s_all = [exact.get(row, math.inf) if two[row] else sec
-                 for row, sec in enumerate(s_all)]
+    S_all, M_all = np.concatenate([r_s, c_s]), np.concatenate([r_m, c_m])
+
+    def choose(kc):
+        """(best row, seconds per row, rows with a launch of two waves) of the
+        candidates priced with ``kc``."""
+        s_all, s_low, two = predict_rows(kc, n_all, S_all, M_all, per_kind, floor, lower=True)
+        s_all = s_all.tolist()
+        # the start (round 0 from it) first, then every level in turn; a candidate wins
+        # only by a predicted time clearly below the best so far (ties keep the larger
+        # tiles)
         best = first
         for row, sec in enumerate(s_all):
             if sec < s_all[best] * (1 - 1e-9):
                 best = row
-        kidx = kinds_at(best)
+        if two.any():
+            # launches of two waves: the aggregates priced them by the waves formula;
+            # re-price tile by tile the best, the start and every candidate whose lower
+            # bound beats the best's new price (the rest cannot win: inf below)
+            exact = {best: tile_by_tile(kinds_at(best), kc) if two[best] else s_all[best]}
+            bar = exact[best] * (1 + 1e-9)
+            for row in [first, *np.flatnonzero(two & (s_low < bar)).tolist()]:
+                if row not in exact and two[row]:
+                    exact[row] = tile_by_tile(kinds_at(row), kc)
+            s_all = [exact.get(row, math.inf) if two[row] else sec
+                     for row, sec in enumerate(s_all)]
+            best = first
+            for row, sec in enumerate(s_all):
+                if sec < s_all[best] * (1 - 1e-9):
+                    best = row
+        return best, s_all, two
+
+    best, s_all, two = choose(kc)
+    scaled = None if kc is kc_ladder else kc.factor != (
+        1.0 if kc_ladder.factor is None else kc_ladder.factor)
+    if scaled is not None and (n_all[best] * scaled).any():
+        # the measured path efficiencies move a choice only by more than their fit's
+        # error (vector_path.SWITCH_MARGIN): the candidate the model without them picks
+        # stays unless the figures price another clearly faster. (They only shorten
+        # tiles: a best without tiles of the kinds they scale is the best without them
+        # too, which spares the second pricing.)
+        held, _, _ = choose(kc_ladder)
+        if held != best:
+            if s_all[held] == math.inf:   # a two-wave candidate not re-priced above
+                s_all[held] = tile_by_tile(kinds_at(held), kc)
+            if s_all[best] > s_all[held] * (1 - SWITCH_MARGIN):
+                best = held
+    kidx = kinds_at(best)
     ladder, level = divmod(best, n_levels)
     t, th = gate(n_all[best])
     start_s = s_all[first]
