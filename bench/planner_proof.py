@@ -166,7 +166,7 @@ def replay_proof(run: dict, seed: int = 11) -> str:
     recorded = {c["case"]: c for c in run["cases"]}
     quick = len(recorded) < 54
     pred, meas, meth, batch = [], [], [], []
-    choice_rows, untimed = [], 0
+    choice_rows, untimed, against = [], 0, []
     for name, part, mode, shapes in rebuilt_cases(seed, quick):
         rec = recorded.get(name)
         if rec is None:
@@ -193,6 +193,7 @@ def replay_proof(run: dict, seed: int = 11) -> str:
             meth.append(k)
             batch.append(len(shapes))
         m = rec["methods"]
+        against.append(default_against(name, plans["new"], rec, by_plan))
         fused, ours = m["device fused"]["ms"], m["ours per-kind"]["ms"]
         # the picked plan's time as its structure's method measured it
         digest = plan_digest(plans["new"])
@@ -225,7 +226,178 @@ def replay_proof(run: dict, seed: int = 11) -> str:
     miss = [r[0] for r in choice_rows if r[4] is not None and r[4] > 1.03]
     lines.append(f"picked / better: geomean {np.exp(np.log(got).mean()):.4f}, worst "
                  f"{got.max():.3f}; beyond 3 % in {len(miss)}: {', '.join(miss) or '-'}")
+    lines.append(against_summary(against))
     return "\n".join(lines)
+
+
+RIVALS = ("old", "magma", "coordinated")
+
+
+def default_against(name, p, rec, by_plan):
+    """(case, how the default's time is known, its ms, {rival: rival ms}) of a replayed
+    default plan: measured where that run timed its tiles (the run's default's own
+    time, else the median of the methods that timed them: one call of 10-50 us can be
+    off by several times), else its prediction scaled by the measured / predicted of
+    that run's own default (the model's error on this batch)."""
+    digest = plan_digest(p)
+    m = rec["methods"]
+    if digest == m["new"]["plan"]:
+        how, ms = "timed", m["new"]["ms"]
+    elif digest in by_plan:
+        how = "timed"
+        ms = float(np.median([v["ms"] for v in m.values() if v["plan"] == digest]))
+    else:
+        how, ms = "scaled", predict(p) * m["new"]["ms"] / m["new"]["predicted_ms"]
+    return name, how, ms, {k: m[k]["ms"] for k in RIVALS}
+
+
+def against_summary(rows) -> str:
+    """The replayed default against old, magma and coordinated as measured in the run:
+    geomean speed-up and the cases slower beyond 2 %."""
+    lines = ["replayed default against the run's rivals (its time measured then where "
+             "its tiles were timed, else scaled):"]
+    for k in RIVALS:
+        ratio = np.array([r[3][k] / r[2] for r in rows])
+        slow = [f"{r[0]} ({r[1]} {r[2]:.4g} vs {r[3][k]:.4g} ms)" for r in rows
+                if r[2] * SLOWER_TOL > r[3][k]]
+        lines.append(f"  vs {k}: geomean {np.exp(np.log(ratio).mean()):.3f}x; slower beyond "
+                     f"2 % in {len(slow)}: {'; '.join(slow) or '-'}")
+    scaled = [r[0] for r in rows if r[1] == "scaled"]
+    lines.append(f"  default plans not timed in the run (scaled): {len(scaled)}: "
+                 f"{', '.join(scaled) or '-'}")
+    return "\n".join(lines)
+
+
+def broad_batches(n: int, seed: int = 7):
+    """(label, shapes, dtype) of ``n`` batches beyond the proof's grid: uniform (M, N 64 to
+    1,024, K 128 to 2,048, 8 to 1,024 GEMMs), log-normal, bimodal, MoE-like (experts'
+    N, K shared by their tokens) and uniform fixed sizes (half of them 16-byte aligned
+    in fp32); fp32 and fp64."""
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        b = int(rng.choice([8, 64, 256, 1024]))
+        top, kmax = int(rng.choice([256, 512, 1024])), int(rng.choice([128, 512, 2048]))
+        dist = ("uniform", "log-normal", "bimodal", "moe", "fixed")[i % 5]
+        if dist == "uniform":
+            s = np.stack([rng.integers(64, top + 1, b), rng.integers(64, top + 1, b),
+                          rng.integers(128, kmax + 1, b)], 1)
+        elif dist == "log-normal":
+            s = np.clip(np.round(np.exp(rng.normal(np.log(top) - 0.7, 0.6, (b, 3)))), 1,
+                        [top, top, kmax])
+        elif dist == "bimodal":
+            small = rng.random(b) < 0.7
+            s = np.where(small[:, None], rng.integers(8, top // 8 + 1, (b, 3)),
+                         rng.integers(top // 2, top + 1, (b, 3)))
+            s[:, 2] = np.minimum(s[:, 2], kmax)
+        elif dist == "moe":
+            e = int(rng.integers(4, 65))
+            nk = np.stack([rng.integers(64, top + 1, e), rng.integers(64, kmax + 1, e)], 1)
+            nk -= nk % 8 * (rng.random((e, 1)) < 0.5)   # half the experts aligned
+            pick = rng.integers(0, e, b)
+            s = np.stack([rng.integers(0, 2 * top + 1, b), nk[pick, 0], nk[pick, 1]], 1)
+        else:
+            m, nn, k = (int(x) for x in rng.integers(64, top + 1, 3))
+            if rng.random() < 0.5:
+                m, nn, k = m - m % 16, nn - nn % 16, k - k % 16
+            s = np.tile([m, nn, max(k, 16)], (b, 1))
+        dtype = ("float32", "float64")[int(rng.integers(0, 2))]
+        yield f"{dist} b{b} {top}/{kmax}", s.astype(np.int64), dtype
+
+
+def broad_replay(n: int) -> str:
+    """The default plan of today's model against its plan without the measured path
+    efficiencies (occupancy/vector_path.py) and against old, magma and coordinated, all
+    priced by today's model (no device): how many default plans change, and where the
+    default is predicted slower than a rival beyond 2 %."""
+    from portgemm.occupancy import vector_path
+    saved = {k: dict(v) for k, v in vector_path.EFFICIENCY.items()}
+    changed, slower, total = [], [], 0
+    for label, s, dtype in broad_batches(n):
+        kw = dict(arch="sm_90", use_cache=False)
+        try:
+            vector_path.EFFICIENCY.clear()
+            before = portgemm.plan(s, dtype, **kw)
+        finally:
+            vector_path.EFFICIENCY.update(saved)
+        new = portgemm.plan(s, dtype, **kw)
+        total += 1
+        t_new = predict(new)
+        if plan_digest(before) != plan_digest(new):
+            changed.append(f"{label} {dtype}: {predict(before):.4g} -> {t_new:.4g} ms")
+        for k in RIVALS:
+            p = portgemm.plan(s, dtype, **kw, **METHODS[k])
+            t = predict(p)
+            if t_new * SLOWER_TOL > t:
+                was = "" if predict(before) * SLOWER_TOL > t else " (new)"
+                slower.append(f"{label} {dtype} vs {k}: {t_new:.4g} vs {t:.4g} ms{was}")
+    return "\n".join([f"{total} broad batches; default plans changed by the path "
+                      f"efficiencies: {len(changed)}", *("  " + c for c in changed),
+                      f"default predicted slower beyond 2 % than a rival: {len(slower)} ((new): not so "
+                      f"without the efficiencies)",
+                      *("  " + c for c in slower)])
+
+
+def fit_vector_path(path: str, seed: int = 9) -> str:
+    """occupancy/vector_path.py's figures from a kernel_bench.json (bench/kernel_bench.py,
+    its default seed, config ``base``): per kind timed one kind at a time, least squares
+    of log(measured / predicted) against the batch's vector share f (planner/alignment),
+    scalar = exp(a), vector = exp(a + b). The model's time is today's without the
+    figures."""
+    import kernel_bench as kb
+    from portgemm.occupancy import get_arch, vector_path
+    from portgemm.planner.alignment import aligned_rows, vector_share
+    from portgemm.tuning.model import one_kind_plan
+    raw = json.loads(Path(path).read_text())
+    names = {r["case"] for r in raw}
+    rng = np.random.default_rng(seed)
+    shapes_of = {}
+    for dtype in ("float32", "float64"):   # kernel_bench's draws, values skipped
+        for name, *spec in kb.CASES[dtype]:
+            if name not in names:
+                continue
+            if isinstance(spec[0], tuple):
+                (m, n, k), b = spec
+                s = np.tile(np.array([m, n, k], np.int64), (b, 1))
+            else:
+                mmn, mk, b = spec
+                s = np.stack([rng.integers(16, mmn + 1, b), rng.integers(16, mmn + 1, b),
+                              rng.integers(16, mk + 1, b)], 1)
+            rng.bit_generator.advance(int((s[:, 0] * s[:, 2]).sum() + (s[:, 2] * s[:, 1]).sum()))
+            shapes_of[name] = (dtype, s)
+    arch = get_arch("sm_90")   # kernel_bench.json records no arch: the H100's
+    saved = {k: dict(v) for k, v in vector_path.EFFICIENCY.items()}
+    vector_path.EFFICIENCY.clear()
+    try:
+        pts = {}
+        for dtype in ("float32", "float64"):
+            kinds = {k.kind: k for k in kb.timed_kinds(dtype)}
+            times = {}
+            for r in raw:
+                if r["config"] == "base" and r["method"] in kinds and \
+                        shapes_of.get(r["case"], (None,))[0] == dtype:
+                    times.setdefault((r["case"], r["method"]), []).append(r["ms"])
+            for (case, kn), ms in times.items():
+                s, k = shapes_of[case][1], kinds[kn]
+                f = float(vector_share(s, aligned_rows(s, dtype), [k.tm], [k.tn], [k.tk])[0])
+                pred = predict(one_kind_plan(s, k, dtype, arch))
+                pts.setdefault((dtype, k.family, kn), []).append((f, np.log(np.median(ms) / pred)))
+    finally:
+        vector_path.EFFICIENCY.update(saved)
+    rows = []
+    for (dtype, fam, kn), v in sorted(pts.items()):
+        f, y = np.array(v).T
+        X = np.stack([np.ones_like(f), f], 1)
+        (a, b), *_ = np.linalg.lstsq(X, y, rcond=None)
+        spread = f.max() - f.min()
+        fits = spread > 0.3   # shares too alike cannot tell the two paths apart
+        rows.append([dtype, fam, kn, len(f), f"{f.min():.2f}-{f.max():.2f}",
+                     float(np.exp(y.mean())), np.exp(a) if fits else None,
+                     np.exp(a + b) if fits else None,
+                     float(np.sqrt(((y - X @ [a, b]) ** 2).mean())) if fits else None,
+                     float(np.sqrt((y ** 2).mean()))])
+    return tabulate(rows, headers=["dtype", "family", "kind", "batches", "vector share",
+                                   "meas/pred geomean", "scalar", "vector", "rms log resid",
+                                   "rms log before"], floatfmt=".3f", missingval="-")
 
 
 def main(argv=None):
@@ -239,7 +411,17 @@ def main(argv=None):
     ap.add_argument("--ceilings", metavar="JSON", help="with --replay: device ceilings "
                     "({arch: entry}, e.g. a ceilings-<arch>.json of a result folder) to "
                     "replay with instead of occupancy/ceilings.json's")
+    ap.add_argument("--broad", type=int, metavar="N", help="no device: N broader batches "
+                    "replanned by today's model (broad_replay)")
+    ap.add_argument("--fit-vector-path", metavar="KERNEL_BENCH_JSON",
+                    help="no device: fit occupancy/vector_path.py's figures (fit_vector_path)")
     args = ap.parse_args(argv)
+    if args.fit_vector_path:
+        print(fit_vector_path(args.fit_vector_path))
+        return
+    if args.broad:
+        print(broad_replay(args.broad))
+        return
     if args.replay:
         if args.ceilings:        # {arch: entry}, as benchmark/ceilings.py writes it
             from portgemm.occupancy import ceilings

@@ -100,7 +100,9 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
         batch = _validate(be, A, B, C, alpha, beta, trans_a, trans_b, whole)
         if batch.size == 0:
             return C
-        p = make_plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy)
+        # the operands' row strides: the cost model prices the kernel's 16-byte loads
+        p = make_plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy,
+                      lds=batch.ld[:, :2])
         gemms = be.execute(p, batch)
         if lk is not None:
             _layouts.put(lk, LayoutCall(be, p, batch, gemms))

@@ -235,5 +235,6 @@ def host_call(backend, batch, views, strategy) -> HostCall | None:
         return None
     from ..planner import plan
     p = plan(batch.shapes, dtype=batch.dtype, arch=backend.arch(), strategy=strategy,
-             split_k=False)   # the packed API does not split K (package docstring)
+             split_k=False,   # the packed API does not split K (package docstring)
+             lds=batch.ld[:, :2])   # row strides: the cost model prices 16-byte loads
     return HostCall(p, batch, views)

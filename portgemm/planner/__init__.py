@@ -36,6 +36,7 @@ from ..occupancy.archs import HALF_MMA_NOT_BUILT
 from ..problem import MAX_SPAN
 from ..tiles import HALF_FAMILIES
 from . import parallelism, split_k as split_k_rule
+from .alignment import aligned_rows
 from .launches import provider_version, resolve_provider
 from .launches import set_default_provider as set_default_resources  # noqa: F401 (API)
 from .tiling import Request
@@ -139,6 +140,22 @@ def _check_spans(s: np.ndarray) -> None:
             raise ValidationError(f"{what} of shape {s[i].tolist()} has {int(elems[i])} "
                                   f"elements; the kernels index with 32-bit offsets (at "
                                   f"most {MAX_SPAN}); split this GEMM", gemm=i)
+
+
+def _aligned_or_none(shapes, dtype, lds):
+    """plan()'s ``lds`` as aligned rows (alignment.aligned_rows), or None where they are
+    those of dense operands (the plan is the same, and so may its cache entry be)."""
+    ld = lds if type(lds) is np.ndarray else np.asarray(lds)
+    if type(shapes) is np.ndarray and shapes.ndim == 2 and shapes.shape[1] == 3:
+        dense = shapes[:, 2:0:-1]
+        if ld.shape == dense.shape and (ld == dense).all():
+            return None   # lda = K, ldb = N: dense (the common case, checked first: cheap)
+    s, dt = _shapes(shapes), _dtype(dtype)
+    if ld.shape != (s.shape[0], 2) or ld.dtype.kind not in "iu" or (ld < 0).any():
+        raise ValidationError(f"lds must be a (batch, 2) array of non-negative integers "
+                              f"(lda, ldb per GEMM), got shape {ld.shape} of {ld.dtype}")
+    rows = aligned_rows(s, dt, ld)
+    return None if np.array_equal(rows, aligned_rows(s, dt)) else rows
 
 
 def _dtype(dtype) -> str:
@@ -405,7 +422,7 @@ def _half_request(dt: str, arch, strategy, mode, options: dict):
 
 
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
-         resources=None, **options):
+         resources=None, lds=None, **options):
     """Plan a batch of GEMMs with shapes (batch, 3) = M, N, K of op(A) @ op(B).
 
     dtype: float32 | float64. arch: an occupancy Arch or a name (None: $PORTGEMM_ARCH,
@@ -432,14 +449,21 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     ArgumentTypeError for a provider that is not callable or returns no KernelResources.
     These checks run before any tile is built.
 
+    lds: (batch, 2) leading dimensions of the stored A and B, in elements, where they are
+    not those of dense row-major operands (lda = K, ldb = N): the cost model prices
+    each kind on the share of its loads that take the kernel's 16-byte path, which
+    needs rows aligned to 16 bytes (planner/alignment.py). Lists and packed calls pass
+    theirs. ValidationError for a shape that is not (batch, 2) or a negative entry.
+
     Option split_k, for every strategy: None (default: weigh split-K for the default
     strategy, strategy=None, only), False (never split), True (weigh it; ValidationError
     with a named strategy: those never split). A split plan carries ``plan.split``
     (plan.SplitK, planner/split_k.py). It travels among the options (not as a parameter
     of its own) so that every cache key made from the options tells the two apart.
     """
+    aligned = None if lds is None else _aligned_or_none(shapes, dtype, lds)
     fkey = None
-    if use_cache and type(shapes) is np.ndarray:
+    if use_cache and type(shapes) is np.ndarray and aligned is None:
         fkey = _fast_key(shapes, dtype, arch, strategy, mode, resources, options)
         hit = None if fkey is None else _fast_hit(fkey, shapes)
         if hit is not None:
@@ -465,7 +489,8 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     _check_options(options)
     provider = resolve_provider(resources)
     # a mode named and the same mode by default may plan differently (Request.mode_given)
-    key = _key(s, dt, a, info.name, (m, mode is not None, split), options, provider) \
+    layout = None if aligned is None else np.packbits(aligned).tobytes()
+    key = _key(s, dt, a, info.name, (m, mode is not None, split, layout), options, provider) \
         if use_cache else None
     if key is not None:
         with _cache_lock:
@@ -480,10 +505,14 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                 _fast_store(fkey, shapes, key, stamp, provider, hit, (arch, resources))
             return hit
     # None (the default provider) stays None in the request: strategies pass it on
-    req = Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None)
+    req = Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None,
+                  aligned=aligned)
     p = info.fn(req)
-    if split:
-        p = split_k_rule.consider(p, lambda vs: info.fn(dataclasses.replace(req, shapes=vs)))
+    if split:   # slices keep their GEMM's operand layout (lda, ldb), not the slice's K
+        def replan(vs, gemm):
+            rows = aligned_rows(s, dt) if aligned is None else aligned
+            return info.fn(dataclasses.replace(req, shapes=vs, aligned=rows[gemm]))
+        p = split_k_rule.consider(p, replan)
     if key is not None:
         with _cache_lock:
             _stats["misses"] += 1

@@ -33,10 +33,31 @@ two full waves long. A launch of one wave is its own last wave (r_last = r). Til
 few warps gain only their larger share of copy bandwidth (u falls with r, so r / u
 stays SATURATING_WARPS / warps); tiles with many warps gain issue rate as well.
 
+A launch of two waves (S < n <= 2 S) that has the device to itself (a fused launch, or
+the only launch of a per-kind plan) is priced tile by tile instead, as the device runs
+it: the first S tiles start at once, and each later tile starts on the slot that frees
+first (list scheduling). The plans launch their tiles longest first, so the second
+wave holds the *shortest* tiles and they start as the first wave's shortest tiles end;
+the formula above charged them a mean tile after a whole mean wave, which over-priced
+a batch of ragged K by up to a third (bench/NOTES.md, session 7). At most 2 S tiles:
+one sort and a few passes. From three waves on the formula stands (a per-tile schedule
+would loop over the tiles), and so it does for a launch beside others: CUDA runs a
+plan's per-kind launches side by side (backends/cuda.py), one launch's second wave
+sharing the device with the other kinds' tiles, and as persistent blocks that take
+their tiles round robin (backends/persistent.py), not from the block scheduler's queue
+(on the H100, pricing those tails tile by tile moved 512/512 b256 to a plan 3 % slower). The device rule's search prices candidates from aggregates
+with the formula (:func:`predict_rows`) and re-prices, tile by tile, those that a lower
+bound (:func:`rows_lower_bound`) leaves a chance (wavefront_tlp.device_rule).
+
 Per-kind launches are modelled one after another (HIP runs them so; CUDA overlaps them
 on side streams, so there the figure is an upper bound). Rates come from the device
 ceilings (portgemm/occupancy/ceilings.py: measured where the benchmark wrote them,
 modelled from the spec sheet otherwise).
+
+A kind with measured path efficiencies (occupancy/vector_path.py: the 128 x 128 kinds
+on the H100) has its tile time scaled by scalar^(1 - f) x vector^f, f the batch's share
+of staged loads on the kernel's 16-byte path (planner/alignment.py; ``kind_costs(...,
+share=)``), as a tuned family's factor is.
 
 Split-K is priced outside this module (planner/split_k.py): a split plan is this
 model's time of the plan over the K slices plus the reduction's memory time. Not
@@ -46,12 +67,13 @@ Everything is vectorised over GEMMs; nothing loops over tiles in Python.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..occupancy import tuned
+from ..occupancy import tuned, vector_path
 from ..occupancy.ceilings import Ceilings, ceilings_for
 from ..tiles import ITEMSIZE
 from .scratch import buffer
@@ -94,17 +116,27 @@ class KindCosts:
 _memo: dict = {}
 
 
-def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None) -> KindCosts:
+def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None,
+               share: tuple | None = None) -> KindCosts:
     """The model's per-kind constants from the tile shapes and a KindTable (memoised
-    per table, dtype and ceilings: KindTables are shared and read-only)."""
+    per table, dtype, ceilings and share: KindTables are shared and read-only).
+    ``share``: per kind, the batch's share of staged loads on the kernel's vector path
+    (planner/alignment.share_for); the kinds with measured path efficiencies
+    (occupancy/vector_path.py) have their tile time scaled by it. None: the model's
+    time."""
     c = ceilings_for(arch) if ceil is None else ceil
     # keyed by identity (a Ceilings hashes all its fields, slowly), confirmed on a hit
     key = (id(table), dtype if isinstance(dtype, str) else np.dtype(dtype).name, id(c),
-           tuned.version())
+           tuned.version(), share)
     hit = _memo.get(key)
     if hit is not None and hit[0] is table and hit[1] is c:
         return hit[2]
     kc = _kind_costs(arch, kinds, table, dtype, c)
+    eff = None if share is None else vector_path.efficiencies(
+        arch.name, dtype if isinstance(dtype, str) else np.dtype(dtype).name, kinds)
+    if eff is not None:
+        f = vector_path.factor(eff, np.array(share))
+        kc = dataclasses.replace(kc, factor=f if kc.factor is None else kc.factor * f)
     if len(_memo) > 256:
         _memo.clear()
     _memo[key] = (table, c, kc)
@@ -250,18 +282,44 @@ def tiles_sharing(kc: KindCosts, tiles, active, tile_warps):
 
 
 def makespan(counts: np.ndarray, times: np.ndarray, slots: float,
-             last_times: np.ndarray | None = None) -> float:
-    """exec = max(longest tile, (waves - 1) x mean tile + mean tile of the last wave) for
-    one launch; ``last_times``: the tiles' times at the last wave's sharing (None: the
-    same as ``times``)."""
+             last_times: np.ndarray | None = None, order_key: np.ndarray | None = None,
+             alone: bool = True) -> float:
+    """exec of one launch: ``counts[i]`` tiles of ``times[i]`` seconds each (``last_times``:
+    at the last wave's sharing; None: the same). Two waves, for a launch that has the
+    device to itself (``alone``): list scheduling tile by tile (:func:`two_wave_exec`) in
+    the launch order, the entries as given or, with ``order_key``, by descending key
+    (stable: the plans' longest-first order); otherwise max(longest tile, (waves - 1) x
+    mean tile + mean tile of the last wave)."""
     live = counts > 0
     n = float(counts.sum())
     if n == 0:
         return 0.0
-    mean = float(np.dot(counts, times)) / n
-    mean_last = mean if last_times is None else float(np.dot(counts, last_times)) / n
+    last = times if last_times is None else last_times
     waves = math.ceil(n / slots - 1e-9)
+    if waves == 2 and alone:
+        if order_key is not None:
+            order = np.argsort(-order_key, kind="stable")
+            counts, times, last = counts[order], times[order], last[order]
+        return two_wave_exec(counts, times, last, slots)
+    mean = float(np.dot(counts, times)) / n
+    mean_last = float(np.dot(counts, last)) / n
     return max(float(times[live].max()), (waves - 1) * mean + mean_last)
+
+
+def two_wave_exec(counts: np.ndarray, times: np.ndarray, last_times: np.ndarray,
+                  slots: float) -> float:
+    """Exec of a launch of S < n <= 2 S tiles, S = ``slots``, in the order given (groups
+    of ``counts[i]`` tiles of ``times[i]``; ``last_times``: the same tiles at the last
+    wave's sharing): the first S tiles start at once (at the launch's sharing); the j-th
+    later tile (at the last wave's sharing) starts when the j-th first-wave tile to end
+    ends. Exact list scheduling for two waves."""
+    S = int(round(slots))
+    c = counts.astype(np.int64)
+    first = np.repeat(times, c)
+    second = np.repeat(last_times, c)[S:]
+    first = first[:S]
+    ends = np.sort(first)[:second.shape[0]] + second
+    return float(max(first.max(), ends.max())) if ends.size else float(first.max())
 
 
 def floors(shapes: np.ndarray, kc: KindCosts) -> float:
@@ -283,34 +341,16 @@ class BatchModel:
         self.base = np.arange(shapes.shape[0]) * kc.n_kinds
         self.counts = counts.astype(np.float64).ravel()
         self.steps = steps_of(shapes[:, 2:3], kc.tk)
+        self.K = shapes[:, 2].astype(np.float64)
         self.floor = floors(shapes, kc) if floor is None else floor
 
     def predict(self, kidx: np.ndarray):
         """(seconds, tiles per kind) when GEMM i runs its tiles of kind kidx[i], one tile
         per block; per-kind mode: the kinds' launches one after another."""
-        kc = self.kc
         flat = self.base + kidx
         c = self.counts[flat]
-        n_k = np.bincount(kidx, weights=c, minlength=self.n_k)
-        r, u = sharing(kc, n_k, self.per_kind)
-        pro, step, epi = stage_times(kc, r, u)
         steps = self.steps.ravel()[flat]
-        t = (pro + epi)[kidx] + steps * step[kidx]
-        rl, ul = last_sharing(kc, n_k, self.per_kind)
-        pro, step, epi = stage_times(kc, rl, ul)
-        t_last = (pro + epi)[kidx] + steps * step[kidx]
-        if self.per_kind:
-            exec_s, launches = 0.0, 0
-            for k in np.flatnonzero(n_k):
-                sel = kidx == k
-                exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k], t_last[sel])
-                launches += 1
-        else:
-            exec_s = makespan(c, t, kc.cus * float(kc.active.max()), t_last)
-            launches = 1 if n_k.sum() else 0
-        if not launches:
-            return 0.0, n_k
-        return launches * kc.ceil.launch_s + max(exec_s, self.floor), n_k
+        return predict_gemms(self.kc, kidx, c, steps, self.K, self.per_kind, self.floor)
 
     def tile_times(self, kidx: np.ndarray) -> np.ndarray:
         """(batch, kinds) seconds of one tile of kind k on GEMM i, at the sharing the
@@ -325,6 +365,36 @@ class BatchModel:
         return (pro + epi) + self.steps * step
 
 
+def predict_gemms(kc: KindCosts, kidx: np.ndarray, c: np.ndarray, steps: np.ndarray,
+                  K: np.ndarray, per_kind: bool, floor: float):
+    """(seconds, tiles per kind) of one call when GEMM i runs c[i] tiles of kind kidx[i]
+    with steps[i] K steps each (K[i]: its K, for the launch order), one tile per block,
+    in the order the plans launch them (tiling.gemm_lpt_order: descending tm tn K;
+    per kind, descending K inside each kind's launch)."""
+    n_k = np.bincount(kidx, weights=c, minlength=kc.n_kinds)
+    r, u = sharing(kc, n_k, per_kind)
+    pro, step, epi = stage_times(kc, r, u)
+    t = (pro + epi)[kidx] + steps * step[kidx]
+    rl, ul = last_sharing(kc, n_k, per_kind)
+    pro, step, epi = stage_times(kc, rl, ul)
+    t_last = (pro + epi)[kidx] + steps * step[kidx]
+    key = kc.tm[kidx] * kc.tn[kidx] * K   # integers below 2**53: exact
+    if per_kind:
+        exec_s, launches = 0.0, 0
+        live = np.flatnonzero(n_k)
+        for k in live:
+            sel = kidx == k
+            exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k], t_last[sel], key[sel],
+                               alone=live.shape[0] == 1)
+            launches += 1
+    else:
+        exec_s = makespan(c, t, kc.cus * float(kc.active.max()), t_last, key)
+        launches = 1 if n_k.sum() else 0
+    if not launches:
+        return 0.0, n_k
+    return launches * kc.ceil.launch_s + max(exec_s, floor), n_k
+
+
 def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
                        kc: KindCosts, per_kind: bool) -> float:
     """Seconds of one call when GEMM i runs its counts[i, kidx[i]] tiles of kind
@@ -332,15 +402,18 @@ def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
     return BatchModel(shapes, counts, kc, per_kind).predict(kidx)[0]
 
 
-def predict(plan, ceil: Ceilings | None = None) -> float:
+def predict(plan, ceil: Ceilings | None = None, aligned: np.ndarray | None = None) -> float:
     """Predicted milliseconds of one call of any plan (every strategy and mode): its
     blocks as launched (several tiles in a block run one after another; grid-z's
-    early-exit blocks cost one latency each)."""
+    early-exit blocks cost one latency each). ``aligned``: the batch's aligned rows
+    (planner/alignment.py; None: dense row-major operands)."""
+    from .alignment import share_for
     from .parallelism import kind_table
     if plan.n_tiles == 0:
         return 0.0
     table = kind_table(plan.arch, plan.kinds, plan.mode, plan.dtype.name)
-    kc = kind_costs(plan.arch, plan.kinds, table, plan.dtype.name, ceil)
+    kc = kind_costs(plan.arch, plan.kinds, table, plan.dtype.name, ceil,
+                    share=share_for(plan.arch, plan.dtype.name, plan.kinds, plan.shapes, aligned))
     tiles = plan.tiles
     kind = tiles["kind"].astype(np.int64)
     starts = plan.block_ptr[:-1]
@@ -361,13 +434,15 @@ def predict(plan, ceil: Ceilings | None = None) -> float:
         launches = 1
     else:
         exec_s, launches = 0.0, 0
-        for k in np.flatnonzero(n_blocks):
+        live = np.flatnonzero(n_blocks)
+        for k in live:
             sel = bkind == k
             extra = 0.0
             if plan.grid is not None:   # early-exit blocks: a latency each, in the waves
                 launched = float(np.prod(plan.grid))
                 extra = (launched - sel.sum()) * kc.ceil.latency_s / (kc.cus * kc.active[k])
-            exec_s += makespan(ones[sel], bt[sel], kc.cus * kc.active[k], bt_last[sel]) + extra
+            exec_s += makespan(ones[sel], bt[sel], kc.cus * kc.active[k], bt_last[sel],
+                               alone=live.shape[0] == 1) + extra
             launches += 1
     return 1e3 * (launches * kc.ceil.launch_s + max(exec_s, floors(plan.shapes, kc)))
 
@@ -389,13 +464,20 @@ def sharing_rows(kc: KindCosts, n: np.ndarray, per_kind: bool):
 
 
 def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, per_kind: bool,
-                 floor: float) -> np.ndarray:
+                 floor: float, lower: bool = False):
     """Seconds of C assignments from per-kind aggregates only: ``n`` tiles, ``S`` tiles x
     K steps, ``Mx`` the most K steps of a live GEMM, each (C, kinds). The same model as
     :meth:`BatchModel.predict` (sum of tile times = pe n + step S per kind; the longest
-    tile = pe + step Mx), so no candidate pays a pass over the GEMMs here. The launch's
-    sharing and its last wave's are priced together, stacked (2C rows), so the stage
-    times cost one evaluation (elementwise: the same numbers as one each)."""
+    tile = pe + step Mx) except for launches of two waves, which this prices with the
+    waves formula (the module docstring): no candidate pays a pass over the GEMMs here.
+    The launch's sharing and its last wave's are priced together, stacked (2C rows), so
+    the stage times cost one evaluation (elementwise: the same numbers as one each).
+
+    ``lower``: also return, per row, a lower bound on the tile-by-tile price
+    (BatchModel.predict) and whether a launch of the row has two waves (elsewhere the
+    two prices are equal): a two-wave launch lasts at least its longest tile and its
+    tiles' time at the last wave's sharing (never longer than at the launch's) over its
+    slots."""
     C = n.shape[0]
     busy = n > 0
     if per_kind:
@@ -426,7 +508,20 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
         means = sums.sum(axis=2) / safe
         exec_s = np.maximum(longest.max(axis=1), np.maximum(waves - 1.0, 0.0) * means[0] + means[1])
         launches = busy_t
-    return np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)
+    out = np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)
+    if not lower:
+        return out
+    two = waves == 2.0
+    if per_kind:   # a launch beside others is priced by the formula (module docstring)
+        two &= (launches == 1)[:, None]
+        span_lo = np.where(two, np.maximum(longest, sums[1] / kc.slots), span)
+        exec_lo = np.add.accumulate(span_lo, axis=1)[:, -1]
+        two = two.any(axis=1)
+    else:
+        exec_lo = np.where(two, np.maximum(longest.max(axis=1),
+                                           sums[1].sum(axis=1) / kc.slots_max), exec_s)
+    lo = np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_lo, floor), 0.0)
+    return out, np.minimum(lo, out), two
 
 
 def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,

@@ -94,8 +94,9 @@ def _ms(p: Plan) -> float:
 
 def consider(unsplit: Plan, replan) -> Plan:
     """``unsplit`` itself, or a copy carrying the split (Plan.split) the cost model
-    predicts faster. ``replan(shapes) -> Plan``: the same strategy and options over
-    virtual shapes, never split."""
+    predicts faster. ``replan(shapes, gemm) -> Plan``: the same strategy and options over
+    virtual shapes (``gemm``: each slice's GEMM, whose operands' layout it keeps), never
+    split."""
     shapes = unsplit.shapes
     if shapes.shape[0] == 0 or unsplit.n_tiles == 0:
         return unsplit
@@ -116,7 +117,7 @@ def consider(unsplit: Plan, replan) -> Plan:
         if int(s.max()) < 2 or s.tobytes() in seen:
             continue
         seen.add(s.tobytes())
-        vplan = replan(virtual_shapes(shapes, s, L))
+        vplan = replan(virtual_shapes(shapes, s, L), np.repeat(np.arange(shapes.shape[0]), s))
         gemm_ms, red_ms = _ms(vplan), reduce_ms(shapes, s, elem, ceil)
         total = gemm_ms + red_ms
         weighed.append(f"S={S} {total:.4g}")

@@ -27,6 +27,9 @@ class Request:
     options: dict = field(default_factory=dict)
     resources: object = None    # the resources provider (None: the default one)
     mode_given: bool = True     # False: the caller named no mode (the strategy may choose)
+    # (batch, 2) bool: A's and B's rows are 16-byte aligned (planner/alignment.py);
+    # None: dense row-major operands, read from the shapes
+    aligned: np.ndarray | None = None
 
     @property
     def batch(self) -> int:

@@ -36,7 +36,9 @@ the threads) goes on. Eq. 4's phi charges every workgroup its launch's waves.
 Both readings exist for both TLP formulas (``workgroup-tlp`` uses Eq. 3, tiles x block
 threads, with the same thresholds). Everything is vectorised over GEMMs: a kind index
 per GEMM and (kinds, batch) tables of tile counts and predicted tile times; the device
-rule prices 3 x max(kinds, MAX_CAPS + 1) candidates with a fixed number of NumPy calls.
+rule prices 3 x max(kinds, MAX_CAPS + 1) candidates with a fixed number of NumPy calls,
+then re-prices tile by tile the few whose launch has two waves and whose lower bound
+beats the best (cost_model: the second wave holds the shortest tiles).
 
 Split-K is decided after this rule, by planner/split_k.py: it reruns the rule on the
 GEMMs' K slices and keeps the split plan where the cost model predicts it faster.
@@ -44,6 +46,7 @@ GEMMs' K slices and keeps the split plan where the cost model predicts it faster
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -51,9 +54,11 @@ from ..errors import ValidationError
 from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, ZHANG2025, family_dtypes
 from . import register
+from ..occupancy.vector_path import SWITCH_MARGIN
+from .alignment import share_of
 from .classes import batch_classes
-from .cost_model import (kind_costs, predict_assignment, predict_rows, resource_bound,
-                         start_stage_times)
+from .cost_model import (kind_costs, predict_assignment, predict_gemms, predict_rows,
+                         resource_bound, start_stage_times)
 from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
                            family_keys, first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity,
@@ -136,7 +141,9 @@ def paper_rule(req, tlp_formula: str, kinds, table):
         kidx, t = trial, t_trial
         rounds += 1
     notes.append(f"{rounds} shrink round(s) after the initial scheme (Eq. 10)")
-    predicted = predict_assignment(shapes, counts, kidx, kind_costs(arch, kinds, table, req.dtype),
+    predicted = predict_assignment(shapes, counts, kidx,
+                                   kind_costs(arch, kinds, table, req.dtype,
+                                              share=share_of(req, kinds)),
                                    req.mode == "per-kind") if live.any() else 0.0
     return kidx, t, threshold, notes, predicted
 
@@ -270,7 +277,14 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     # B: the tables' columns (GEMMs, or classes of GEMMs: tabs.classes)
     n_k, rank, B = fk["n"], fk["rank"], counts.shape[1]
     inverse = tabs.inverse
-    kc = kind_costs(arch, kinds, table, req.dtype)
+    kc = kind_costs(arch, kinds, table, req.dtype, share=share_of(req, kinds))
+    # the ladders of candidates are built from the tile times without the measured path
+    # efficiencies (occupancy/vector_path.py), which only price them: the candidates are
+    # those of the model the ladders were tuned on (levels at powers of two of the
+    # longest start tile), and an efficiency changes which of them wins, not which exist
+    # (scaling one kind's tiles moved the levels, and the search then missed plans it
+    # priced better; bench/NOTES.md, session 7)
+    kc_ladder = kind_costs(arch, kinds, table, req.dtype)
     per_kind = req.mode == "per-kind"
 
     given = req.options.get("tlp_threshold")
@@ -295,6 +309,17 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         """A kind per column -> a kind per GEMM."""
         return kidx if inverse is None else kidx.take(inverse)
 
+    def tile_by_tile(kidx, kc=kc):
+        """The seconds of a kind per column, its GEMMs priced one by one in launch order
+        (cost_model.predict_gemms: what BatchModel.predict gives; it differs from the
+        aggregates' price for launches of two waves only)."""
+        c = counts.reshape(-1).take(kidx * B + cols)
+        st = steps if fk["one_tk"] else steps.reshape(-1).take(kidx * B + cols)
+        if inverse is not None:
+            c, st = c.take(inverse), st.take(inverse)
+        K = req.shapes[:, 2].astype(np.float64)
+        return predict_gemms(kc, each(kidx), c, st, K, per_kind, floor)[0]
+
     notes = []
     cols = np.arange(B)
     steps, steps_live = tabs.steps, tabs.steps_live
@@ -317,13 +342,14 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         Mx0 = np.zeros(n_k)
         np.maximum.at(Mx0, start, steps_start)
         S0 = np.bincount(start, weights=cs_w.reshape(-1).take(start * B + cols), minlength=n_k)
-        s0 = float(predict_rows(kc, n0[None], S0[None], Mx0[None], per_kind, floor)[0])
+        s0, _, two = predict_rows(kc, n0[None], S0[None], Mx0[None], per_kind, floor, lower=True)
+        s0 = tile_by_tile(start) if two[0] else float(s0[0])
         notes.append(f"cost model: the largest fitting tiles reach the TLP threshold, kept; "
                      f"predicted {s0 * 1e3:.4g} ms")
         return each(start), *g0, notes, s0
 
     # tile times at the start's sharing (the context in which alternatives are weighed)
-    pe_k, step_k = start_stage_times(kc, n0.tolist(), per_kind)
+    pe_k, step_k = start_stage_times(kc_ladder, n0.tolist(), per_kind)
     np.multiply(steps, np.array(step_k)[:, None], out=T)
     T += np.array(pe_k)[:, None]                                         # (kinds, batch)
     # for equal predicted work, the one that divides, then the larger: a relative
@@ -356,22 +382,64 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts_w, cs_w, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
-    s_all = predict_rows(kc, n_all, np.concatenate([r_s, c_s]), np.concatenate([r_m, c_m]),
-                         per_kind, floor).tolist()
-    # the start (round 0 from it) first, then every level in turn; a candidate wins only
-    # by a predicted time clearly below the best so far (ties keep the larger tiles)
+
+    def kinds_at(row):
+        ladder, level = divmod(row, n_levels)
+        if row == 0:
+            return start
+        if ladder < 2:
+            return round_kinds(row)
+        return level_kinds(lo, hi, level, fk, start, live)
+
     first = 0
-    best = first
-    for row, sec in enumerate(s_all):
-        if sec < s_all[best] * (1 - 1e-9):
-            best = row
+    S_all, M_all = np.concatenate([r_s, c_s]), np.concatenate([r_m, c_m])
+
+    def choose(kc):
+        """(best row, seconds per row, rows with a launch of two waves) of the
+        candidates priced with ``kc``."""
+        s_all, s_low, two = predict_rows(kc, n_all, S_all, M_all, per_kind, floor, lower=True)
+        s_all = s_all.tolist()
+        # the start (round 0 from it) first, then every level in turn; a candidate wins
+        # only by a predicted time clearly below the best so far (ties keep the larger
+        # tiles)
+        best = first
+        for row, sec in enumerate(s_all):
+            if sec < s_all[best] * (1 - 1e-9):
+                best = row
+        if two.any():
+            # launches of two waves: the aggregates priced them by the waves formula;
+            # re-price tile by tile the best, the start and every candidate whose lower
+            # bound beats the best's new price (the rest cannot win: inf below)
+            exact = {best: tile_by_tile(kinds_at(best), kc) if two[best] else s_all[best]}
+            bar = exact[best] * (1 + 1e-9)
+            for row in [first, *np.flatnonzero(two & (s_low < bar)).tolist()]:
+                if row not in exact and two[row]:
+                    exact[row] = tile_by_tile(kinds_at(row), kc)
+            s_all = [exact.get(row, math.inf) if two[row] else sec
+                     for row, sec in enumerate(s_all)]
+            best = first
+            for row, sec in enumerate(s_all):
+                if sec < s_all[best] * (1 - 1e-9):
+                    best = row
+        return best, s_all, two
+
+    best, s_all, two = choose(kc)
+    scaled = None if kc is kc_ladder else kc.factor != (
+        1.0 if kc_ladder.factor is None else kc_ladder.factor)
+    if scaled is not None and (n_all[best] * scaled).any():
+        # the measured path efficiencies move a choice only by more than their fit's
+        # error (vector_path.SWITCH_MARGIN): the candidate the model without them picks
+        # stays unless the figures price another clearly faster. (They only shorten
+        # tiles: a best without tiles of the kinds they scale is the best without them
+        # too, which spares the second pricing.)
+        held, _, _ = choose(kc_ladder)
+        if held != best:
+            if s_all[held] == math.inf:   # a two-wave candidate not re-priced above
+                s_all[held] = tile_by_tile(kinds_at(held), kc)
+            if s_all[best] > s_all[held] * (1 - SWITCH_MARGIN):
+                best = held
+    kidx = kinds_at(best)
     ladder, level = divmod(best, n_levels)
-    if best == first:
-        kidx = start
-    elif ladder < 2:
-        kidx = round_kinds(best)
-    else:
-        kidx = level_kinds(lo, hi, level, fk, start, live)
     t, th = gate(n_all[best])
     start_s = s_all[first]
     what = ("the largest fitting tiles" if best == first else
@@ -504,7 +572,7 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
         return 0.0
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
-    kc = kind_costs(req.arch, kinds, table, req.dtype)
+    kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds))
     return resource_bound(kc, tabs.counts, tabs.steps, tabs.penalty,
                           req.mode == "per-kind", tabs.floor(kc), tabs.inverse)
 

@@ -1,0 +1,100 @@
+"""Which of a batch's operand loads take the kernel's 16-byte vector path.
+
+The kernel stages a tile's A and B slices with 16-byte loads (cp.async 16, float4 /
+double2) only where the slice can take them, and element by element otherwise
+(kernels/vbatched_gemm.cu, pg_tile and pg_copy_units). Its rule, per GEMM and operand:
+
+    vec_a = A 16-byte aligned and lda % V == 0 (and m0 % V == 0 when A is transposed)
+    vec_b = B 16-byte aligned and ldb % V == 0 (and n0 % V == 0 when B is not)
+    a slice is copied 16 bytes at a time when vec_x and the whole slice lies inside
+    the matrix (the tile's rows or columns and its K step); edge slices go element by
+    element, with bounds checks
+
+V = 16 / element size. Tile corners (m0, n0) are multiples of the tile sizes, all
+multiples of V, so that condition always holds; base pointers from allocators are
+aligned (a pointer that is not only makes this module optimistic, never the result
+wrong). So what decides is the leading dimension: for dense row-major operands, lda = K
+and ldb = N; lists and packed batches know theirs (plan(lds=...)).
+
+:func:`vector_share` gives, per kind, the share of the batch's staged K-loop loads that
+take the vector path, weighted by tiles x K steps (the loop's time); the cost model
+scales each kind's K step between its scalar and vector efficiency by it
+(occupancy/vector_path.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..occupancy.vector_path import efficiencies
+from ..tiles import ITEMSIZE
+
+
+def aligned_rows(shapes: np.ndarray, dtype: str, lds=None) -> np.ndarray:
+    """(batch, 2) bool: the rows of A and of B are 16-byte aligned. ``lds``: (batch, 2)
+    leading dimensions of the stored A and B in elements; None: dense row-major
+    operands, A M x K (lda = K) and B K x N (ldb = N)."""
+    mask = 16 // ITEMSIZE[dtype] - 1   # elements in 16 bytes: a power of two
+    if lds is None:
+        ld = np.asarray(shapes)[:, 2:0:-1]
+    else:
+        ld = np.asarray(lds, dtype=np.int64).reshape(-1, 2)
+    return (ld & mask) == 0
+
+
+def vector_share(shapes: np.ndarray, aligned: np.ndarray, tm, tn, tk) -> np.ndarray:
+    """Per kind (tm, tn, tk sequences), the share of the K loop's staged A and B elements
+    that move 16 bytes at a time (module docstring), over the batch's tiles x K steps:
+    an operand's slice does where its rows are aligned, the tile lies wholly inside the
+    matrix in that operand's dimension (M for A, N for B) and the step is not the last,
+    partial one. Summed over a GEMM's gm x gn tiles and its steps, A's fast elements are
+    tm tk x (full tile rows fm) x gn x (whole steps), B's likewise."""
+    M, N, K = np.asarray(shapes, dtype=np.float64).T
+    a, b = np.asarray(aligned, dtype=np.float64).T
+    out = np.zeros(len(tm))
+    done = {}   # kinds of one tile shape (128x128/8x8 and /16x8) share the figure
+    for i, mnk in enumerate(zip(tm, tn, tk)):
+        if mnk not in done:
+            m, n, k = mnk
+            fm, fn, fk = np.floor(M / m), np.floor(N / n), np.floor(K / k)
+            gm, gn = np.ceil(M / m), np.ceil(N / n)
+            total = float(np.dot(gm * gn, np.ceil(K / k)))
+            fast = m * np.dot(a * fm, gn * fk) + n * np.dot(b * fn, gm * fk)
+            done[mnk] = fast / (m + n) / total if total > 0 else 0.0
+        out[i] = done[mnk]
+    return out
+
+
+# the share is rounded to this step: kind_costs memoises per share, and a batch's share
+# moves the prediction by at most a few tenths of a per cent within a step
+SHARE_STEP = 1.0 / 64
+
+_last: list = [None]   # ((arch, dtype), shapes, aligned, kinds, share) of the latest ask
+
+
+def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None):
+    """The vector share per kind (a tuple, rounded to SHARE_STEP) of a batch for the cost
+    model, or None where no kind has measured path efficiencies (then nothing is
+    computed: the model's time stands). Kinds without figures get 0 (their factor is 1
+    whatever the share). ``aligned``: aligned_rows of the batch (None: dense row-major
+    operands). A plan asks several times about one batch (the rule, its bound, each
+    family): the latest answer is kept, keyed by the arrays' identity."""
+    hit = _last[0]
+    if hit is not None and hit[1] is shapes and hit[2] is aligned and hit[3] is kinds \
+            and hit[0] == (arch.name, dtype):
+        return hit[4]
+    eff = efficiencies(arch.name, dtype, kinds)
+    if eff is None:
+        return None
+    rows = aligned_rows(shapes, dtype) if aligned is None else aligned
+    has = np.flatnonzero((eff[0] != 1.0) | (eff[1] != 1.0))
+    f = np.zeros(len(kinds))
+    f[has] = vector_share(shapes, rows, [kinds[i].tm for i in has],
+                          [kinds[i].tn for i in has], [kinds[i].tk for i in has])
+    share = tuple((np.round(f / SHARE_STEP) * SHARE_STEP).tolist())
+    _last[0] = ((arch.name, dtype), shapes, aligned, kinds, share)
+    return share
+
+
+def share_of(req, kinds):
+    """:func:`share_for` of a planner Request (its shapes, dtype, arch and aligned)."""
+    return share_for(req.arch, req.dtype, kinds, req.shapes, req.aligned)
