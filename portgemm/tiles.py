@@ -8,7 +8,8 @@ through K by ``tk``, with ``threads`` threads, on one of two engines:
 - ``mma`` (warp-level matrix multiply-accumulate: fp64 DMMA m8n8k4, or float16 /
   bfloat16 m16n8k16 with fp32 accumulators, on sm_80+): each warp of 32 threads holds
   an ``rm x rn`` sub-tile of C as fragments (8x8 fp64, 16x8 16-bit), so
-  ``(tm / rm) * (tn / rn) * 32 == threads``. They are named ``<tm>x<tn>/w<rm>x<rn>``
+  ``(tm / rm) * (tn / rn) * 32 == threads`` (AMD's MFMA families: a 64-lane wave per
+  sub-tile of 16x16 blocks, ``mma_lanes``). They are named ``<tm>x<tn>/w<rm>x<rn>``
   (``w``: a warp's sub-tile, not a thread's). The architectures that run them are data
   (occupancy/archs.py ``FP64_MMA``, ``HALF_MMA``); elsewhere the planner does not offer
   them.

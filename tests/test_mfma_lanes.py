@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from portgemm.kernels.render import COMPAT_FILE
+from portgemm.kernels.render import COMPAT_FILE, SOURCE_FILE
 from portgemm.tiles import FAMILIES, MFMA_FAMILIES, mma_lanes, mma_shape
 
 WAVE = 64
@@ -183,6 +183,11 @@ def test_half_fragments_load_as_k_adjacent_pairs():
     text = COMPAT_FILE.read_text()
     g908 = text[text.index("#if defined(__gfx908__)\n    // two 16x16x8bf16"):]
     assert g908.index("a[0]") < g908.index("a[1]") < g908.index("#else")
+    # ... and the kernel's 16-bit fragment reads start their two pairs at elements 0, 2
+    kernel = SOURCE_FILE.read_text()
+    ops = kernel[kernel.index("struct PgMfmaOps {"):kernel.index("#else", kernel.index("struct PgMfmaOps {"))]
+    for x in ("a", "b"):
+        assert f"F::{x}_k(l, 0)" in ops and f"F::{x}_k(l, 2)" in ops
 
 
 def test_family_shapes_match_compat_h():
