@@ -132,7 +132,8 @@ def test_agprs_come_from_the_code_object(arch):
 def test_vendor_matrix_builds_mfma_on_amd_and_mma_sync_on_nvidia():
     vm = _vendor_matrix()
     variants = vm.matrix_variants()
-    mfma = [v for v in variants if isinstance(v, Variant) and v.kinds[0].family in MFMA_FAMILIES]
+    mfma = [v for v in variants if isinstance(v, Variant) and v.layout == "tile-list"
+            and v.kinds[0].family in MFMA_FAMILIES]
     # every kind in all four transposes, all of them held to "no spill"
     assert len(mfma) == 4 * sum(len(FAMILIES[f]) for f in MFMA_FAMILIES)
     assert all(vm.must_not_spill(v) for v in mfma)
@@ -258,3 +259,48 @@ def test_an_amd_plan_runs_on_the_numpy_reference(monkeypatch, arch, dtype):
         ref, mag = a @ b, np.abs(a) @ np.abs(b)
         tol = 2 * UNIT[dtype] * np.abs(ref) + (a.shape[1] + 2) * acc * mag + 1e-300
         assert np.all(np.abs(c.astype(np.float64) - ref) <= tol)
+
+
+def test_device_offsets_calls_weigh_the_mfma_families_on_amd():
+    """A packed (ragged-M) call on an MFMA arch picks its kind among the MFMA family (16
+    bits, and fp64 on gfx90a/gfx940 beside the paper's kinds), as the planner does; the
+    portable candidates (what NVIDIA weighs) are unchanged."""
+    from portgemm.grouped.ragged_kind import candidate_families, choose_kind, predicted_seconds
+    assert candidate_families("float16") == ("portgemm-f16",)
+    assert candidate_families("float64") == ("zhang2025", "portgemm-f64")
+    for arch in MFMA_ARCHS:
+        a = get_arch(arch)
+        for dt in ("float16", "bfloat16"):
+            fams = {k.family for k, _ in predicted_seconds(a, 64, 4096, 256, 256, dt)}
+            assert fams == {f"mfma-{'f16' if dt == 'float16' else 'bf16'}"}
+            assert choose_kind(a, 64, 4096, 256, 256, dt).engine == "mma"
+        f64 = set(candidate_families("float64", a))
+        assert f64 == ({"zhang2025", "portgemm-f64"} if arch == "gfx908" else {"zhang2025", "mfma-f64"})
+    assert candidate_families("float16", get_arch("sm_90")) == ("portgemm-f16",)
+
+
+def test_vendor_matrix_compiles_the_mfma_ragged_entry_points():
+    vm = _vendor_matrix()
+    ragged = [v for v in vm.ragged_variants() if v.kinds[0].family in MFMA_FAMILIES]
+    assert len(ragged) == 4 * sum(len(FAMILIES[f]) for f in MFMA_FAMILIES)
+    assert all(vm.must_not_spill(v) for v in ragged)
+    assert not any(vm.builds_for(v, "sm_90") for v in ragged)
+
+
+@pytest.mark.parametrize("device_offs", [None, True], ids=["host-offs", "device-offs"])
+def test_amd_packed_16bit_call_on_the_numpy_reference(monkeypatch, device_offs):
+    from portgemm.grouped import gemm_grouped
+    monkeypatch.setenv("PORTGEMM_ARCH", "gfx90a")
+    rng = np.random.default_rng(17)
+    G, K, N, T = 4, 40, 24, 53
+    offs = np.array([10, 10, 37, 50])              # an empty group; rows 50.. untouched
+    A = rng.standard_normal((T, K)).astype(np.float16)
+    B = rng.standard_normal((G, K, N)).astype(np.float16)
+    C = np.full((T, N), np.nan, np.float16)
+    C[50:] = 3.0
+    gemm_grouped(A, B, C, offs, beta=0.0, backend="numpy", device_offs=device_offs)
+    for g, (s, e) in enumerate(zip(np.concatenate([[0], offs[:-1]]), offs)):
+        a, b = A[s:e].astype(np.float64), B[g].astype(np.float64)
+        tol = 2 * UNIT["float16"] * np.abs(a @ b) + (K + 2) * 2.0 ** -24 * (np.abs(a) @ np.abs(b))
+        assert np.all(np.abs(C[s:e].astype(np.float64) - a @ b) <= tol)
+    assert np.all(C[50:].astype(np.float64) == 3.0)

@@ -64,8 +64,8 @@ from portgemm.errors import PortgemmError  # noqa: E402
 from portgemm.kernels import amd_codeobject, clang_amd, nvrtc, offline  # noqa: E402
 from portgemm.kernels.render import render  # noqa: E402
 from portgemm.kernels.variants import SplitReduce, Variant, catalogue_variants  # noqa: E402
-from portgemm.tiles import (FAMILY_DTYPES, HALF_FAMILIES, PER_KIND_ONLY,  # noqa: E402
-                            family_builds_for)
+from portgemm.tiles import (FAMILY_DTYPES, HALF_FAMILIES, MFMA_FAMILIES,  # noqa: E402
+                            PER_KIND_ONLY, family_builds_for)
 
 HALF_DTYPES = frozenset(HALF_FAMILIES.values())
 
@@ -107,9 +107,20 @@ def ragged_variants() -> list[Variant]:
     (grouped/ragged_kind.candidate_kinds): nn for the paper's kinds, all four transposes
     for our own families', as for the tile-list variants."""
     from portgemm.grouped.ragged_kind import candidate_kinds
-    return [Variant((k,), dtype, "ragged", ta, tb) for dtype in ("float32", "float64")
-            for k in candidate_kinds(dtype)
-            for ta, tb in ((False, False),) + (TRANSPOSES if k.family in ALL_TRANSPOSES else ())]
+    out = [Variant((k,), dtype, "ragged", ta, tb) for dtype in ("float32", "float64")
+           for k in candidate_kinds(dtype)
+           for ta, tb in ((False, False),) + (TRANSPOSES if k.family in ALL_TRANSPOSES else ())]
+    # and the AMD archs' own candidates (the MFMA families; builds_for keeps them there)
+    seen = {v.name for v in out}
+    for a in ARCHS:
+        for dtype in MFMA_FAMILIES.values():
+            for k in candidate_kinds(dtype, a):
+                for ta, tb in ((False, False),) + TRANSPOSES:
+                    v = Variant((k,), dtype, "ragged", ta, tb)
+                    if k.family in MFMA_FAMILIES and v.name not in seen:
+                        seen.add(v.name)
+                        out.append(v)
+    return out
 
 
 OCC_KEY = "Occupancy [waves/SIMD]"
