@@ -8,7 +8,8 @@ through K by ``tk``, with ``threads`` threads, on one of two engines:
 - ``mma`` (warp-level matrix multiply-accumulate: fp64 DMMA m8n8k4, or float16 /
   bfloat16 m16n8k16 with fp32 accumulators, on sm_80+): each warp of 32 threads holds
   an ``rm x rn`` sub-tile of C as fragments (8x8 fp64, 16x8 16-bit), so
-  ``(tm / rm) * (tn / rn) * 32 == threads``. They are named ``<tm>x<tn>/w<rm>x<rn>``
+  ``(tm / rm) * (tn / rn) * 32 == threads`` (AMD's MFMA families: a 64-lane wave per
+  sub-tile of 16x16 blocks, ``mma_lanes``). They are named ``<tm>x<tn>/w<rm>x<rn>``
   (``w``: a warp's sub-tile, not a thread's). The architectures that run them are data
   (occupancy/archs.py ``FP64_MMA``, ``HALF_MMA``); elsewhere the planner does not offer
   them.
@@ -20,7 +21,9 @@ Families:
   128 threads, BLK_K 16; micro-tile BLK_M/16 x BLK_N/8).
 - ``portgemm`` (fp32) and ``portgemm-f64``: our own kinds, named ``<tm>x<tn>/<rm>x<rn>``
   (see PORTGEMM below); ``portgemm-f16`` and ``portgemm-bf16``: the float16 and bfloat16
-  kinds (PORTGEMM_HALF below), the only families those dtypes run.
+  kinds (PORTGEMM_HALF below), the only families those dtypes run on NVIDIA;
+- ``mfma-f16``, ``mfma-bf16``, ``mfma-f64``: AMD's matrix-core (MFMA) kinds, built for
+  the archs of FAMILY_ARCHS only (the 16-bit dtypes' families on AMD).
 - ``tune`` (fp32) and ``tune-f64``: the candidates ``python -m portgemm tune`` times on
   a device, named ``<tm>x<tn>/<rm>x<rn>/k<tk>``; the planner uses the tuned subset.
 
@@ -37,6 +40,26 @@ MMA_WARP = 32               # lanes sharing one MMA (a warp; half a wave on AMD)
 MMA_SHAPE = (8, 8, 4)       # m, n, k of the fp64 MMA fragment (kernels/compat.h)
 MMA_SHAPE_HALF = (16, 8, 16)   # m, n, k of the float16 / bfloat16 MMA fragment
 HALF_FAMILIES = {"portgemm-f16": "float16", "portgemm-bf16": "bfloat16"}
+# AMD's matrix-core families (MFMA, kernels/compat.h): 64-lane waves of 16x16 blocks,
+# 16x16x16 for the 16-bit dtypes (fp32 accumulators), 16x16x4 for fp64. Built only for
+# the archs of FAMILY_ARCHS (compiled and modelled there; never executed here).
+MFMA_FAMILIES = {"mfma-f16": "float16", "mfma-bf16": "bfloat16", "mfma-f64": "float64"}
+MFMA_WAVE = 64              # lanes sharing one MFMA (a CDNA wave)
+MFMA_SHAPE_HALF = (16, 16, 16)
+MFMA_SHAPE_F64 = (16, 16, 4)
+# Families built for some archs only (absent: every arch): the MFMA ones where the
+# instructions exist. gfx908 has fp16 and bf16 MFMA (bf16 at half the fp16 rate, as two
+# 16x16x8bf16) but no fp64 MFMA; gfx90a and gfx94x have all three.
+_MFMA_16BIT_ARCHS = ("gfx908", "gfx90a", "gfx940", "gfx941", "gfx942")
+FAMILY_ARCHS = {"mfma-f16": _MFMA_16BIT_ARCHS, "mfma-bf16": _MFMA_16BIT_ARCHS,
+                "mfma-f64": ("gfx90a", "gfx940", "gfx941", "gfx942")}
+
+
+def family_builds_for(family: str, arch: str | None) -> bool:
+    """Whether ``family``'s kernels are built for the arch named ``arch`` (None: the
+    portable catalogue, the families every target builds)."""
+    archs = FAMILY_ARCHS.get(family)
+    return archs is None or arch in archs
 
 
 # Bytes per element by dtype name (bfloat16 has no numpy dtype unless ml_dtypes is loaded).
@@ -45,7 +68,15 @@ ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 
 def mma_shape(family: str) -> tuple[int, int, int]:
     """The MMA fragment (m, n, k) a family's MMA kinds are built from."""
+    if family in MFMA_FAMILIES:
+        return MFMA_SHAPE_F64 if MFMA_FAMILIES[family] == "float64" else MFMA_SHAPE_HALF
     return MMA_SHAPE_HALF if family in HALF_FAMILIES else MMA_SHAPE
+
+
+def mma_lanes(family: str) -> int:
+    """Lanes that share one MMA of a family's MMA kinds: a warp (32), or an AMD wave (64)
+    for the MFMA families."""
+    return MFMA_WAVE if family in MFMA_FAMILIES else MMA_WARP
 
 
 @dataclass(frozen=True)
@@ -66,8 +97,9 @@ class TileConfig:
         if self.tm % self.rm or self.tn % self.rn:
             raise ValueError(f"{self.name}: micro-tile does not divide the tile")
         if self.engine == "mma":
-            if (self.tm // self.rm) * (self.tn // self.rn) * MMA_WARP != self.threads:
-                raise ValueError(f"{self.name}: one warp of {MMA_WARP} per rm x rn sub-tile")
+            lanes = mma_lanes(self.family)
+            if (self.tm // self.rm) * (self.tn // self.rn) * lanes != self.threads:
+                raise ValueError(f"{self.name}: one warp (wave) of {lanes} per rm x rn sub-tile")
             shape = mma_shape(self.family)
             if self.rm % shape[0] or self.rn % shape[1] or self.tk % shape[2]:
                 raise ValueError(f"{self.name}: sub-tile and tk must be whole fragments "
@@ -78,7 +110,7 @@ class TileConfig:
     @property
     def accumulators(self) -> int:
         """Accumulators (elements of C) one thread holds."""
-        return self.rm * self.rn // (MMA_WARP if self.engine == "mma" else 1)
+        return self.rm * self.rn // (self.lanes if self.engine == "mma" else 1)
 
     @property
     def operands_held(self) -> int:
@@ -87,14 +119,20 @@ class TileConfig:
         (MMA: one element per 8x8x4 fp64 fragment, 8 + 4 per 16x8x16 16-bit one)."""
         if self.engine == "mma":
             m, n, k = mma_shape(self.family)
-            return (self.rm // m) * (m * k // MMA_WARP) + (self.rn // n) * (n * k // MMA_WARP)
+            w = self.lanes
+            return (self.rm // m) * (m * k // w) + (self.rn // n) * (n * k // w)
         return self.rm + self.rn
 
     @property
     def reads_per_k(self) -> float:
         """Shared-memory elements one thread reads per k: its micro-tile's row and
         column (SIMT), or its share of the warp's fragments of A and B (MMA)."""
-        return (self.rm + self.rn) / (MMA_WARP if self.engine == "mma" else 1)
+        return (self.rm + self.rn) / (self.lanes if self.engine == "mma" else 1)
+
+    @property
+    def lanes(self) -> int:
+        """Lanes of one MMA (an MMA kind's warp or wave): tiles.mma_lanes."""
+        return mma_lanes(self.family)
 
     @property
     def name(self) -> str:
@@ -264,11 +302,39 @@ _HALF_KINDS = [
 PORTGEMM_F16 = _family("portgemm-f16", _HALF_KINDS)
 PORTGEMM_BF16 = _family("portgemm-bf16", _HALF_KINDS)
 
+# AMD's MFMA kinds (MFMA_FAMILIES; 256 threads = 4 waves of 64, w: a wave's sub-tile of
+# 16x16 MFMA blocks), staged like the MMA kinds (register double buffer: AMD has no
+# cp.async). Chosen from compiled register counts and the occupancy model, not timed
+# (no AMD GPU here): 64x64/w32x32 holds 16 fp32 accumulators a lane, 128x64/w64x32 32,
+# 128x128/w64x64 64 (in AGPRs on gfx908, whose MFMA accumulates there only); the 16-bit
+# kinds take BK 32 (two MFMA steps a stage) but 128x128 BK 16, whose two stages would
+# otherwise need 40 KiB of the CU's 64 KiB of LDS (one workgroup a CU); fp64 takes BK 8
+# (two 16x16x4 steps) so that 64x64 stays at 24 KiB. Each family keeps one SIMT kind (the
+# 16-bit families' and fp64's 32x32/4x4) for GEMMs too small to fill a 16x16 block, which
+# the planner picks by the cost model's two rates.
+#            kind             tm   tn  tk  threads rm  rn  engine
+_MFMA_HALF_KINDS = [
+    ("32x32/4x4",       32,  32, 16,  64,  4,  4),
+    ("32x32/w16x16",    32,  32, 32, 256, 16, 16, "mma"),
+    ("64x64/w32x32",    64,  64, 32, 256, 32, 32, "mma"),
+    ("128x64/w64x32",  128,  64, 32, 256, 64, 32, "mma"),
+    ("128x128/w64x64", 128, 128, 16, 256, 64, 64, "mma"),
+]
+MFMA_F16 = _family("mfma-f16", _MFMA_HALF_KINDS)
+MFMA_BF16 = _family("mfma-bf16", _MFMA_HALF_KINDS)
+MFMA_F64 = _family("mfma-f64", [
+    ("32x32/4x4",       32,  32,  8,  64,  4,  4),
+    ("32x32/w16x16",    32,  32,  8, 256, 16, 16, "mma"),
+    ("64x64/w32x32",    64,  64,  8, 256, 32, 32, "mma"),
+    ("128x64/w64x32",  128,  64,  8, 256, 64, 32, "mma"),
+])
+
 # The dtype each of our families is made for; the paper's families serve float32 and
 # float64 (family_dtypes), never the 16-bit dtypes, which have their own families.
 FAMILY_DTYPES = {"portgemm": ("float32",), "portgemm-f64": ("float64",),
                  "tune": ("float32",), "tune-f64": ("float64",),
-                 **{f: (d,) for f, d in HALF_FAMILIES.items()}}
+                 **{f: (d,) for f, d in HALF_FAMILIES.items()},
+                 **{f: (d,) for f, d in MFMA_FAMILIES.items()}}
 PAPER_DTYPES = ("float32", "float64")
 
 
@@ -287,6 +353,9 @@ FAMILIES: dict[str, tuple[TileConfig, ...]] = {
     "tune-f64": TUNE_F64,
     "portgemm-f16": PORTGEMM_F16,
     "portgemm-bf16": PORTGEMM_BF16,
+    "mfma-f16": MFMA_F16,
+    "mfma-bf16": MFMA_BF16,
+    "mfma-f64": MFMA_F64,
 }
 
 CATALOGUE: dict[str, TileConfig] = {t.name: t for fam in FAMILIES.values() for t in fam}

@@ -170,8 +170,8 @@ def test_render_defines(dtype):
 def test_half_mma_archs_and_rates_are_data():
     assert HALF_MMA == {"sm_80", "sm_90"}
     assert has_half_mma("h100") and not has_half_mma("sm_70")
-    for amd in ("gfx908", "gfx90a", "gfx940"):
-        assert not has_half_mma(amd) and "not built yet" in HALF_MMA_NOT_BUILT[amd]
+    for amd in ("gfx908", "gfx90a", "gfx940"):   # AMD: the MFMA families (test_mfma_kinds.py)
+        assert not has_half_mma(amd) and amd not in HALF_MMA_NOT_BUILT
     for name in ("sm_80", "sm_90"):
         c = ceilings_for(get_arch(name))
         assert c.mma_flops_per_s("float16") == c.mma_flops_per_s("bfloat16") > \
@@ -206,11 +206,10 @@ def test_tiny_gemms_go_to_simt_only_where_the_model_says():
     assert {q.kinds[int(i)].engine for i in np.unique(q.tiles["kind"])} == {"mma"}
 
 
-@pytest.mark.parametrize("arch", ["gfx908", "gfx90a", "gfx940"])
-def test_half_dtypes_are_not_built_for_amd_yet(arch):
-    for dt in HALF_DTYPES:
-        with pytest.raises(DtypeError, match="not built for"):
-            planner.plan([[64, 64, 64]], dt, arch)
+def test_half_dtypes_are_refused_on_amd_without_mfma():
+    for dt in HALF_DTYPES:   # gfx908 / gfx90a / gfx940 plan them on MFMA (test_mfma_kinds.py)
+        with pytest.raises(DtypeError, match="no kernels for gfx1100"):
+            planner.plan([[64, 64, 64]], dt, "gfx1100")
 
 
 def test_half_plan_options_that_cannot_apply_are_typed_errors():

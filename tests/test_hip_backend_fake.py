@@ -191,8 +191,10 @@ class DevArray:
 
 @pytest.fixture
 def backend(monkeypatch):
+    # the fake device is a gfx90a: its catalogue holds the MFMA families too
     variants = {v.name: v for v in catalogue_variants(trans=((False, False), (False, True),
-                                                             (True, False), (True, True)))}
+                                                             (True, False), (True, True)),
+                                                      arch="gfx90a")}
     fake = FakeHip(variants)
     monkeypatch.setattr(hipbe, "hip", fake)
     monkeypatch.setattr(resources, "_registered", {})  # the fake figures stay in this test

@@ -486,3 +486,35 @@ def test_no_workgroup_fits_amd_1024_threads_many_vgprs():
     # 1024 threads = 16 waves need 4 per SIMD; 200 VGPRs -> 512 // 200 = 2/SIMD -> 8 // 16 = 0.
     with pytest.raises(ResourceError, match="limited by vgpr"):
         occ("gfx90a", 1024, registers=200)
+
+
+# --- the MFMA kinds' compiled figures (clang 15's remarks in the vendor matrix) ------------
+# (arch, kind, arch VGPRs, AGPRs, SGPRs, LLVM's register term in waves/SIMD), from
+# `tools/vendor_matrix.py --family mfma-f16 --family mfma-bf16 --family mfma-f64`
+# (bench/results/2026-11-24-mfma-compiled/vendor_matrix.txt, clang's columns). On gfx908
+# the two files limit separately; on gfx90a / gfx940 one file holds
+# alignTo(VGPRs, 4) + AGPRs in granules of 8.
+MFMA_CELLS = [
+    ("gfx908", "f16 64x64/w32x32", 58, 20, 58, 4),       # 256 // 60
+    ("gfx908", "f16 128x128/w64x64", 97, 68, 58, 2),     # 256 // 100; AGPRs alone: 3
+    ("gfx90a", "f16 64x64/w32x32", 56, 20, 58, 6),       # 512 // alignTo(76, 8)
+    ("gfx90a", "f16 128x128/w64x64", 100, 68, 58, 3),    # 512 // 168
+    ("gfx940", "f64 128x64/w64x32", 96, 72, 60, 3),      # 512 // 168
+    ("gfx940", "f64 32x32/w16x16", 36, 10, 42, 8),       # 512 // 48 = 10, capped at 8
+]
+
+
+@pytest.mark.parametrize("arch,kind,vgprs,agprs,sgprs,llvm", MFMA_CELLS)
+def test_mfma_kinds_register_term_matches_llvm(arch, kind, vgprs, agprs, sgprs, llvm):
+    o = occ(arch, 256, registers=vgprs, agprs=agprs, sgprs=sgprs)
+    regs = min(o.wave_limits[k] for k in ("waves", "vgpr", "agpr", "sgpr")
+               if o.wave_limits[k] is not None)
+    assert regs / 4 == llvm, kind
+
+
+def test_gfx908_agprs_bind_alone_when_they_are_the_larger_file():
+    # 40 arch VGPRs, 130 AGPRs (the note's .vgpr_count is then max = 130, which gives the
+    # same answer): only gfx908's AGPR file limits, 256 // 132 = 1 wave per SIMD
+    o = occ("gfx908", 256, registers=40, agprs=130, sgprs=40)
+    assert o.limited_by == "agpr" and o.active_waves == 4
+    assert occ("gfx908", 256, registers=130, agprs=130, sgprs=40).active_waves == 4

@@ -7,6 +7,8 @@ import sys
 import pytest
 
 from portgemm.kernels.variants import catalogue_variants
+from portgemm.occupancy import get_arch
+from portgemm.tiles import FAMILIES
 
 
 def cli(*args):
@@ -110,7 +112,7 @@ def test_variant_table_lists_every_variant(arch, cols):
                 "P wg", "P occ", "P limit"):
         assert col in names_of_columns
     names = {line.split()[0] for line in lines if line.startswith("pg_")}
-    expected = {v.name for v in catalogue_variants()}
+    expected = {v.name for v in catalogue_variants(arch=get_arch(arch).name)}
     assert expected == names and len(expected) > 0
     assert any(n.startswith("pg_f64") for n in expected)
     assert max(map(len, lines)) <= 190   # the bfloat16 variants have the longest names
@@ -134,7 +136,7 @@ def test_variant_table_json_has_both_models():
     r = cli("--arch", "gfx908", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    assert d["arch"] == "gfx908" and len(d["variants"]) == len(catalogue_variants())
+    assert d["arch"] == "gfx908" and len(d["variants"]) == len(catalogue_variants(arch="gfx908"))
     row = d["variants"][0]
     assert {"exact", "paper", "registers", "source"} <= set(row)
     assert {"wg", "waves", "occ", "limit"} <= set(row["exact"])
@@ -146,3 +148,19 @@ def test_arch_table():
     for name in ("gfx908", "gfx90a", "gfx940", "gfx942", "gfx1100",
                  "sm_70", "sm_80", "sm_86", "sm_89", "sm_90"):
         assert name in r.stdout
+
+
+def test_amd_table_lists_the_mfma_kinds_with_vgprs_and_agprs():
+    """gfx90a's table holds the MFMA kinds (a wave's sub-tile "w"), each with its arch
+    VGPRs and AGPRs: compiled here, else recorded (tools/record_resources.py)."""
+    r = cli("--arch", "gfx90a", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {v["variant"]: v for v in json.loads(r.stdout)["variants"]}
+    mfma = {n: v for n, v in rows.items() if "_mfma_" in n}
+    assert len(mfma) == len(FAMILIES["mfma-f16"]) + len(FAMILIES["mfma-bf16"]) + len(FAMILIES["mfma-f64"])
+    big = mfma["pg_f16_nn_mfma_f16_128x128_w64x64"]
+    assert big["tile"] == "128x128 k16 w64x64" and big["threads"] == 256
+    if big["origin"] != "estimate":
+        assert big["agprs"] >= 64 and big["registers"] > 0 and big["spill_bytes"] == 0
+    r = cli("--arch", "sm_90", "--json")
+    assert not any("_mfma_" in v["variant"] for v in json.loads(r.stdout)["variants"])

@@ -52,7 +52,7 @@ def test_one_row_per_cell_in_matrix_order(vm, monkeypatch, tmp_path, capsys):
     # tasks run slowest first; the table and the JSON keep the matrix's order
     assert [(r["variant"], r["arch"]) for r in rows] == \
         [(v, a) for v in magma for a in ("sm_80", "sm_90")]
-    assert f"{len(rows)} cells (8 variants over 2 archs; 16-bit ones NVIDIA only), 0 compile errors" in out
+    assert f"{len(rows)} cells (8 variants over 2 archs; 16-bit: mma.sync families on NVIDIA, MFMA families on AMD), 0 compile errors" in out
     assert all(r["resources"]["registers"] == 64 for r in rows)
 
 

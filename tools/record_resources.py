@@ -59,10 +59,12 @@ def main(argv=None) -> int:
         except PortgemmError:
             ok = False
         (usable.append(a) if ok else print(f"skip {a}: no compiler for it here", file=sys.stderr))
-    variants = catalogue_variants()
     t0 = time.perf_counter()
+    # each arch's own catalogue: the portable variants and its arch-specific families
+    # (tiles.FAMILY_ARCHS: AMD's MFMA kinds)
+    jobs = [(v, a) for a in usable for v in catalogue_variants(arch=a)]
     with ProcessPoolExecutor(max_workers=args.jobs) as ex:
-        results = list(ex.map(_one, [(v, a) for a in usable for v in variants]))
+        results = list(ex.map(_one, jobs))
 
     # Which kernel source the figures belong to: stale figures are worse than estimates.
     out = {"generated_by": "tools/record_resources.py", "kernel_sha256": source_fingerprint(),

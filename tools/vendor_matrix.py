@@ -64,7 +64,8 @@ from portgemm.errors import PortgemmError  # noqa: E402
 from portgemm.kernels import amd_codeobject, clang_amd, nvrtc, offline  # noqa: E402
 from portgemm.kernels.render import render  # noqa: E402
 from portgemm.kernels.variants import SplitReduce, Variant, catalogue_variants  # noqa: E402
-from portgemm.tiles import FAMILY_DTYPES, HALF_FAMILIES, PER_KIND_ONLY  # noqa: E402
+from portgemm.tiles import (FAMILY_DTYPES, HALF_FAMILIES, MFMA_FAMILIES,  # noqa: E402
+                            PER_KIND_ONLY, family_builds_for)
 
 HALF_DTYPES = frozenset(HALF_FAMILIES.values())
 
@@ -80,14 +81,24 @@ ALL_TRANSPOSES = tuple(f for f in FAMILY_DTYPES if f not in PER_KIND_ONLY)
 TRANSPOSES = ((False, True), (True, False), (True, True))
 
 
+def _catalogue(trans=((False, False),)) -> list[Variant]:
+    """The catalogue variants of every arch of the matrix (the portable ones and the
+    arch-specific families, AMD's MFMA kinds), each once; builds_for says where."""
+    out: dict[str, Variant] = {}
+    for a in (None, *ARCHS):
+        for v in catalogue_variants(trans=trans, arch=a):
+            out.setdefault(v.name, v)
+    return list(out.values())
+
+
 def matrix_variants() -> list[Variant]:
     """nn for every catalogue variant, and nt/tn/tt for those of ALL_TRANSPOSES."""
-    more = [v for v in catalogue_variants(trans=TRANSPOSES)
+    more = [v for v in _catalogue(trans=TRANSPOSES)
             if all(k.family in ALL_TRANSPOSES for k in v.kinds)]
     # the entry points beside the GEMM's that render from the same source: the
     # device-offsets (ragged) GEMM and split-K's reduction (the tile expansion is covered
     # by its own tests)
-    return (catalogue_variants() + more + ragged_variants()
+    return (_catalogue() + more + ragged_variants()
             + [SplitReduce(d) for d in ("float32", "float64")])
 
 
@@ -96,9 +107,20 @@ def ragged_variants() -> list[Variant]:
     (grouped/ragged_kind.candidate_kinds): nn for the paper's kinds, all four transposes
     for our own families', as for the tile-list variants."""
     from portgemm.grouped.ragged_kind import candidate_kinds
-    return [Variant((k,), dtype, "ragged", ta, tb) for dtype in ("float32", "float64")
-            for k in candidate_kinds(dtype)
-            for ta, tb in ((False, False),) + (TRANSPOSES if k.family in ALL_TRANSPOSES else ())]
+    out = [Variant((k,), dtype, "ragged", ta, tb) for dtype in ("float32", "float64")
+           for k in candidate_kinds(dtype)
+           for ta, tb in ((False, False),) + (TRANSPOSES if k.family in ALL_TRANSPOSES else ())]
+    # and the AMD archs' own candidates (the MFMA families; builds_for keeps them there)
+    seen = {v.name for v in out}
+    for a in ARCHS:
+        for dtype in MFMA_FAMILIES.values():
+            for k in candidate_kinds(dtype, a):
+                for ta, tb in ((False, False),) + TRANSPOSES:
+                    v = Variant((k,), dtype, "ragged", ta, tb)
+                    if k.family in MFMA_FAMILIES and v.name not in seen:
+                        seen.add(v.name)
+                        out.append(v)
+    return out
 
 
 OCC_KEY = "Occupancy [waves/SIMD]"
@@ -232,9 +254,15 @@ def cell(variant, arch: str, pch=None) -> dict:
 
 
 def builds_for(variant, arch: str) -> bool:
-    """Whether ``variant`` is built for ``arch``: the 16-bit dtypes are not built for AMD
-    yet (occupancy.archs.HALF_MMA_NOT_BUILT; the planner refuses them there)."""
-    return not (arch.startswith("gfx") and getattr(variant, "dtype", None) in HALF_DTYPES)
+    """Whether ``variant`` is built for ``arch``: the arch-specific families only where
+    they exist (tiles.FAMILY_ARCHS: the MFMA families on gfx908 / gfx90a / gfx94x, never
+    on NVIDIA); on AMD the 16-bit dtypes only in the MFMA families (the NVIDIA mma.sync
+    families' AMD emulation is never planned there: planner._half_request)."""
+    kinds = getattr(variant, "kinds", ())
+    if not all(family_builds_for(k.family, arch) for k in kinds):
+        return False
+    return not (arch.startswith("gfx") and getattr(variant, "dtype", None) in HALF_DTYPES
+                and any(k.family in HALF_FAMILIES for k in kinds))
 
 
 def job(args) -> list[dict]:
@@ -430,7 +458,8 @@ def main(argv=None) -> int:
     agree = sum(1 for r in amd if not any("LLVM" in w for w in check(r)))
     hip_vs_clang = [r for r in amd if r["compiler"] == "hiprtc"
                     and r["resources"]["registers"] != r["clang"]["registers"]]
-    print(f"\n{len(rows)} cells ({len(variants)} variants over {len(archs)} archs; 16-bit ones NVIDIA only), "
+    print(f"\n{len(rows)} cells ({len(variants)} variants over {len(archs)} archs; 16-bit: mma.sync "
+          f"families on NVIDIA, MFMA families on AMD), "
           f"{sum(1 for r in rows if 'error' in r)} compile errors, "
           f"model vs LLVM: {agree}/{len(amd)} AMD cells agree, "
           f"hiprtc vs clang VGPRs differ in {len(hip_vs_clang)} cells; "

@@ -15,27 +15,43 @@ import numpy as np
 
 from ..planner.cost_model import floors, kind_costs, predict_rows, steps_of
 from ..planner.parallelism import kind_table
+from ..occupancy.archs import has_mfma
 from ..planner.wavefront_tlp import FAMILY, OUR_FAMILY
-from ..tiles import FAMILIES, HALF_FAMILIES
+from ..tiles import FAMILIES, HALF_FAMILIES, MFMA_FAMILIES
 
 # The families a device-offsets call picks from, per dtype: the two the default planner
 # weighs, the paper's kinds and our own.
 CANDIDATE_FAMILIES = {dtype: (FAMILY[0].family, ours) for dtype, ours in OUR_FAMILY.items()}
 # The 16-bit dtypes: their own family only (planner.HALF_FAMILY).
 CANDIDATE_FAMILIES.update({d: (f,) for f, d in HALF_FAMILIES.items()})
+# On an AMD arch with MFMA for the dtype (occupancy/archs.py MFMA), its MFMA family
+# stands in for our family (fp64) or the mma.sync one (16 bits), as in the planner
+# (wavefront_tlp.our_family, planner._half_request).
+MFMA_FAMILY = {d: f for f, d in MFMA_FAMILIES.items()}
 
 
-def candidate_kinds(dtype) -> tuple:
-    """Every kind a device-offsets call of ``dtype`` may run (what the tests cover)."""
+def candidate_families(name: str, arch=None) -> tuple:
+    """The families a device-offsets call of dtype ``name`` weighs on ``arch`` (an Arch,
+    its name, or None: the portable ones)."""
+    fams = CANDIDATE_FAMILIES[name]
+    if arch is not None and name in MFMA_FAMILY and has_mfma(arch, name):
+        swap = (OUR_FAMILY.get(name), *HALF_FAMILIES)
+        fams = tuple(MFMA_FAMILY[name] if f in swap else f for f in fams)
+    return fams
+
+
+def candidate_kinds(dtype, arch=None) -> tuple:
+    """Every kind a device-offsets call of ``dtype`` may run on ``arch`` (None: the
+    portable candidates; what the tests cover)."""
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
-    return tuple(k for fam in CANDIDATE_FAMILIES[name] for k in FAMILIES[fam])
+    return tuple(k for fam in candidate_families(name, arch) for k in FAMILIES[fam])
 
 
 def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype) -> list:
     """[(kind, predicted seconds of its GEMM launch)] for every candidate kind."""
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     out = []
-    for fam in CANDIDATE_FAMILIES[name]:
+    for fam in candidate_families(name, arch):
         kinds = FAMILIES[fam]
         try:
             kc = kind_costs(arch, kinds, kind_table(arch, kinds, "per-kind", name), name)

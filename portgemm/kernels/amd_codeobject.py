@@ -10,7 +10,8 @@ depend on the textual format of one readelf version.
 Metadata keys used (LLVM AMDGPUUsage, "Code Object V3+ Metadata"):
   .vgpr_count   VGPRs for occupancy: on gfx90a/gfx94x alignTo(arch VGPRs, 4) + AGPRs
                 (one unified file), on gfx908 max(arch VGPRs, AGPRs)
-  .agpr_count   AGPRs (only on targets with MFMA)
+  .agpr_count   AGPRs (only on targets with MFMA; the MFMA kinds' accumulators, and on
+                gfx90a/gfx94x whatever else the allocator puts there)
   .sgpr_count   SGPRs including VCC, FLAT_SCRATCH and XNACK reserved ones
   .group_segment_fixed_size    static LDS bytes per workgroup
   .private_segment_fixed_size  scratch bytes per work-item
@@ -47,7 +48,11 @@ class KernelMeta:
         """Architectural VGPRs. The note only carries the occupancy total: on unified
         targets it is alignTo(arch, 4) + agpr, so this returns alignTo(arch, 4) (the
         model aligns to 4 anyway); on gfx908 it is max(arch, agpr), exact when
-        agpr == 0 (our kernels use no MFMA) and an upper bound otherwise."""
+        agpr == 0 and an upper bound otherwise (the MFMA kinds hold their accumulators
+        in AGPRs there). The bound gives the exact occupancy all the same: gfx908's
+        two files limit waves separately (occupancy/model.py amd_vgpr_limit and
+        amd_agpr_limit), and max(arch, agpr) bounds both no tighter than the larger.
+        clang's remark (clang_amd) has the exact arch count where it is needed."""
         if self.agpr_count and _UNIFIED.match(arch):
             return self.vgpr_count - self.agpr_count
         return self.vgpr_count

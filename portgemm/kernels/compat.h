@@ -312,3 +312,90 @@ __device__ __forceinline__ void pg_cp_async_elem<2>(void* dst, const void* src, 
         src_bytes ? PG_LDG(static_cast<const unsigned short*>(src)) : (unsigned short)0;
 }
 #endif
+
+// ---- AMD matrix cores (MFMA): the float16 / bfloat16 / fp64 kinds of the mfma-* families ----
+// One MFMA is a whole wave64's: D(16x16) += A(16xK) B(Kx16). Which element each lane holds
+// is data (LLVM AMDGPU / AMD's matrix instruction calculator; the same layouts CK's
+// xdlops tables describe), checked by tests/test_mfma_lanes.py, which reads these structs
+// from this file and runs them through a numpy model of each instruction. Lane l,
+// element i (0 .. AE-1) of a fragment:
+//   16x16x16 (f16; bf16_1k on gfx90a/gfx94x): A[l % 16][4 (l / 16) + i], B[4 (l / 16) + i][l % 16]
+//   16x16x4 f64 (gfx90a/gfx94x):              A[l % 16][l / 16],          B[l / 16][l % 16]
+// and C element i (0 .. CE-1): 16x16x16: C[4 (l / 16) + i][l % 16], f64: C[4 i + l / 16][l % 16]
+// (the f64 form deals its four rows per lane out in groups of one, the fp32 forms in one
+// group of four). gfx908 has no bf16_1k: its 16x16x8bf16 takes two of the four k values a
+// lane holds (A[l % 16][2 (l / 16) + i], i = 0, 1); two of them, the first on elements 0-1
+// and the second on 2-3, sum the same 16 products, because A and B see the same k order.
+// Kept in the form `static ... name(args) { return <expression>; }`: the test parses it.
+struct PgMfmaHalf {
+    static constexpr int M = 16, N = 16, K = 16, LANES = 64;
+    static constexpr int AE = 4, CE = 4;    // A (and B) elements, C floats per lane
+    static __device__ __forceinline__ int a_row(int l) { return l & 15; }
+    static __device__ __forceinline__ int a_k(int l, int i) { return 4 * (l >> 4) + i; }
+    static __device__ __forceinline__ int b_k(int l, int i) { return 4 * (l >> 4) + i; }
+    static __device__ __forceinline__ int b_col(int l) { return l & 15; }
+    static __device__ __forceinline__ int c_row(int l, int i) { return 4 * (l >> 4) + i; }
+    static __device__ __forceinline__ int c_col(int l) { return l & 15; }
+};
+struct PgMfmaF64 {
+    static constexpr int M = 16, N = 16, K = 4, LANES = 64;
+    static constexpr int AE = 1, CE = 4;    // A (and B) elements, C doubles per lane
+    static __device__ __forceinline__ int a_row(int l) { return l & 15; }
+    static __device__ __forceinline__ int a_k(int l, int i) { return (l >> 4) + i; }
+    static __device__ __forceinline__ int b_k(int l, int i) { return (l >> 4) + i; }
+    static __device__ __forceinline__ int b_col(int l) { return l & 15; }
+    static __device__ __forceinline__ int c_row(int l, int i) { return 4 * i + (l >> 4); }
+    static __device__ __forceinline__ int c_col(int l) { return l & 15; }
+};
+#if PG_HIP && (defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || \
+               defined(__gfx941__) || defined(__gfx942__))
+#define PG_MFMA 1
+typedef float PgF32x4 __attribute__((ext_vector_type(4)));
+typedef double PgF64x4 __attribute__((ext_vector_type(4)));
+typedef unsigned PgU32x2 __attribute__((ext_vector_type(2)));
+typedef _Float16 PgF16x4 __attribute__((ext_vector_type(4)));
+typedef short PgI16x4 __attribute__((ext_vector_type(4)));
+typedef short PgI16x2 __attribute__((ext_vector_type(2)));
+// A lane's four 16-bit elements of A and of B as two registers, elements 0-1 and 2-3 (the
+// first of each pair in the low half, pg_pack2's order).
+__device__ __forceinline__ PgU32x2 pg_u32x2(const unsigned (&r)[2])
+{
+    PgU32x2 v;
+    v.x = r[0];
+    v.y = r[1];
+    return v;
+}
+__device__ __forceinline__ void pg_mfma_16x16x16(PgF32x4& c, const unsigned (&a)[2],
+                                                 const unsigned (&b)[2], PgHalf)
+{
+    c = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(PgF16x4, pg_u32x2(a)),
+                                              __builtin_bit_cast(PgF16x4, pg_u32x2(b)), c, 0, 0, 0);
+}
+__device__ __forceinline__ void pg_mfma_16x16x16(PgF32x4& c, const unsigned (&a)[2],
+                                                 const unsigned (&b)[2], PgBf16)
+{
+#if defined(__gfx908__)
+    // two 16x16x8bf16, one per register (see above)
+    c = __builtin_amdgcn_mfma_f32_16x16x8bf16(__builtin_bit_cast(PgI16x2, a[0]),
+                                              __builtin_bit_cast(PgI16x2, b[0]), c, 0, 0, 0);
+    c = __builtin_amdgcn_mfma_f32_16x16x8bf16(__builtin_bit_cast(PgI16x2, a[1]),
+                                              __builtin_bit_cast(PgI16x2, b[1]), c, 0, 0, 0);
+#else
+    c = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(__builtin_bit_cast(PgI16x4, pg_u32x2(a)),
+                                                  __builtin_bit_cast(PgI16x4, pg_u32x2(b)), c, 0, 0, 0);
+#endif
+}
+#if !defined(__gfx908__)
+#define PG_MFMA_F64 1
+// Each of the 16 x 16 x 4 products is an IEEE fp64 FMA (round to nearest even).
+__device__ __forceinline__ void pg_mfma_f64_16x16x4(PgF64x4& c, double a, double b)
+{
+    c = __builtin_amdgcn_mfma_f64_16x16x4f64(a, b, c, 0, 0, 0);
+}
+#else
+#define PG_MFMA_F64 0
+#endif
+#else
+#define PG_MFMA 0
+#define PG_MFMA_F64 0
+#endif

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..tiles import MFMA_FAMILIES
 from .variants import DTYPES, HALF_DTYPES, ITEMSIZE, SplitReduce, TileExpand, Variant
 
 HERE = Path(__file__).parent
@@ -219,9 +220,9 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
         return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_SPLIT_REDUCE": "1",
                 "PG_REDUCE_THREADS": str(variant.threads), "PG_REDUCE_CHUNK": str(variant.chunk)}
     half = variant.dtype in HALF_DTYPES
-    engine = {"simt": 0, "mma": 2 if half else 1}   # the kernel's E: pg_tile, _mma, _mma16
     kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn}, "
-                     f"{engine[k.engine]})" for i, k in enumerate(variant.kinds))
+                     f"{engine_id(k, half)})" for i, k in enumerate(variant.kinds))
+    mfma = any(engine_id(k, half) == 3 for k in variant.kinds)
     return {
         "PG_T": DTYPES[variant.dtype],
         "PG_HALF": str(int(half)),
@@ -241,7 +242,19 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
         "PG_MMA": str(int(any(k.engine == "mma" for k in variant.kinds))),
         "PG_KINDS(X)": kinds,
         "PG_CARRY": str(int(carry(variant))),
+        # only where set, so every other variant renders as before
+        **({"PG_MFMA_KINDS": "1"} if mfma else {}),
     }
+
+
+def engine_id(k, half: bool) -> int:
+    """The kernel's E for kind ``k``: 0 pg_tile (SIMT), 1 pg_tile_mma (fp64 MMA), 2
+    pg_tile_mma16 (16-bit MMA), 3 pg_tile_mfma (AMD MFMA: the MFMA families' MMA kinds)."""
+    if k.engine == "simt":
+        return 0
+    if k.family in MFMA_FAMILIES:
+        return 3
+    return 2 if half else 1
 
 
 @lru_cache(maxsize=None)

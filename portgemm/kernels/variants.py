@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tiles import FAMILIES, HALF_FAMILIES, ITEMSIZE, PER_KIND_ONLY, TileConfig, family_dtypes
+from ..tiles import (FAMILIES, HALF_FAMILIES, ITEMSIZE, MFMA_FAMILIES, PER_KIND_ONLY, TileConfig,
+                     family_builds_for, family_dtypes)
 
 # numpy dtype name -> the kernel's element type (PG_T; the 16-bit ones are compat.h's
 # storage structs) and the short name in entry points.
@@ -112,22 +113,26 @@ def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
     raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
 
 
-def catalogue_variants(dtypes=tuple(DTYPES), trans=((False, False),)) -> list[Variant]:
+def catalogue_variants(dtypes=tuple(DTYPES), trans=((False, False),),
+                       arch: str | None = None) -> list[Variant]:
     """Every variant the catalogue defines: per-kind for each tile, a fused kernel for
     each tile-list family (but tiles.PER_KIND_ONLY), grid-z for MAGMA's configs; each
-    family only in its dtypes (tiles.family_dtypes)."""
+    family only in its dtypes (tiles.family_dtypes). ``arch`` (a name): the variants
+    built for it, the arch-specific families (tiles.FAMILY_ARCHS: AMD's MFMA kinds)
+    included where they exist; None: the portable catalogue every target builds."""
     out = []
     for dtype in dtypes:
         for ta, tb in trans:
             for fam, kinds in FAMILIES.items():
-                if dtype not in family_dtypes(fam):
+                if dtype not in family_dtypes(fam) or not family_builds_for(fam, arch):
                     continue
                 if fam == "magma":
                     out += variants_for(kinds, "grid-z", dtype, ta, tb)
                     continue
                 out += variants_for(kinds, "per-kind", dtype, ta, tb)
-                # no fused kernel: see tiles.PER_KIND_ONLY; the 16-bit families run per
-                # kind only (planner), so a fused kernel would be compiled for nothing
-                if fam not in PER_KIND_ONLY and fam not in HALF_FAMILIES:
+                # no fused kernel: see tiles.PER_KIND_ONLY; the 16-bit and MFMA families
+                # run per kind only (planner), so a fused kernel would be compiled for nothing
+                if fam not in PER_KIND_ONLY and fam not in HALF_FAMILIES \
+                        and fam not in MFMA_FAMILIES:
                     out += variants_for(kinds, "fused", dtype, ta, tb)
     return out

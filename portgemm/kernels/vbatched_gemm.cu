@@ -17,8 +17,10 @@
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN, E) for every tile kind this entry point
 //                   runs; E = 0: SIMT, RM x RN a thread's micro-tile; E = 1: warp MMA (fp64),
 //                   E = 2: warp MMA (float16 / bfloat16, fp32 accumulators), RM x RN a
-//                   warp's sub-tile
+//                   warp's sub-tile; E = 3: AMD MFMA (PG_MFMA_KINDS)
 //   PG_MMA          1: some kind is an MMA kind (its pipeline also runs for B^T)
+//   PG_MFMA_KINDS   1: some kind is an AMD MFMA kind (E = 3, pg_tile_mfma: RM x RN a
+//                   64-lane wave's sub-tile); AMD MFMA targets only
 //   PG_RAGGED       1: the entry point is the ragged-M GEMM (group ends read on the
 //                   device, one kind); 0 or absent: PG_GRIDZ says which
 //   PG_CARRY        1: a block running several tiles of one kind prefetches the next
@@ -1126,6 +1128,137 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
 
 #endif  // PG_HALF
 
+#if PG_MFMA_KINDS
+#if !PG_MFMA || (!PG_HALF && !PG_MFMA_F64)
+#error "the MFMA kinds (tiles.py mfma-* families) compile for gfx908 / gfx90a / gfx94x only (fp64: gfx90a / gfx94x)"
+#endif
+// The AMD MFMA kinds (families mfma-f16, mfma-bf16, mfma-f64; engine "mma", 64-lane
+// waves): waves in a (BM / WTM) x (BN / WTN) grid, each a WTM x WTN sub-tile of C as
+// (WTM / 16) x (WTN / 16) blocks of the 16x16 MFMA (compat.h PgMfmaHalf: 16x16x16, fp32
+// accumulators; PgMfmaF64: 16x16x4), staged through the MMA kinds' PgMmaStage layouts and
+// k loop (pg_mma_k_loop: the register double buffer; AMD has no cp.async), so any
+// leading dimension and transpose goes through the same element path. Only AMD compiles
+// it (the #error above; tiles.built_for keeps the families off other targets).
+#if PG_HALF
+struct PgMfmaOps {
+    using F = PgMfmaHalf;
+    using Acc = PgF32x4;
+    using Scalar = float;
+    struct Frag { unsigned r[2]; };
+    // elements 0-1 and 2-3 of this lane's fragment: k-adjacent pairs (compat.h)
+    template <class S>
+    static __device__ __forceinline__ Frag a_frag(const PG_T* xs, int x, int kk, int l)
+    {
+        return {{S::pair(xs, x, kk + F::a_k(l, 0)), S::pair(xs, x, kk + F::a_k(l, 2))}};
+    }
+    template <class S>
+    static __device__ __forceinline__ Frag b_frag(const PG_T* xs, int x, int kk, int l)
+    {
+        return {{S::pair(xs, x, kk + F::b_k(l, 0)), S::pair(xs, x, kk + F::b_k(l, 2))}};
+    }
+    static __device__ __forceinline__ void mma(Acc& c, const Frag& a, const Frag& b)
+    {
+        pg_mfma_16x16x16(c, a.r, b.r, PG_T());
+    }
+};
+#else
+struct PgMfmaOps {
+    using F = PgMfmaF64;
+    using Acc = PgF64x4;
+    using Scalar = double;
+    using Frag = double;
+    template <class S>
+    static __device__ __forceinline__ Frag a_frag(const PG_T* xs, int x, int kk, int l)
+    {
+        return xs[S::at(x, kk + F::a_k(l, 0))];
+    }
+    template <class S>
+    static __device__ __forceinline__ Frag b_frag(const PG_T* xs, int x, int kk, int l)
+    {
+        return xs[S::at(x, kk + F::b_k(l, 0))];
+    }
+    static __device__ __forceinline__ void mma(Acc& c, Frag a, Frag b)
+    {
+        pg_mfma_f64_16x16x4(c, a, b);
+    }
+};
+#endif
+
+template <int BM, int BN, int BK, int NT, int WTM, int WTN>
+__device__ __forceinline__ void pg_tile_mfma(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+{
+    using O = PgMfmaOps;
+    using F = O::F;
+    using Acc = O::Acc;
+    using Scalar = O::Scalar;
+    constexpr int WGN = BN / WTN;
+    static_assert((BM / WTM) * WGN * F::LANES == NT, "one wave per sub-tile");
+    static_assert(WTM % F::M == 0 && WTN % F::N == 0 && BK % F::K == 0,
+                  "sub-tiles of whole fragments");
+    constexpr int FM = WTM / F::M, FN = WTN / F::N;
+    using SA = PgMmaStage<BK, BM, NT, !PG_TRANS_A>;
+    using SB = PgMmaStage<BK, BN, NT, (bool)PG_TRANS_B>;
+
+    const int tid = threadIdx.x, lane = tid % F::LANES, wave = tid / F::LANES;
+    const int wm = (wave / WGN) * WTM, wn = (wave % WGN) * WTN;
+
+    const int M = gp->M, N = gp->N;
+    const int K = (gp->alpha == 0.0) ? 0 : gp->K;   // alpha == 0 never reads A or B
+    const PG_T* __restrict__ A = gp->A;
+    const PG_T* __restrict__ B = gp->B;
+    const int lda = gp->lda, ldb = gp->ldb;
+    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+
+    Acc acc[FM][FN];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int q = 0; q < F::CE; ++q) acc[i][j][q] = Scalar(0);
+
+    // One MFMA step (F::K k values): this lane's fragments of A and B, then FM x FN MFMAs.
+    pg_mma_k_loop<BM, BN, BK, NT, F::K, SA, SB>(
+        A, B, lda, ldb, M, N, K, m0, n0, vec_a, vec_b, tid, smem,
+        [&](const PG_T* as, const PG_T* bs, int kk) {
+            typename O::Frag a[FM], b[FN];
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+                a[i] = O::template a_frag<SA>(as, wm + i * F::M + F::a_row(lane), kk, lane);
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                b[j] = O::template b_frag<SB>(bs, wn + j * F::N + F::b_col(lane), kk, lane);
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) O::mma(acc[i][j], a[i], b[j]);
+        });
+
+    // Epilogue in the accumulator type, rounded once to PG_T: a lane holds one column of
+    // each block (16 lanes, 16 adjacent columns: one contiguous run per row).
+    const Scalar alpha = Scalar(gp->alpha), beta = Scalar(gp->beta);
+    PG_T* __restrict__ C = gp->C;
+    const int ldc = gp->ldc;
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int q = 0; q < F::CE; ++q) {
+            const int r = m0 + wm + i * F::M + F::c_row(lane, q);
+            if (r >= M) continue;
+            PG_T* crow = C + r * ldc;
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                const int c = n0 + wn + j * F::N + F::c_col(lane);
+                if (c >= N) continue;
+                Scalar x = alpha * acc[i][j][q];
+                if (beta != Scalar(0)) x += beta * Scalar(crow[c]);   // beta == 0 never reads C
+                crow[c] = PG_T(x);
+            }
+        }
+}
+#endif  // PG_MFMA_KINDS
+
 // A variant with pipeline stages takes its hint only where the pipeline runs: the
 // register path (B^T, pre-sm_80) keeps more registers live and spilled under the caps
 // measured for the pipeline.
@@ -1136,12 +1269,13 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
 #endif
 
 // Kind -> tile function by engine E (0: SIMT pg_tile, 1: fp64 MMA pg_tile_mma, 2: 16-bit
-// MMA pg_tile_mma16), pasted so the
+// MMA pg_tile_mma16, 3: AMD MFMA pg_tile_mfma), pasted so the
 // SIMT kinds call pg_tile as directly as before the MMA kinds (a template wrapper in
 // between changed hiprtc's register allocation: a 24-byte spill in a gfx90a fused kernel).
 #define PG_TILE_E0 pg_tile
 #define PG_TILE_E1 pg_tile_mma
 #define PG_TILE_E2 pg_tile_mma16
+#define PG_TILE_E3 pg_tile_mfma    // the AMD MFMA kinds (PG_MFMA_KINDS)
 #define PG_TILE_OF(e) PG_TILE_E##e
 
 #if PG_CARRY_ON

@@ -124,7 +124,7 @@ def tile_shape(variant) -> str:
     if len(variant.kinds) > 1:
         return f"fused {len(variant.kinds)}"
     k = variant.kinds[0]
-    if k.engine == "mma":   # a warp's sub-tile of MMA fragments
+    if k.engine == "mma":   # a warp's (AMD MFMA: a wave's) sub-tile of MMA fragments
         return f"{k.tm}x{k.tn} k{k.tk} w{k.rm}x{k.rn}"
     return f"{k.tm}x{k.tn} k{k.tk} {k.rm}x{k.rn}"
 
@@ -135,7 +135,7 @@ def variant_rows(arch: Arch) -> list[dict]:
     from ..kernels import offline
     from ..kernels.resources import lookup, recorded
     from ..kernels.variants import catalogue_variants
-    variants = catalogue_variants()
+    variants = catalogue_variants(arch=arch.name)   # with the arch's own families (MFMA)
     # Compiled figures where this arch's compiler is installed (no GPU needed); else
     # lookup falls back to the recorded ones (tools/record_resources.py), then estimates.
     if _compiler_here(arch):

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ..errors import UnknownArch
+from ..tiles import FAMILY_ARCHS, MFMA_FAMILIES
 
 KiB = 1024
 
@@ -130,25 +131,35 @@ ARCHS: dict[str, Arch] = {a.name: a for a in _ROWS}
 
 # Where the kernel's fp64 MMA kinds (tiles.py, engine "mma") run on matrix units
 # (kernels/compat.h: DMMA m8n8k4). sm_86 and sm_89 have DMMA but at 1/64 of the fp32
-# rate, so no; sm_70 and gfx908 have no fp64 matrix unit; gfx90a and gfx94x have fp64
-# MFMA, which the kernel does not use yet. Elsewhere the MMA kinds compile to a shuffle
-# emulation (correct, slow) and the planner does not offer them.
+# rate, so no; sm_70 and gfx908 have no fp64 matrix unit; gfx90a and gfx94x run fp64 on
+# MFMA in their own family (MFMA below), not these kinds. Elsewhere these kinds compile
+# to a shuffle emulation (correct, slow) and the planner does not offer them.
 FP64_MMA = frozenset({"sm_80", "sm_90"})
 
 
 # Where the float16 / bfloat16 MMA kinds (tiles.HALF_FAMILIES, mma.sync m16n8k16 with
 # fp32 accumulators, kernels/compat.h) run on tensor cores: sm_80 and sm_90, the NVIDIA
-# targets of the vendor matrix. AMD (gfx908 fp16 MFMA, gfx90a/gfx94x fp16 and bf16_1k
-# MFMA) is not built yet: the planner refuses the 16-bit dtypes there (the reasons below)
-# and the vendor matrix does not compile them. Pre-sm_80 NVIDIA compiles the kinds to
-# compat.h's shuffle emulation, which the planner prices at its rate (the SIMT kind wins).
+# targets of the vendor matrix. Pre-sm_80 NVIDIA compiles the kinds to compat.h's shuffle
+# emulation, which the planner prices at its rate (the SIMT kind wins). AMD runs the
+# 16-bit dtypes in its own families instead (MFMA below).
 HALF_MMA = frozenset({"sm_80", "sm_90"})
+
+# AMD matrix cores (MFMA, kernels/compat.h; tiles.MFMA_FAMILIES): dtype -> the archs of
+# this table whose MFMA kinds are built, compiled and modelled (never executed here: no
+# AMD GPU); tiles.FAMILY_ARCHS is the one list. gfx908 has fp16 and bf16 (16x16x8bf16,
+# half the fp16 rate) but no fp64 MFMA; gfx90a and gfx94x have fp16, bf16_1k and fp64.
+MFMA = {dtype: frozenset(a for a in FAMILY_ARCHS[fam] if a in ARCHS)
+        for fam, dtype in MFMA_FAMILIES.items()}
+# Why an AMD arch has no 16-bit kernels (the planner's typed error names it).
 HALF_MMA_NOT_BUILT = {
-    "gfx908": "fp16 MFMA (v_mfma_f32_32x32x8f16) exists; the compat.h path is not built yet",
-    "gfx90a": "fp16 and bf16_1k MFMA exist; the compat.h path is not built yet",
-    "gfx940": "fp16 and bf16 MFMA exist; the compat.h path is not built yet",
-    "gfx942": "fp16 and bf16 MFMA exist; the compat.h path is not built yet",
+    "gfx1100": "RDNA3 has WMMA, not MFMA, and no 16-bit kernels are built for it",
 }
+
+
+def has_mfma(arch, dtype: str) -> bool:
+    """Whether ``arch`` (an Arch or its name) has MFMA kinds for ``dtype``."""
+    name = arch.name if isinstance(arch, Arch) else get_arch(arch).name
+    return name in MFMA.get(dtype, ())
 
 
 def has_half_mma(arch) -> bool:

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import generation
-from .archs import has_fp64_mma, has_half_mma
+from ..tiles import MFMA_FAMILIES
+from .archs import has_fp64_mma, has_half_mma, has_mfma
 
 PATH = Path(__file__).with_name("ceilings.json")
 
@@ -33,9 +34,24 @@ COPY_FRACTION = 0.9   # device-to-device copy / DRAM spec bandwidth (H100: 0.90)
 # The MMA kinds without matrix units (kernels/compat.h): per lane and 8x8x4 MMA, 8 FMAs
 # as SIMT would do them plus 16 shuffles; a model figure, not measured.
 MMA_EMULATION = 0.25
-# Optional in a measured entry (else modelled from the spec row's fp64_mma_ratio and
-# half_mma_ratio).
-OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s")
+# Optional in a measured entry (else modelled from the spec row's fp64_mma_ratio,
+# half_mma_ratio and MFMA_RATIOS).
+MFMA_FIELDS = {"float16": "mfma_f16_flops_per_s", "bfloat16": "mfma_bf16_flops_per_s",
+               "float64": "mfma_f64_flops_per_s"}
+OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", *MFMA_FIELDS.values())
+
+# AMD matrix cores (MFMA kinds, tiles.MFMA_FAMILIES): the spec row's key per dtype. The
+# 16-bit ratios are to the fp32 SIMT rate, fp64's to the fp64 SIMT rate, each the
+# vendor's peak matrix figure over its peak vector figure (dense, no sparsity):
+#   gfx908 (MI100 datasheet): fp16 184.6 / fp32 23.1 TFLOP/s = 8, bf16 92.3 / 23.1 = 4,
+#     no fp64 MFMA;
+#   gfx90a (MI210 datasheet): fp16 = bf16 181.0 / fp32 22.6 = 8, fp64 45.3 / 22.6 = 2;
+#   gfx940 / gfx942 (MI300X datasheet): fp16 = bf16 1307.4 / 81.7 = 16 (81.7: fp32
+#     without packed math, which is what our CUs x 64 x 2 x clock counts), fp64 163.4 /
+#     81.7 = 2.
+# Peak ratios scaled by SUSTAINED like the SIMT rates; none of it measured (no AMD GPU).
+MFMA_RATIOS = {"float16": "mfma_f16_ratio", "bfloat16": "mfma_bf16_ratio",
+               "float64": "mfma_f64_ratio"}
 
 FIELDS = ("copy_bytes_per_s", "smem_bytes_per_s_per_cu", "fp32_flops_per_s",
           "fp64_flops_per_s", "launch_s", "latency_s")
@@ -55,6 +71,10 @@ class Ceilings:
     fp64_mma_flops_per_s: float = 0.0   # fp64 on matrix units (DMMA); 0: none (archs.FP64_MMA)
     # float16 / bfloat16 on tensor cores (mma.sync, fp32 accumulators); 0: none (archs.HALF_MMA)
     half_mma_flops_per_s: float = 0.0
+    # AMD matrix cores: the MFMA kinds' rate per dtype (archs.MFMA); 0: none
+    mfma_f16_flops_per_s: float = 0.0
+    mfma_bf16_flops_per_s: float = 0.0
+    mfma_f64_flops_per_s: float = 0.0
 
     def flops_per_s(self, dtype: str) -> float:
         return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
@@ -68,6 +88,20 @@ class Ceilings:
         if self.half_mma_flops_per_s > 0 and dtype in ("float16", "bfloat16"):
             return self.half_mma_flops_per_s
         return self.flops_per_s(dtype) * MMA_EMULATION
+
+    def kind_flops_per_s(self, kind, dtype: str) -> float:
+        """The rate of one tile kind, by its engine: SIMT (flops_per_s), the NVIDIA MMA
+        kinds (mma_flops_per_s), or AMD's MFMA kinds (mfma_flops_per_s; where this arch
+        has none for the dtype, which the planner never asks, the emulation's rate)."""
+        if kind.engine != "mma":
+            return self.flops_per_s(dtype)
+        if kind.family in MFMA_FAMILIES:
+            return self.mfma_flops_per_s(dtype) or self.flops_per_s(dtype) * MMA_EMULATION
+        return self.mma_flops_per_s(dtype)
+
+    def mfma_flops_per_s(self, dtype: str) -> float:
+        """The MFMA kinds' rate for ``dtype`` (0: this arch has none)."""
+        return getattr(self, MFMA_FIELDS[dtype]) if dtype in MFMA_FIELDS else 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -118,6 +152,14 @@ def half_mma_modelled(arch, fp32_flops_per_s: float, spec: dict) -> float:
     return fp32_flops_per_s * spec.get("half_mma_ratio", 0.0) if has_half_mma(arch) else 0.0
 
 
+def mfma_modelled(arch, fp32: float, fp64: float, spec: dict) -> dict:
+    """{Ceilings field: the MFMA kinds' rate}: MFMA_RATIOS times the SIMT rate of the
+    same arithmetic (fp32 for the 16-bit dtypes, fp64), where the arch has them
+    (archs.MFMA); 0 elsewhere."""
+    return {MFMA_FIELDS[dt]: (fp64 if dt == "float64" else fp32) * spec.get(key, 0.0)
+            if has_mfma(arch, dt) else 0.0 for dt, key in MFMA_RATIOS.items()}
+
+
 def modelled(arch, spec: dict) -> Ceilings:
     cus = float(arch.compute_units)
     fp32 = cus * spec["fp32_fma_per_clk_per_cu"] * 2 * spec["clock_hz"] * SUSTAINED
@@ -129,7 +171,8 @@ def modelled(arch, spec: dict) -> Ceilings:
                     launch_s=spec["launch_s"], latency_s=spec["latency_s"],
                     source="modelled from the spec row and the arch table",
                     fp64_mma_flops_per_s=fp64_mma_modelled(arch, fp64, spec),
-                    half_mma_flops_per_s=half_mma_modelled(arch, fp32, spec))
+                    half_mma_flops_per_s=half_mma_modelled(arch, fp32, spec),
+                    **mfma_modelled(arch, fp32, fp64, spec))
 
 
 # Used for an arch the file has no row for (a row added to the arch table later).
@@ -160,9 +203,12 @@ def _ceilings_for(arch) -> Ceilings:
         half = row.get("half_mma_flops_per_s")
         half = float(half) if half is not None and has_half_mma(arch) else \
             half_mma_modelled(arch, float(row["fp32_flops_per_s"]), spec)
+        mfma = mfma_modelled(arch, float(row["fp32_flops_per_s"]), fp64, spec)
+        mfma.update({f: float(row[f]) for f in MFMA_FIELDS.values() if f in row})
         return Ceilings(arch=arch.name, origin="measured",
                         source=row.get("source", row.get("device", "")),
                         fp64_mma_flops_per_s=mma, half_mma_flops_per_s=half,
+                        **mfma,
                         **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)
 

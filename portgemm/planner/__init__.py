@@ -32,9 +32,9 @@ import numpy as np
 from .. import generation
 from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
 from ..occupancy import Arch, ceilings, get_arch, tuned
-from ..occupancy.archs import HALF_MMA_NOT_BUILT
+from ..occupancy.archs import HALF_MMA_NOT_BUILT, has_mfma
 from ..problem import MAX_SPAN
-from ..tiles import HALF_FAMILIES
+from ..tiles import HALF_FAMILIES, MFMA_FAMILIES
 from . import parallelism, split_k as split_k_rule
 from .alignment import aligned_rows
 from .launches import provider_version, resolve_provider
@@ -53,6 +53,9 @@ DTYPES = ("float32", "float64", "float16", "bfloat16")
 # a SIMT kind), one launch per kind, never split (a split's partial sums would be stored
 # in 16 bits), under the default strategy (the papers' strategies plan fp32 tiles).
 HALF_FAMILY = {d: f for f, d in HALF_FAMILIES.items()}
+# On AMD their families are the MFMA ones (tiles.MFMA_FAMILIES), where the arch has MFMA
+# for the dtype (occupancy/archs.py MFMA); elsewhere on AMD they are a typed error.
+AMD_HALF_FAMILY = {d: f for f, d in MFMA_FAMILIES.items() if d in HALF_FAMILY}
 _INT_LIMIT = 2**31 - 1   # tile coordinates and block_ptr are int32
 
 
@@ -401,24 +404,28 @@ def _split_option(split_k, strategy) -> bool:
 
 
 def _half_request(dt: str, arch, strategy, mode, options: dict):
-    """(mode, options) of a float16 / bfloat16 plan: its own family, per kind, no split;
-    anything else asked for, or an AMD arch (not built yet), is a typed error."""
+    """(mode, options) of a float16 / bfloat16 plan: its own family (NVIDIA: the mma.sync
+    family; AMD: the MFMA family, where the arch has MFMA for the dtype), per kind, no
+    split; anything else asked for, or an AMD arch without MFMA, is a typed error."""
+    own = HALF_FAMILY[dt]
     if arch.vendor == "amd":
-        raise DtypeError(f"{dt} is not built for {arch.name} yet "
-                         f"({HALF_MMA_NOT_BUILT.get(arch.name, 'no 16-bit kernels for AMD')}); "
-                         f"AMD runs float32 and float64")
+        if not has_mfma(arch, dt):
+            raise DtypeError(f"{dt} has no kernels for {arch.name} "
+                             f"({HALF_MMA_NOT_BUILT.get(arch.name, 'no MFMA for it')}); "
+                             f"{arch.name} runs float32 and float64")
+        own = AMD_HALF_FAMILY[dt]
     if strategy is not None:
         raise DtypeError(f"strategy {strategy!r} plans float32/float64 tiles; {dt} runs "
                          f"the default strategy (strategy=None) only")
     fam = options.get("family")
-    if fam is not None and fam != HALF_FAMILY[dt]:
-        raise ValidationError(f"family must be {HALF_FAMILY[dt]!r} for {dt}, got {fam!r}")
+    if fam is not None and fam != own:
+        raise ValidationError(f"family must be {own!r} for {dt} on {arch.name}, got {fam!r}")
     if options.get("split_k"):
         raise ValidationError(f"{dt} never splits K (its partial sums would be rounded to "
                               f"16 bits); pass split_k=None or False")
     if mode not in (None, "per-kind"):
         raise ValidationError(f"{dt} runs mode 'per-kind' only, got {mode!r}")
-    return "per-kind", {**options, "family": HALF_FAMILY[dt], "split_k": False}
+    return "per-kind", {**options, "family": own, "split_k": False}
 
 
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,

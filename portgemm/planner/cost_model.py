@@ -152,8 +152,7 @@ def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
     tile_warps = np.ceil(threads / arch.wave_size)
     cus = float(arch.compute_units)
     fam = tuned.tuned_family(arch.name, dt)
-    rate = np.array([c.mma_flops_per_s(dt) if k.engine == "mma" else c.flops_per_s(dt)
-                     for k in kinds])
+    rate = np.array([c.kind_flops_per_s(k, dt) for k in kinds])   # by engine (ceilings.py)
     return KindCosts(tm=tm, tn=tn, tk=tk, tile_warps=tile_warps, active=active,
                      g_bytes=(tm + tn) * tk * e, s_bytes=tk * threads * f("reads_per_k") * e,
                      fmas=tm * tn * tk, c_bytes=tm * tn * e, cus=cus, kind_flops=rate,

@@ -51,6 +51,7 @@ import math
 import numpy as np
 
 from ..errors import ValidationError
+from ..occupancy.archs import has_mfma
 from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, ZHANG2025, family_dtypes
 from . import register
@@ -492,6 +493,18 @@ _sorted_families: dict = {}   # (name, dtype) -> (FAMILIES[name], its kinds smal
 # rule only): the paper's kinds in the requested default mode, and our larger kinds
 # (tiles.py) one launch per kind; the cost model's faster prediction wins.
 OUR_FAMILY = {"float32": "portgemm", "float64": "portgemm-f64"}
+# ... where the arch runs fp64 on AMD matrix cores (gfx90a / gfx94x: occupancy/archs.py
+# MFMA), the MFMA family stands in for portgemm-f64, whose MMA kinds are only emulated
+# there: the cost model predicts it 1.2-2x faster over random batches (bench/NOTES.md,
+# Session 7; modelled, never measured).
+AMD_MFMA_FAMILY = {"float64": "mfma-f64"}
+
+
+def our_family(dtype: str, arch) -> str:
+    """OUR_FAMILY's entry for ``dtype`` on ``arch`` (an Arch)."""
+    if dtype in AMD_MFMA_FAMILY and has_mfma(arch, dtype):
+        return AMD_MFMA_FAMILY[dtype]
+    return OUR_FAMILY[dtype]
 
 
 def algorithm1(req, strategy: str, tlp_formula: str, kinds=None):
@@ -520,9 +533,9 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     # a tuned family for this device (occupancy/tuned.py: ours plus the sweep's additions)
     # stands in for ours, unless tuned=False
     tuned = tuned_family(req.arch.name, req.dtype) if use_tuned else None
-    name = "tuned" if tuned else OUR_FAMILY[req.dtype]
+    name = "tuned" if tuned else our_family(req.dtype, req.arch)
     ours_req = dataclasses.replace(req, mode="per-kind", options={
-        **req.options, "family": OUR_FAMILY[req.dtype]})
+        **req.options, "family": our_family(req.dtype, req.arch)})
     kinds, ours_kinds = _kinds(req, kinds), _kinds(ours_req, tuned.kinds if tuned else None)
     # both families' tables over the batch's classes where they pay (classes.py)
     cls = batch_classes(req.shapes, kinds + ours_kinds)
