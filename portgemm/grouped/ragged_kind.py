@@ -16,6 +16,7 @@ import numpy as np
 from ..planner.cost_model import floors, kind_costs, predict_rows, steps_of
 from ..planner.parallelism import kind_table
 from ..planner.wavefront_tlp import FAMILY, OUR_FAMILY
+from ..precision import FAMILY as PRECISION_FAMILY
 from ..tiles import FAMILIES, HALF_FAMILIES
 
 # The families a device-offsets call picks from, per dtype: the two the default planner
@@ -25,17 +26,24 @@ CANDIDATE_FAMILIES = {dtype: (FAMILY[0].family, ours) for dtype, ours in OUR_FAM
 CANDIDATE_FAMILIES.update({d: (f,) for f, d in HALF_FAMILIES.items()})
 
 
-def candidate_kinds(dtype) -> tuple:
+def _families(name: str, precision: str) -> tuple:
+    """The candidate families of dtype ``name`` in a precision mode: a tensor-core mode's
+    own family (planner: precision=), else CANDIDATE_FAMILIES."""
+    return (PRECISION_FAMILY[precision],) if precision != "ieee" else CANDIDATE_FAMILIES[name]
+
+
+def candidate_kinds(dtype, precision: str = "ieee") -> tuple:
     """Every kind a device-offsets call of ``dtype`` may run (what the tests cover)."""
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
-    return tuple(k for fam in CANDIDATE_FAMILIES[name] for k in FAMILIES[fam])
+    return tuple(k for fam in _families(name, precision) for k in FAMILIES[fam])
 
 
-def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype) -> list:
+def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype,
+                      precision: str = "ieee") -> list:
     """[(kind, predicted seconds of its GEMM launch)] for every candidate kind."""
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     out = []
-    for fam in CANDIDATE_FAMILIES[name]:
+    for fam in _families(name, precision):
         kinds = FAMILIES[fam]
         try:
             kc = kind_costs(arch, kinds, kind_table(arch, kinds, "per-kind", name), name)
@@ -61,8 +69,8 @@ def _seconds(kc, G, rows, N, K) -> np.ndarray:
     return busy + (launched - real) * kc.ceil.latency_s / (kc.cus * kc.active)
 
 
-def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype):
+def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype, precision: str = "ieee"):
     """The candidate kind with the least predicted time (the first on a tie), or None
     when no candidate family could be weighed here."""
-    pred = predicted_seconds(arch, G, rows, N, K, dtype)
+    pred = predicted_seconds(arch, G, rows, N, K, dtype, precision)
     return min(pred, key=lambda kv: kv[1])[0] if pred else None

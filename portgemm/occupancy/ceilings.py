@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import generation
-from .archs import has_fp64_mma, has_half_mma
+from .archs import has_fp64_mma, has_half_mma, has_tf32_mma
 
 PATH = Path(__file__).with_name("ceilings.json")
 
@@ -35,7 +35,10 @@ COPY_FRACTION = 0.9   # device-to-device copy / DRAM spec bandwidth (H100: 0.90)
 MMA_EMULATION = 0.25
 # Optional in a measured entry (else modelled from the spec row's fp64_mma_ratio and
 # half_mma_ratio).
-OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s")
+OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", "tf32_mma_flops_per_s")
+# TF32 over float16 MMA rate where no TF32 figure is measured: 1/2 on the A100 (156 / 312
+# TFLOP/s) and the H100 SXM (494 / 989 dense), spec sheets.
+TF32_OF_HALF = 0.5
 
 FIELDS = ("copy_bytes_per_s", "smem_bytes_per_s_per_cu", "fp32_flops_per_s",
           "fp64_flops_per_s", "launch_s", "latency_s")
@@ -55,18 +58,23 @@ class Ceilings:
     fp64_mma_flops_per_s: float = 0.0   # fp64 on matrix units (DMMA); 0: none (archs.FP64_MMA)
     # float16 / bfloat16 on tensor cores (mma.sync, fp32 accumulators); 0: none (archs.HALF_MMA)
     half_mma_flops_per_s: float = 0.0
+    # fp32 as TF32 on tensor cores (mma.sync m16n8k8, one TF32 product); 0: none (archs.TF32_MMA)
+    tf32_mma_flops_per_s: float = 0.0
 
     def flops_per_s(self, dtype: str) -> float:
         return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
 
     def mma_flops_per_s(self, dtype: str) -> float:
-        """The rate of the MMA kinds (fp64, float16, bfloat16): the matrix units' where
+        """The rate of the MMA kinds (fp64, float16, bfloat16, float32 as TF32: one TF32
+        product each; 3xtf32 takes three, tiles.mma_products): the matrix units' where
         the arch has them, else their shuffle emulation's, MMA_EMULATION of the SIMT
         rate (the 16-bit kinds' SIMT rate is fp32's: they compute in fp32)."""
         if self.fp64_mma_flops_per_s > 0 and dtype == "float64":
             return self.fp64_mma_flops_per_s
         if self.half_mma_flops_per_s > 0 and dtype in ("float16", "bfloat16"):
             return self.half_mma_flops_per_s
+        if self.tf32_mma_flops_per_s > 0 and dtype == "float32":
+            return self.tf32_mma_flops_per_s
         return self.flops_per_s(dtype) * MMA_EMULATION
 
     def as_dict(self) -> dict:
@@ -118,10 +126,19 @@ def half_mma_modelled(arch, fp32_flops_per_s: float, spec: dict) -> float:
     return fp32_flops_per_s * spec.get("half_mma_ratio", 0.0) if has_half_mma(arch) else 0.0
 
 
+def tf32_mma_modelled(arch, half_mma_flops_per_s: float, spec: dict) -> float:
+    """TF32 MMA rate: the spec row's tf32_mma_ratio of the fp32 SIMT rate, else
+    TF32_OF_HALF of the float16 MMA rate, on the archs of archs.TF32_MMA; else 0."""
+    if not has_tf32_mma(arch):
+        return 0.0
+    return half_mma_flops_per_s * spec.get("tf32_of_half", TF32_OF_HALF)
+
+
 def modelled(arch, spec: dict) -> Ceilings:
     cus = float(arch.compute_units)
     fp32 = cus * spec["fp32_fma_per_clk_per_cu"] * 2 * spec["clock_hz"] * SUSTAINED
     fp64 = fp32 * spec["fp64_ratio"]
+    half = half_mma_modelled(arch, fp32, spec)
     return Ceilings(arch=arch.name, origin="modelled",
                     copy_bytes_per_s=spec["dram_bytes_per_s"] * COPY_FRACTION,
                     smem_bytes_per_s_per_cu=spec["smem_bytes_per_clk_per_cu"] * spec["clock_hz"],
@@ -129,7 +146,8 @@ def modelled(arch, spec: dict) -> Ceilings:
                     launch_s=spec["launch_s"], latency_s=spec["latency_s"],
                     source="modelled from the spec row and the arch table",
                     fp64_mma_flops_per_s=fp64_mma_modelled(arch, fp64, spec),
-                    half_mma_flops_per_s=half_mma_modelled(arch, fp32, spec))
+                    half_mma_flops_per_s=half,
+                    tf32_mma_flops_per_s=tf32_mma_modelled(arch, half, spec))
 
 
 # Used for an arch the file has no row for (a row added to the arch table later).
@@ -160,9 +178,13 @@ def _ceilings_for(arch) -> Ceilings:
         half = row.get("half_mma_flops_per_s")
         half = float(half) if half is not None and has_half_mma(arch) else \
             half_mma_modelled(arch, float(row["fp32_flops_per_s"]), spec)
+        tf32 = row.get("tf32_mma_flops_per_s")
+        tf32 = float(tf32) if tf32 is not None and has_tf32_mma(arch) else \
+            tf32_mma_modelled(arch, half, spec)
         return Ceilings(arch=arch.name, origin="measured",
                         source=row.get("source", row.get("device", "")),
                         fp64_mma_flops_per_s=mma, half_mma_flops_per_s=half,
+                        tf32_mma_flops_per_s=tf32,
                         **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)
 
