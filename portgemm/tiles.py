@@ -304,7 +304,10 @@ _TF32_KINDS = [
     ("128x128/w64x32", 128, 128, 16, 256, 64, 32, "mma"),
 ]
 PORTGEMM_TF32 = _family("portgemm-tf32", _TF32_KINDS)
-PORTGEMM_3XTF32 = _family("portgemm-3xtf32", _TF32_KINDS)
+# 3xtf32 holds twice the operand registers (two parts each) and an MMA step's sums: its
+# 128x64 kind spilled 4-8 bytes on sm_80 (tn, tt; NVRTC 13.0) and under a 2-block cap
+# took 238-255 registers on sm_90, so that family keeps the other kinds only.
+PORTGEMM_3XTF32 = _family("portgemm-3xtf32", [k for k in _TF32_KINDS if k[0] != "128x64/w64x32"])
 
 # The dtype each of our families is made for; the paper's families serve float32 and
 # float64 (family_dtypes), never the 16-bit dtypes, which have their own families.

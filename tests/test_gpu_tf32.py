@@ -14,11 +14,11 @@ the product of the absolute matrices, M = |alpha| |A| |B| + |beta| |C0|):
           fp32 (11 + 11 significand bits), the K-term sum and alpha, beta add (K + 2)
           roundings of u32, the store one more of |ref|:
             |C - ref| <= 2 ((2^-10 + 2^-22) |alpha| |A| |B| + (K + 2) u32 M + u32 |ref|)
-  3xtf32: x = big + small + e, |e| <= 2^-22 |x| (small is x - big, itself below 2^-11
-          |x|, rounded to TF32), and the dropped small*small term is below 2^-22 |a| |b|,
-          so a product is off by at most 3 2^-22 of |a| |b| (< 2^-20); three MMAs per
-          product add 3 K roundings:
-            |C - ref| <= 2 (2^-20 |alpha| |A| |B| + (3 K + 2) u32 M + u32 |ref|)
+  3xtf32: x = big + small + e, |e| < 2^-21 |x| (small = x - big, below 2^-11 |x|, read
+          by the MMA truncated to TF32's 11 bits), and the dropped small*small term is
+          below 2^-22 |a| |b|, so a product is off by less than 5 2^-22 of |a| |b|
+          (< 2^-19); three MMAs per product add 3 K roundings:
+            |C - ref| <= 2 (2^-19 |alpha| |A| |B| + (3 K + 2) u32 M + u32 |ref|)
 The factor 2: slack for the reference's own order of summation and for the tensor
 cores' accumulation, which is not IEEE round-to-nearest in every step. The SIMT kind
 (IEEE fp32) meets both bounds.
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.gpu
 
 U32 = 2.0 ** -24
 FAMILY = {"tf32": "portgemm-tf32", "3xtf32": "portgemm-3xtf32"}
-PRODUCT_ERR = {"tf32": 2.0 ** -10 + 2.0 ** -22, "3xtf32": 2.0 ** -20}
+PRODUCT_ERR = {"tf32": 2.0 ** -10 + 2.0 ** -22, "3xtf32": 2.0 ** -19}
 SUM_TERMS = {"tf32": 1, "3xtf32": 3}     # MMAs per product: roundings per k
 TRANS = [(False, False), (False, True), (True, False), (True, True)]
 EDGE = [(1, 1, 1), (7, 9, 17), (16, 8, 8), (33, 65, 31), (129, 127, 70), (255, 130, 257),

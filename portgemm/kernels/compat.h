@@ -332,14 +332,15 @@ struct PgMmaTf32 {
 };
 #if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define PG_MMA_TF32 1
-// fp32 -> TF32, to nearest with ties away from zero (cvt.rna, what CUTLASS rounds with),
-// as fp32 bits with the 13 low mantissa bits cleared (masked here: the 3xTF32 split
-// subtracts the rounded value as a float).
+// fp32 -> TF32, to nearest with ties away from zero (cvt.rna), as a 32-bit register
+// whose 13 low bits are unspecified: the MMA ignores them (a register holding any fp32
+// value is read as that value truncated to TF32), and whoever uses the value as a float
+// clears them first (pg_tf32_float).
 __device__ __forceinline__ unsigned pg_tf32(float f)
 {
     unsigned r;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
-    return r & 0xffffe000u;
+    return r;
 }
 __device__ __forceinline__ void pg_mma_16x8x8_tf32(float (&c)[4], const unsigned (&a)[4],
                                                    const unsigned (&b)[2])
@@ -362,12 +363,13 @@ __device__ __forceinline__ unsigned pg_tf32(float f)
     const unsigned u = __float_as_uint(f);
     return (u & 0x7f800000u) == 0x7f800000u ? u : (u + 0x1000u) & 0xffffe000u;
 }
+// A TF32 operand register as the MMA reads it: the 13 low bits ignored (truncated).
 __device__ __forceinline__ float pg_tf32_shfl(unsigned v, int src)
 {
 #if PG_HIP
-    return __uint_as_float((unsigned)__shfl((int)v, src, 32));
+    return __uint_as_float((unsigned)__shfl((int)v, src, 32) & 0xffffe000u);
 #else
-    return __uint_as_float(__shfl_sync(0xffffffffu, v, src, 32));
+    return __uint_as_float(__shfl_sync(0xffffffffu, v, src, 32) & 0xffffe000u);
 #endif
 }
 __device__ __forceinline__ void pg_mma_16x8x8_tf32(float (&c)[4], const unsigned (&a)[4],
@@ -391,3 +393,8 @@ __device__ __forceinline__ void pg_mma_16x8x8_tf32(float (&c)[4], const unsigned
     }
 }
 #endif
+// The value of a pg_tf32 register as a float (its unspecified low bits cleared).
+__device__ __forceinline__ float pg_tf32_float(unsigned t)
+{
+    return __uint_as_float(t & 0xffffe000u);
+}

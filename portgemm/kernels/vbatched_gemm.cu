@@ -1008,9 +1008,16 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
 // accumulators, through pg_mma_k_loop's stages. Each fp32 element read from a stage is
 // rounded to TF32 in registers (pg_tf32: cvt.rna); SPLIT (3xTF32, as CUTLASS's
 // fast-fp32 path) also keeps the remainder, x = big + small with big = tf32(x) and
-// small = tf32(x - big), and accumulates a_small b_big + a_big b_small before a_big
-// b_big, the small terms first so they are not lost against the large ones (a_small
-// b_small, below fp32's unit, is dropped).
+// small = x - big (exact in fp32; the MMA reads it truncated to TF32, as CUTLASS's
+// round-toward-zero small part: off by < 2^-21 |x|), and sums a_small b_big + a_big
+// b_small before a_big b_big, the small terms first so they are not lost against the
+// large ones (a_small b_small, below fp32's unit, is dropped).
+//
+// SPLIT sums each MMA step's three products into zeroed registers and adds them to the
+// accumulators with an fp32 add: the tensor cores' own accumulation does not round to
+// nearest (measured on the H100: accumulating in the MMA, 3xTF32's error grew linearly
+// with K, 3.4e-5 of max |C| at K = 4096 against 1.3e-6 for the SIMT kinds), and an add
+// that rounds keeps the error of the long sum at fp32's.
 //
 // The stage layout (PgTf32Stage) is PgMmaStage's, padded for 4-byte fragment reads:
 // lane l reads element (x0 + l / 4, k0 + l % 4) of an x-major stage (A, B^T; A's
@@ -1090,23 +1097,15 @@ __device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int
 #pragma unroll
             for (int q = 0; q < F::CE; ++q) acc[i][j][q] = 0.0f;
 
-    // x as TF32 parts: p[0] = tf32(x), p[1] = tf32(x - p[0]) (SPLIT)
+    // x as TF32 parts: p[0] = tf32(x), p[1] = x - p[0] (SPLIT; read truncated by the MMA)
     auto parts = [](unsigned (&p)[P], float x) {
         p[0] = pg_tf32(x);
-        if (SPLIT) p[P - 1] = pg_tf32(x - __uint_as_float(p[0]));
+        if (SPLIT) p[P - 1] = __float_as_uint(x - pg_tf32_float(p[0]));
     };
-    // One MMA step (8 k values): this lane's fragment registers, then the MMAs.
+    // One MMA step (8 k values): this lane's B fragments, then row by row of fragments
+    // its A fragment and the MMAs (one row of A parts live at a time, not FM).
     auto step = [&](const PG_T* as, const PG_T* bs, int kk) {
-        unsigned a[P][FM][F::AR], b[P][FN][F::BR];
-#pragma unroll
-        for (int i = 0; i < FM; ++i)
-#pragma unroll
-            for (int r = 0; r < F::AR; ++r) {
-                unsigned p[P];
-                parts(p, float(as[SA::at(wm + i * F::M + F::a_row(lane, r), kk + F::a_k(lane, r))]));
-#pragma unroll
-                for (int s = 0; s < P; ++s) a[s][i][r] = p[s];
-            }
+        unsigned b[P][FN][F::BR];
 #pragma unroll
         for (int j = 0; j < FN; ++j)
 #pragma unroll
@@ -1117,15 +1116,29 @@ __device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int
                 for (int s = 0; s < P; ++s) b[s][j][r] = p[s];
             }
 #pragma unroll
-        for (int i = 0; i < FM; ++i)
+        for (int i = 0; i < FM; ++i) {
+            unsigned a[P][F::AR];
+#pragma unroll
+            for (int r = 0; r < F::AR; ++r) {
+                unsigned p[P];
+                parts(p, float(as[SA::at(wm + i * F::M + F::a_row(lane, r), kk + F::a_k(lane, r))]));
+#pragma unroll
+                for (int s = 0; s < P; ++s) a[s][r] = p[s];
+            }
 #pragma unroll
             for (int j = 0; j < FN; ++j) {
                 if (SPLIT) {
-                    pg_mma_16x8x8_tf32(acc[i][j], a[P - 1][i], b[0][j]);   // a_small b_big
-                    pg_mma_16x8x8_tf32(acc[i][j], a[0][i], b[P - 1][j]);   // a_big b_small
+                    float d[F::CE] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    pg_mma_16x8x8_tf32(d, a[P - 1], b[0][j]);   // a_small b_big
+                    pg_mma_16x8x8_tf32(d, a[0], b[P - 1][j]);   // a_big b_small
+                    pg_mma_16x8x8_tf32(d, a[0], b[0][j]);       // a_big b_big
+#pragma unroll
+                    for (int q = 0; q < F::CE; ++q) acc[i][j][q] += d[q];
+                } else {
+                    pg_mma_16x8x8_tf32(acc[i][j], a[0], b[0][j]);
                 }
-                pg_mma_16x8x8_tf32(acc[i][j], a[0][i], b[0][j]);           // a_big b_big
             }
+        }
     };
 
     pg_mma_k_loop<BM, BN, BK, NT, F::K, SA, SB>(A, B, lda, ldb, M, N, K, m0, n0, vec_a, vec_b,
@@ -1138,6 +1151,11 @@ __device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int
     PG_T* __restrict__ C = gp->C;
     const int ldc = gp->ldc;
     const bool vec_c = ((unsigned long long)C & 7ull) == 0 && ldc % 2 == 0;
+    // the lane's place read afresh (compat.h pg_thread_index): kept from the prologue, it
+    // was spilled (4-16 bytes) by the 128-thread 3xTF32 kinds on sm_80 and sm_90
+    {
+    const int lane = pg_thread_index() & 31, warp = pg_thread_index() >> 5;
+    const int wm = (warp / WGN) * WTM, wn = (warp % WGN) * WTN;
 #pragma unroll
     for (int i = 0; i < FM; ++i)
 #pragma unroll
@@ -1169,6 +1187,7 @@ __device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int
                 }
             }
         }
+    }
 }
 
 // The tile functions of engines 3 (TF32) and 4 (3xTF32) under PG_KINDS's parameters.
