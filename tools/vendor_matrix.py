@@ -63,7 +63,7 @@ from tabulate import tabulate  # noqa: E402
 from portgemm.errors import PortgemmError  # noqa: E402
 from portgemm.kernels import amd_codeobject, clang_amd, nvrtc, offline  # noqa: E402
 from portgemm.kernels.render import render  # noqa: E402
-from portgemm.kernels.variants import SplitReduce, Variant, catalogue_variants  # noqa: E402
+from portgemm.kernels.variants import SplitReduce, Variant, catalogue_variants, is_tf32  # noqa: E402
 from portgemm.tiles import FAMILY_DTYPES, HALF_FAMILIES, PER_KIND_ONLY  # noqa: E402
 
 HALF_DTYPES = frozenset(HALF_FAMILIES.values())
@@ -96,8 +96,9 @@ def ragged_variants() -> list[Variant]:
     (grouped/ragged_kind.candidate_kinds): nn for the paper's kinds, all four transposes
     for our own families', as for the tile-list variants."""
     from portgemm.grouped.ragged_kind import candidate_kinds
-    return [Variant((k,), dtype, "ragged", ta, tb) for dtype in ("float32", "float64")
-            for k in candidate_kinds(dtype)
+    kinds = [(dtype, k) for dtype in ("float32", "float64") for k in candidate_kinds(dtype)]
+    kinds += [("float32", k) for p in ("tf32", "3xtf32") for k in candidate_kinds("float32", p)]
+    return [Variant((k,), dtype, "ragged", ta, tb) for dtype, k in kinds
             for ta, tb in ((False, False),) + (TRANSPOSES if k.family in ALL_TRANSPOSES else ())]
 
 
@@ -233,8 +234,10 @@ def cell(variant, arch: str, pch=None) -> dict:
 
 def builds_for(variant, arch: str) -> bool:
     """Whether ``variant`` is built for ``arch``: the 16-bit dtypes are not built for AMD
-    yet (occupancy.archs.HALF_MMA_NOT_BUILT; the planner refuses them there)."""
-    return not (arch.startswith("gfx") and getattr(variant, "dtype", None) in HALF_DTYPES)
+    yet (occupancy.archs.HALF_MMA_NOT_BUILT; the planner refuses them there), nor the
+    TF32 kinds (variants.is_tf32: NVIDIA tensor cores only, archs.TF32_MMA)."""
+    return not (arch.startswith("gfx") and (getattr(variant, "dtype", None) in HALF_DTYPES
+                                            or is_tf32(variant)))
 
 
 def job(args) -> list[dict]:
