@@ -117,8 +117,8 @@ def kind_plan(shapes, precision, arch, kind):
                      kinds, tiles, block_ptr, 0.0, 0.0, "none", {}, [])
 
 
-@pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
-@pytest.mark.parametrize("kind", [k.kind for k in FAMILIES["portgemm-tf32"]])
+@pytest.mark.parametrize("precision,kind", [(p, k.kind) for p, f in FAMILY.items()
+                                             for k in FAMILIES[f]])
 @pytest.mark.parametrize("trans", TRANS, ids=lambda t: ("t" if t[0] else "n") + ("t" if t[1] else "n"))
 @pytest.mark.parametrize("odd", [False, True], ids=["aligned", "odd-ld"])
 def test_every_tf32_kind(be, torch, precision, kind, trans, odd):

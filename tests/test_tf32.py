@@ -189,7 +189,7 @@ def test_cost_model_rate_is_per_engine():
 
 
 def test_ceilings_know_tf32():
-    assert ceilings.ceilings_for(get_arch("sm_90")).tf32_mma_flops_per_s == 90.2e12   # measured
+    assert ceilings.ceilings_for(get_arch("sm_90")).tf32_mma_flops_per_s == 101.6e12   # measured
     a100 = ceilings.ceilings_for(get_arch("sm_80"))
     assert a100.tf32_mma_flops_per_s == a100.half_mma_flops_per_s * ceilings.TF32_OF_HALF > 0
     for name in ("gfx90a", "sm_70", "sm_86"):
@@ -290,3 +290,13 @@ def test_vendor_matrix_builds_tf32_for_nvidia_only():
     assert vendor_matrix.builds_for(v, "sm_80") and vendor_matrix.builds_for(v, "sm_90")
     assert not vendor_matrix.builds_for(v, "gfx90a")
     assert any(is_tf32(r) for r in vendor_matrix.ragged_variants())
+
+
+def test_ragged_candidates_skip_the_spilling_entry_point():
+    from portgemm.grouped.ragged_kind import RAGGED_SPILLS, candidate_kinds, choose_kind
+    for p in ("tf32", "3xtf32"):
+        kinds = candidate_kinds("float32", p)
+        assert kinds and {k.family for k in kinds} == {f"portgemm-{p}"}
+        assert not RAGGED_SPILLS & {k.name for k in kinds}
+    k = choose_kind(get_arch("sm_90"), 8, 4096, 512, 512, "float32", "3xtf32")
+    assert k.family == "portgemm-3xtf32" and k.name not in RAGGED_SPILLS
