@@ -30,8 +30,8 @@ import pytest
 
 from conftest import backend_or_skip
 from gpu_batches import stable_seed
-from portgemm.planner.tiling import Request, build_tiles, make_plan, pack_blocks
-from portgemm.tiles import FAMILIES
+from portgemm.tiles import FAMILIES, tile
+from portgemm.tuning.model import one_kind_plan
 
 pytestmark = pytest.mark.gpu
 
@@ -107,14 +107,8 @@ def make_batch(torch, rng, shapes, trans_a, trans_b, odd):
 
 
 def kind_plan(shapes, precision, arch, kind):
-    kinds = FAMILIES[FAMILY[precision]]
-    shapes = np.ascontiguousarray(shapes, dtype=np.int64)
-    shapes.flags.writeable = False
-    kidx = np.full(len(shapes), [k.kind for k in kinds].index(kind), dtype=np.int64)
-    tiles = build_tiles(shapes, kinds, kidx)
-    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]), shapes[:, 2], by_kind=True)
-    return make_plan(Request(shapes, "float32", arch, "per-kind"), "test-" + FAMILY[precision],
-                     kinds, tiles, block_ptr, 0.0, 0.0, "none", {}, [])
+    """A per-kind plan tiling every GEMM with one kind of the mode's family."""
+    return one_kind_plan(shapes, tile(f"{FAMILY[precision]}.{kind}"), "float32", arch)
 
 
 @pytest.mark.parametrize("precision,kind", [(p, k.kind) for p, f in FAMILY.items()
