@@ -3,8 +3,9 @@
     C_i = alpha_i * op(A_i) @ op(B_i) + beta_i * C_i      for i in range(batch)
 """
 from .errors import (ArgumentTypeError, CompileError, DeviceError, DeviceUnavailable,
-                     DtypeError, LayoutError, PortgemmError, ResourceError, ShapeMismatch,
-                     UnknownArch, UnknownBackend, UnknownStrategy, ValidationError)
+                     DtypeError, LayoutError, PortgemmError, PrecisionError,
+                     PrecisionUnavailable, ResourceError, ShapeMismatch, UnknownArch,
+                     UnknownBackend, UnknownStrategy, ValidationError)
 from .plan import Plan
 from .planner import plan, set_default_resources, strategies
 from .kernels.resources import DEFAULT_PROVIDER as _DEFAULT_RESOURCES
@@ -21,6 +22,6 @@ __all__ = [
     "strategies",
     "PortgemmError", "ValidationError", "ShapeMismatch", "DtypeError", "LayoutError",
     "UnknownArch", "UnknownStrategy", "UnknownBackend", "ArgumentTypeError", "ResourceError",
-    "DeviceUnavailable", "CompileError", "DeviceError",
+    "DeviceUnavailable", "CompileError", "DeviceError", "PrecisionError", "PrecisionUnavailable",
 ]
 __version__ = "0.1.0"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import reuse
+from . import precision as precision_mode, reuse
 from .backends import base as _registry
 from .backends.base import get_backend
 from .call_cache import CallCache, LayoutCall, layout_key
@@ -45,7 +45,7 @@ def _validate(be, A, B, C, alpha, beta, trans_a, trans_b, whole=_READ):
 
 
 def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-                  backend=None, strategy=None):
+                  backend=None, strategy=None, precision=None):
     """C_i = alpha_i op(A_i) op(B_i) + beta_i C_i for every i, in place; returns C.
 
     A, B, C: lists/tuples of 2-D arrays of one dtype (float32 or float64) on the backend's
@@ -54,6 +54,8 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     alpha, beta: scalars or one per GEMM. op(X) is X.T when the trans flag is set.
     backend: "cuda", "hip", "numpy", None (the first available, in that order) or a
     backend object. strategy: a planner name (portgemm.strategies()) or None.
+    precision (float32): "ieee" (None, the default), "tf32" or "3xtf32" on the tensor
+    cores (portgemm/precision.py; PrecisionError / PrecisionUnavailable as portgemm.plan).
     BLAS semantics: beta = 0 never reads C (NaN there is overwritten); alpha = 0 never
     reads A or B (C = beta C); M, N or K = 0 is legal (K = 0: C = beta C).
 
@@ -87,13 +89,15 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     difference takes the full path; a refused call is never kept.
     """
     be = backend_of(backend)
-    if reuse.fast(be, strategy, A, B, C, alpha, beta, trans_a, trans_b):
+    # the caches key on the strategy and, where not "ieee", the precision mode with it
+    how = strategy if precision is None else precision_mode.how(strategy, precision)
+    if reuse.fast(be, how, A, B, C, alpha, beta, trans_a, trans_b):
         return C
-    k, X = reuse.key(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
-    if k is not None and reuse.launch(k, X, A, B, C, alpha, beta, be, strategy):
+    k, X = reuse.key(be, how, A, B, C, alpha, beta, trans_a, trans_b)
+    if k is not None and reuse.launch(k, X, A, B, C, alpha, beta, be, how):
         return C
     snap = reuse.snapshot(k, X) if k is not None else None
-    whole, lk, entry = _layout_lookup(be, strategy, A, B, C, alpha, beta, trans_a, trans_b)
+    whole, lk, entry = _layout_lookup(be, how, A, B, C, alpha, beta, trans_a, trans_b)
     if entry is not None:   # the same memory, layout and scalars as a validated call
         p, (batch, gemms) = entry.plan, _relaunch(entry, A, B, C, snap is not None)
     else:
@@ -102,7 +106,7 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
             return C
         # the operands' row strides: the cost model prices the kernel's 16-byte loads
         p = make_plan(batch.shapes, dtype=batch.dtype, arch=be.arch(), strategy=strategy,
-                      lds=batch.ld[:, :2])
+                      precision=precision, lds=batch.ld[:, :2])
         gemms = be.execute(p, batch)
         if lk is not None:
             _layouts.put(lk, LayoutCall(be, p, batch, gemms))

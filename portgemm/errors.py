@@ -60,3 +60,13 @@ class CompileError(PortgemmError, RuntimeError):
 
 class DeviceError(PortgemmError, RuntimeError):
     """A GPU runtime call returned an error status."""
+
+
+class PrecisionError(PortgemmError, ValueError):
+    """A ``precision=`` mode that is unknown, or that does not apply to the request (a
+    dtype other than float32, a strategy or option the tensor-core families do not take)."""
+
+
+class PrecisionUnavailable(PrecisionError):
+    """A precision mode the architecture or backend has no hardware for (TF32 tensor
+    cores: occupancy.archs.TF32_MMA, sm_80 and sm_90)."""

@@ -33,7 +33,7 @@ import numpy as np
 from tabulate import tabulate
 
 from .tile_layout import TILE_DTYPE, TileLayout
-from .tiles import TileConfig
+from .tiles import TileConfig, family_precision
 
 if TYPE_CHECKING:
     from .occupancy.archs import Arch
@@ -138,6 +138,16 @@ class Plan:
         return out
 
     @property
+    def precision(self) -> str:
+        """The fp32 precision mode this plan computes (portgemm/precision.py): its tile
+        family's, "ieee" for every family but tiles.TF32_FAMILIES."""
+        for k in self.kinds:
+            p = family_precision(k.family)
+            if p != "ieee":
+                return p
+        return "ieee"
+
+    @property
     def batch(self) -> int:
         return int(self.shapes.shape[0])
 
@@ -185,7 +195,9 @@ class Plan:
 
     def __repr__(self) -> str:
         per_kind = ", ".join(f"{k} {n}" for k, n in self.tiles_per_kind().items())
-        return (f"<Plan {self.strategy} {self.mode} arch={self.arch.name} dtype={self.dtype} "
+        prec = self.precision
+        return (f"<Plan {self.strategy} {self.mode} arch={self.arch.name} dtype={self.dtype}"
+                f"{'' if prec == 'ieee' else ' precision=' + prec} "
                 f"batch={self.batch} tiles={self.n_tiles}"
                 f"{f' ({per_kind})' if per_kind else ''} blocks={self.n_blocks}"
                 f"{f' split-K={self.split.split_gemms.size}' if self.split is not None else ''}>")
@@ -239,7 +251,7 @@ class Plan:
             rows.append([k.kind, f"{k.tm}x{k.tn}x{k.tk}", k.threads, per_kind[k.kind],
                          f"{o.occupancy:.0%}" if o else "-", o.limited_by if o else "-"])
         head = (f"plan: strategy={self.strategy} arch={self.arch.name} dtype={self.dtype} "
-                f"mode={self.mode} batch={self.batch} tiles={self.n_tiles} blocks={self.n_blocks}\n"
+                f"{'' if self.precision == 'ieee' else 'precision=' + self.precision + ' '}mode={self.mode} batch={self.batch} tiles={self.n_tiles} blocks={self.n_blocks}\n"
                 f"TLP ({self.tlp_model}) {self.tlp:,.0f} vs threshold {self.tlp_threshold:,.0f}: "
                 f"{self.tlp_verdict()}\npredicted occupancy {self.predicted_occupancy():.0%}"
                 + ("" if self.predicted_ms is None else

@@ -24,6 +24,8 @@ Families:
   kinds (PORTGEMM_HALF below), the only families those dtypes run on NVIDIA;
 - ``mfma-f16``, ``mfma-bf16``, ``mfma-f64``: AMD's matrix-core (MFMA) kinds, built for
   the archs of FAMILY_ARCHS only (the 16-bit dtypes' families on AMD).
+- ``portgemm-tf32`` and ``portgemm-3xtf32``: float32 on tensor cores (TF32 m16n8k8),
+  what ``precision="tf32"`` / ``"3xtf32"`` plan with (TF32_FAMILIES below).
 - ``tune`` (fp32) and ``tune-f64``: the candidates ``python -m portgemm tune`` times on
   a device, named ``<tm>x<tn>/<rm>x<rn>/k<tk>``; the planner uses the tuned subset.
 
@@ -61,6 +63,14 @@ def family_builds_for(family: str, arch: str | None) -> bool:
     archs = FAMILY_ARCHS.get(family)
     return archs is None or arch in archs
 
+MMA_SHAPE_TF32 = (16, 8, 8)    # m, n, k of the TF32 MMA fragment (fp32 precision modes)
+# float32's tensor-core families, by the precision mode they compute (planner: plan(...,
+# precision=)); their MMA kinds round A and B to TF32 (3xtf32: as two TF32 parts).
+TF32_FAMILIES = {"portgemm-tf32": "tf32", "portgemm-3xtf32": "3xtf32"}
+PRECISIONS = ("ieee", "tf32", "3xtf32")
+# TF32 MMAs a 3xtf32 product takes per TF32 one (a_small b_big, a_big b_small, a_big b_big)
+MMA_PRODUCTS = {"portgemm-3xtf32": 3}
+
 
 # Bytes per element by dtype name (bfloat16 has no numpy dtype unless ml_dtypes is loaded).
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
@@ -70,6 +80,8 @@ def mma_shape(family: str) -> tuple[int, int, int]:
     """The MMA fragment (m, n, k) a family's MMA kinds are built from."""
     if family in MFMA_FAMILIES:
         return MFMA_SHAPE_F64 if MFMA_FAMILIES[family] == "float64" else MFMA_SHAPE_HALF
+    if family in TF32_FAMILIES:
+        return MMA_SHAPE_TF32
     return MMA_SHAPE_HALF if family in HALF_FAMILIES else MMA_SHAPE
 
 
@@ -77,6 +89,16 @@ def mma_lanes(family: str) -> int:
     """Lanes that share one MMA of a family's MMA kinds: a warp (32), or an AMD wave (64)
     for the MFMA families."""
     return MFMA_WAVE if family in MFMA_FAMILIES else MMA_WARP
+
+
+def family_precision(family: str) -> str:
+    """The fp32 precision mode a family computes: "ieee" but for TF32_FAMILIES."""
+    return TF32_FAMILIES.get(family, "ieee")
+
+
+def mma_products(family: str) -> int:
+    """MMAs a family's MMA kinds issue per fragment product (3xtf32: 3, else 1)."""
+    return MMA_PRODUCTS.get(family, 1)
 
 
 @dataclass(frozen=True)
@@ -116,11 +138,12 @@ class TileConfig:
     def operands_held(self) -> int:
         """Elements of A and B one thread holds per k: its micro-tile's column of A and
         row of B (SIMT), or its share of one MMA step's fragments of its warp's sub-tile
-        (MMA: one element per 8x8x4 fp64 fragment, 8 + 4 per 16x8x16 16-bit one)."""
+        (MMA: one element per 8x8x4 fp64 fragment, 8 + 4 per 16x8x16 16-bit one, 4 + 2
+        per 16x8x8 TF32 one, twice that for 3xtf32's two parts)."""
         if self.engine == "mma":
             m, n, k = mma_shape(self.family)
-            w = self.lanes
-            return (self.rm // m) * (m * k // w) + (self.rn // n) * (n * k // w)
+            w, parts = self.lanes, 2 if mma_products(self.family) > 1 else 1
+            return parts * ((self.rm // m) * (m * k // w) + (self.rn // n) * (n * k // w))
         return self.rm + self.rn
 
     @property
@@ -329,12 +352,35 @@ MFMA_F64 = _family("mfma-f64", [
     ("128x64/w64x32",  128,  64,  8, 256, 64, 32, "mma"),
 ])
 
+# float32 on the tensor cores (precision "tf32" and "3xtf32", one family each, the same
+# kinds): warps of 16x8x8 TF32 fragments with fp32 accumulators, BK 16 (two MMA steps a
+# stage) so that two to four cp.async stages of fp32 operands fit the kernel's 48 KiB of
+# static shared memory (BK 32 would leave 128x128 one stage); and the fp32 SIMT kind
+# 32x32/4x4 (IEEE fp32, as precise as either mode) for GEMMs too small to fill an MMA
+# tile, which the planner picks by the cost model's rates per engine, not by a size.
+# 32x32/w16x16: four warps of 1x2 fragments; 64x64/w32x32: four of 2x4 (32 accumulators
+# a lane); 128x64/w64x32: four of 4x4 (64); 128x128/w64x32: eight of 4x4.
+#            kind             tm   tn  tk  threads rm  rn  engine
+_TF32_KINDS = [
+    ("32x32/4x4",      32,  32, 16,  64,  4,  4),
+    ("32x32/w16x16",   32,  32, 16, 128, 16, 16, "mma"),
+    ("64x64/w32x32",   64,  64, 16, 128, 32, 32, "mma"),
+    ("128x64/w64x32", 128,  64, 16, 128, 64, 32, "mma"),
+    ("128x128/w64x32", 128, 128, 16, 256, 64, 32, "mma"),
+]
+PORTGEMM_TF32 = _family("portgemm-tf32", _TF32_KINDS)
+# 3xtf32 holds twice the operand registers (two parts each) and an MMA step's sums: its
+# 128x64 kind spilled 4-8 bytes on sm_80 (tn, tt; NVRTC 13.0) and under a 2-block cap
+# took 238-255 registers on sm_90, so that family keeps the other kinds only.
+PORTGEMM_3XTF32 = _family("portgemm-3xtf32", [k for k in _TF32_KINDS if k[0] != "128x64/w64x32"])
+
 # The dtype each of our families is made for; the paper's families serve float32 and
 # float64 (family_dtypes), never the 16-bit dtypes, which have their own families.
 FAMILY_DTYPES = {"portgemm": ("float32",), "portgemm-f64": ("float64",),
                  "tune": ("float32",), "tune-f64": ("float64",),
                  **{f: (d,) for f, d in HALF_FAMILIES.items()},
-                 **{f: (d,) for f, d in MFMA_FAMILIES.items()}}
+                 **{f: (d,) for f, d in MFMA_FAMILIES.items()},
+                 **{f: ("float32",) for f in TF32_FAMILIES}}
 PAPER_DTYPES = ("float32", "float64")
 
 
@@ -356,6 +402,8 @@ FAMILIES: dict[str, tuple[TileConfig, ...]] = {
     "mfma-f16": MFMA_F16,
     "mfma-bf16": MFMA_BF16,
     "mfma-f64": MFMA_F64,
+    "portgemm-tf32": PORTGEMM_TF32,
+    "portgemm-3xtf32": PORTGEMM_3XTF32,
 }
 
 CATALOGUE: dict[str, TileConfig] = {t.name: t for fam in FAMILIES.values() for t in fam}

@@ -69,7 +69,7 @@ def test_mfma_kinds_are_four_waves_per_kind_only():
 def test_render_marks_mfma_kinds_and_only_them():
     k = next(k for k in FAMILIES["mfma-bf16"] if k.kind == "64x64/w32x32")
     d = defines(Variant((k,), "bfloat16"))
-    assert d["PG_MFMA_KINDS"] == "1" and d["PG_KINDS(X)"].endswith(", 3)")
+    assert d["PG_MFMA_KINDS"] == "1" and d["PG_KINDS(X)"].endswith(", 5)")
     assert d["PG_HALF"] == "1" and d["PG_ACC"] == "float"
     simt = FAMILIES["mfma-bf16"][0]
     assert "PG_MFMA_KINDS" not in defines(Variant((simt,), "bfloat16"))

@@ -63,7 +63,7 @@ from tabulate import tabulate  # noqa: E402
 from portgemm.errors import PortgemmError  # noqa: E402
 from portgemm.kernels import amd_codeobject, clang_amd, nvrtc, offline  # noqa: E402
 from portgemm.kernels.render import render  # noqa: E402
-from portgemm.kernels.variants import SplitReduce, Variant, catalogue_variants  # noqa: E402
+from portgemm.kernels.variants import SplitReduce, Variant, catalogue_variants, is_tf32  # noqa: E402
 from portgemm.tiles import (FAMILY_DTYPES, HALF_FAMILIES, MFMA_FAMILIES,  # noqa: E402
                             PER_KIND_ONLY, family_builds_for)
 
@@ -107,8 +107,10 @@ def ragged_variants() -> list[Variant]:
     (grouped/ragged_kind.candidate_kinds): nn for the paper's kinds, all four transposes
     for our own families', as for the tile-list variants."""
     from portgemm.grouped.ragged_kind import candidate_kinds
-    out = [Variant((k,), dtype, "ragged", ta, tb) for dtype in ("float32", "float64")
-           for k in candidate_kinds(dtype)
+    kinds = [(dtype, k) for dtype in ("float32", "float64") for k in candidate_kinds(dtype)]
+    kinds += [("float32", k) for p in ("tf32", "3xtf32")
+              for k in candidate_kinds("float32", None, p)]
+    out = [Variant((k,), dtype, "ragged", ta, tb) for dtype, k in kinds
            for ta, tb in ((False, False),) + (TRANSPOSES if k.family in ALL_TRANSPOSES else ())]
     # and the AMD archs' own candidates (the MFMA families; builds_for keeps them there)
     seen = {v.name for v in out}
@@ -257,12 +259,14 @@ def builds_for(variant, arch: str) -> bool:
     """Whether ``variant`` is built for ``arch``: the arch-specific families only where
     they exist (tiles.FAMILY_ARCHS: the MFMA families on gfx908 / gfx90a / gfx94x, never
     on NVIDIA); on AMD the 16-bit dtypes only in the MFMA families (the NVIDIA mma.sync
-    families' AMD emulation is never planned there: planner._half_request)."""
+    families' AMD emulation is never planned there: planner._half_request), and no TF32
+    kinds (variants.is_tf32: NVIDIA tensor cores only, archs.TF32_MMA)."""
     kinds = getattr(variant, "kinds", ())
     if not all(family_builds_for(k.family, arch) for k in kinds):
         return False
-    return not (arch.startswith("gfx") and getattr(variant, "dtype", None) in HALF_DTYPES
-                and any(k.family in HALF_FAMILIES for k in kinds))
+    return not (arch.startswith("gfx") and (
+        is_tf32(variant) or (getattr(variant, "dtype", None) in HALF_DTYPES
+                             and any(k.family in HALF_FAMILIES for k in kinds))))
 
 
 def job(args) -> list[dict]:

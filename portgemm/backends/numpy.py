@@ -5,7 +5,8 @@ and nothing more: every tile (clipped to M x N) is updated once per occurrence, 
 plan order. A tile the plan misses is never written; a tile it lists twice is updated
 twice (beta applied twice). Arithmetic stays in the arrays' dtype, as on the GPU, but
 float16 and bfloat16, which the GPU computes in fp32 (products, sums, alpha and beta)
-and rounds once on the store: so does this. A
+and rounds once on the store: so does this; and the tiles of precision "tf32", which
+multiply TF32-rounded inputs (portgemm/precision.py): so do these. A
 split-K plan runs its two phases as the GPU backends do (backends/split.py).
 """
 from __future__ import annotations
@@ -15,6 +16,8 @@ import numpy as np
 
 from ..arrays import info
 from ..errors import DtypeError, ValidationError
+from ..precision import round_tf32
+from ..tiles import family_precision
 
 
 class NumpyBackend:
@@ -63,6 +66,8 @@ class NumpyBackend:
         m1 = (t["m0"] + t["tm"]).tolist()
         n1 = (t["n0"] + t["tn"]).tolist()
         dt = _compute_type(batch.dtype)
+        tf32 = _tf32_kinds(plan)
+        kind = t["kind"].tolist() if tf32 else None
         for i in range(batch.size):
             lo, hi = bounds[i], bounds[i + 1]
             if lo == hi:
@@ -76,12 +81,18 @@ class NumpyBackend:
                 a, b = a.astype(dt), b.astype(dt)
             use_ab = alpha != 0.0 and K > 0  # alpha == 0: A and B are not read (BLAS)
             al, be = dt(alpha), dt(beta)
+            rounded = None   # A and B rounded to TF32, made for the first "tf32" tile
             for k in range(lo, hi):
                 r0, r1, c0, c1 = m0[k], min(m1[k], M), n0[k], min(n1[k], N)
                 if r0 >= r1 or c0 >= c1:
                     continue  # wholly outside C: the kernel's guards make it a no-op
-                if use_ab:
+                if use_ab and tf32 and kind[k] in tf32:
+                    if rounded is None:
+                        rounded = round_tf32(a), round_tf32(b)
+                    prod = rounded[0][r0:r1] @ rounded[1][:, c0:c1]
+                elif use_ab:
                     prod = a[r0:r1] @ b[:, c0:c1]
+                if use_ab:
                     prod *= al
                     if be != 0:  # beta == 0 (in C's dtype): C is not read, so NaN cannot leak
                         prod += be * c[r0:r1, c0:c1].astype(dt, copy=False)
@@ -127,6 +138,14 @@ class NumpyBackend:
         plan = Plan("ragged-device", self.arch(), job.dtype, shapes, (job.kind,), tiles,
                     np.arange(tiles.size + 1, dtype=np.int32), "per-kind", 0.0, 0.0, "-", {})
         self.execute(plan, batch)
+
+
+def _tf32_kinds(plan) -> frozenset:
+    """Indices of the plan's kinds that compute from TF32-rounded inputs: the MMA kinds
+    of precision "tf32". "3xtf32" keeps fp32-level products, which this reference
+    computes in fp32; the precision families' SIMT kind is IEEE fp32."""
+    return frozenset(i for i, k in enumerate(plan.kinds)
+                     if k.engine == "mma" and family_precision(k.family) == "tf32")
 
 
 def _compute_type(dtype: np.dtype):

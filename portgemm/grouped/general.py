@@ -6,6 +6,7 @@ import numpy as np
 
 from ..api import backend_of
 from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
+from ..precision import how
 from ..problem import _flag
 from .operands import (CallCache, Views, call_key, check_operands, first, group_error,
                        group_scalars, host_call, make_batch, operand_key, read, value_key)
@@ -15,7 +16,7 @@ _INT_LIMIT = 2**31 - 1
 
 def gemm_grouped_general(A, B, C, sizes, a_offsets, b_offsets, c_offsets, lda, ldb, ldc,
                          alpha=1.0, beta=0.0, trans_a=False, trans_b=False, backend=None,
-                         strategy=None):
+                         strategy=None, precision=None):
     """C_g = alpha_g op(A_g) @ op(B_g) + beta_g C_g for each group g, in place; returns C.
 
     A, B, C: 1-D contiguous buffers of one dtype (float32 or float64) on the backend's
@@ -24,12 +25,14 @@ def gemm_grouped_general(A, B, C, sizes, a_offsets, b_offsets, c_offsets, lda, l
     with trans_a) with row stride lda[g] >= its columns; likewise B_g (K x N, N x K with
     trans_b) and C_g (M x N). Offsets: G non-negative integers; lda, ldb, ldc: one
     integer or G. alpha, beta: scalars or one per group. Every matrix must lie inside its
-    buffer, and no C_g may share an element with another C or any A or B.
+    buffer, and no C_g may share an element with another C or any A or B. precision:
+    as gemm_vbatched's ("ieee", "tf32", "3xtf32"; float32).
 
     A call that repeats an earlier one (the same buffers by address and layout, equal
     sizes, offsets, leading dimensions and scalars) is not validated or planned again.
     """
     be = backend_of(backend)
+    strategy = how(strategy, precision)   # keys and plans carry the mode with the strategy
     ta, tb = _flag(trans_a, "trans_a"), _flag(trans_b, "trans_b")
     ops = {"A": read(A, "A"), "B": read(B, "B"), "C": read(C, "C")}
     key = call_key((be, ta, tb, strategy), *map(operand_key, ops.values()),

@@ -234,7 +234,10 @@ def host_call(backend, batch, views, strategy) -> HostCall | None:
     if batch.size == 0:
         return None
     from ..planner import plan
+    from ..precision import split
+    strategy, precision = split(strategy)   # a precision.Mode: strategy and mode
     p = plan(batch.shapes, dtype=batch.dtype, arch=backend.arch(), strategy=strategy,
              split_k=False,   # the packed API does not split K (package docstring)
+             precision=precision,
              lds=batch.ld[:, :2])   # row strides: the cost model prices 16-byte loads
     return HostCall(p, batch, views)

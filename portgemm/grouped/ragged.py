@@ -13,7 +13,8 @@ import numpy as np
 
 from ..backends.ragged import RaggedArrays, RaggedJob
 from ..errors import DtypeError, LayoutError, ShapeMismatch, ValidationError
-from ..planner import DEFAULT_STRATEGY
+from ..planner import DEFAULT_STRATEGY, check_precision
+from ..precision import how, split
 from ..problem import _flag, _layout
 from ..api import backend_of
 from ..arrays import _kind as array_kind
@@ -25,7 +26,7 @@ _MAX_SLOTS = 2**31 - 1 - 256
 
 
 def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-                 backend=None, strategy=None, device_offs=None):
+                 backend=None, strategy=None, device_offs=None, precision=None):
     """C[rows of g] = alpha_g op(A)[rows of g] @ op(B[g]) + beta_g C[rows of g] for each
     group g, in place; returns C.
 
@@ -44,12 +45,15 @@ def gemm_grouped(A, B, C, offs, alpha=1.0, beta=0.0, trans_a=False, trans_b=Fals
     no access outside A, B or C. device_offs: None (decide by where offs is), True (run
     the device path; host offsets are uploaded, and the NumPy backend emulates the
     kernel's lookup) or False (device offsets are copied to the host and checked).
+    precision: as gemm_vbatched's ("ieee", "tf32", "3xtf32"; float32), on both paths.
 
     A call that repeats an earlier one (the same arrays by address and layout, the same
     host offsets by value, or the same device offsets array, and equal scalars) is not
     validated or planned again: it only launches (operands.CallCache).
     """
     be = backend_of(backend)
+    if precision is not None:   # keys and plans carry the mode with the strategy
+        strategy = how(strategy, precision)
     fast = _fast_key(be, A, B, C, offs, alpha, beta, trans_a, trans_b, strategy, device_offs)
     tkey = None
     if fast is not None:
@@ -382,13 +386,15 @@ def _kind(be, G, rows, N, K, dtype, strategy):
     key = (G, rows, N, K, dtype, arch.name, arch.compute_units, strategy)
     kind = _kinds.get(key)
     if kind is None:
+        strategy, precision = split(strategy)
+        precision = check_precision(precision, dtype, arch)   # as plan() would
         if strategy is None or strategy == DEFAULT_STRATEGY:
-            kind = choose_kind(arch, G, rows, N, K, dtype)
+            kind = choose_kind(arch, G, rows, N, K, dtype, precision)
         if kind is None:
             from ..planner import plan
             m = max(1, -(-rows // G))
             p = plan(np.tile([m, N, K], (G, 1)), dtype=dtype, arch=arch, strategy=strategy,
-                     mode="per-kind", split_k=False)
+                     mode="per-kind", split_k=False, precision=precision)
             kind = p.kinds[int(np.argmax(p.tile_counts()))]   # from the layout: no tile list
         if len(_kinds) >= _KINDS_KEPT:
             _kinds.pop(next(iter(_kinds)))

@@ -17,6 +17,7 @@ from ..planner.cost_model import floors, kind_costs, predict_rows, steps_of
 from ..planner.parallelism import kind_table
 from ..occupancy.archs import has_mfma
 from ..planner.wavefront_tlp import FAMILY, OUR_FAMILY
+from ..precision import FAMILY as PRECISION_FAMILY
 from ..tiles import FAMILIES, HALF_FAMILIES, MFMA_FAMILIES
 
 # The families a device-offsets call picks from, per dtype: the two the default planner
@@ -30,9 +31,24 @@ CANDIDATE_FAMILIES.update({d: (f,) for f, d in HALF_FAMILIES.items()})
 MFMA_FAMILY = {d: f for f, d in MFMA_FAMILIES.items()}
 
 
-def candidate_families(name: str, arch=None) -> tuple:
+# Kinds whose device-offsets (ragged) entry point spills where their tile-list one does
+# not (the slot lookup keeps the GEMM's descriptor in registers): never a candidate.
+# 3xtf32 64x64/w32x32: 4-32 bytes on sm_80 (nn, tn, tt) and 16 on sm_90 (tt), vendor
+# matrix, NVRTC 13.0.
+RAGGED_SPILLS = frozenset({"portgemm-3xtf32.64x64/w32x32"})
+
+
+def _kinds_of(fam: str) -> tuple:
+    return tuple(k for k in FAMILIES[fam] if k.name not in RAGGED_SPILLS)
+
+
+def candidate_families(name: str, arch=None, precision: str = "ieee") -> tuple:
     """The families a device-offsets call of dtype ``name`` weighs on ``arch`` (an Arch,
-    its name, or None: the portable ones)."""
+    its name, or None: the portable ones) in a precision mode: a tensor-core mode's own
+    family (planner: precision=), else CANDIDATE_FAMILIES, with the arch's MFMA family in
+    place of ours where it has one."""
+    if precision != "ieee":
+        return (PRECISION_FAMILY[precision],)
     fams = CANDIDATE_FAMILIES[name]
     if arch is not None and name in MFMA_FAMILY and has_mfma(arch, name):
         swap = (OUR_FAMILY.get(name), *HALF_FAMILIES)
@@ -40,19 +56,20 @@ def candidate_families(name: str, arch=None) -> tuple:
     return fams
 
 
-def candidate_kinds(dtype, arch=None) -> tuple:
+def candidate_kinds(dtype, arch=None, precision: str = "ieee") -> tuple:
     """Every kind a device-offsets call of ``dtype`` may run on ``arch`` (None: the
-    portable candidates; what the tests cover)."""
+    portable candidates; what the tests cover) in a precision mode."""
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
-    return tuple(k for fam in candidate_families(name, arch) for k in FAMILIES[fam])
+    return tuple(k for fam in candidate_families(name, arch, precision) for k in _kinds_of(fam))
 
 
-def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype) -> list:
+def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype,
+                      precision: str = "ieee") -> list:
     """[(kind, predicted seconds of its GEMM launch)] for every candidate kind."""
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     out = []
-    for fam in candidate_families(name, arch):
-        kinds = FAMILIES[fam]
+    for fam in candidate_families(name, arch, precision):
+        kinds = _kinds_of(fam)
         try:
             kc = kind_costs(arch, kinds, kind_table(arch, kinds, "per-kind", name), name)
         except Exception:  # noqa: BLE001 - a family the occupancy model cannot place here
@@ -77,8 +94,8 @@ def _seconds(kc, G, rows, N, K) -> np.ndarray:
     return busy + (launched - real) * kc.ceil.latency_s / (kc.cus * kc.active)
 
 
-def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype):
+def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype, precision: str = "ieee"):
     """The candidate kind with the least predicted time (the first on a tie), or None
     when no candidate family could be weighed here."""
-    pred = predicted_seconds(arch, G, rows, N, K, dtype)
+    pred = predicted_seconds(arch, G, rows, N, K, dtype, precision)
     return min(pred, key=lambda kv: kv[1])[0] if pred else None

@@ -399,3 +399,89 @@ __device__ __forceinline__ void pg_mfma_f64_16x16x4(PgF64x4& c, double a, double
 #define PG_MFMA 0
 #define PG_MFMA_F64 0
 #endif
+
+// ---- TF32: fp32 GEMMs on the tensor cores (precision "tf32" and "3xtf32") ----
+// D(16x8, fp32) += A(16x8) B(8x8), A and B in TF32 (fp32's sign, exponent and top 10
+// mantissa bits, in a 32-bit register). Fragment layout as data (PTX ISA, "Matrix
+// Fragments for mma.m16n8k8", .tf32), g = l >> 2, t = l % 4: lane l holds A in 4
+// registers, register r at row g + 8 (r % 2), k t + 4 (r / 2); B in 2, register r at
+// k t + 4 r, column g; C in 4 floats as PgMmaHalf's: i at row g + 8 (i / 2), column
+// 2 t + i % 2.
+struct PgMmaTf32 {
+    static constexpr int M = 16, N = 8, K = 8;
+    static constexpr int AR = 4, BR = 2, CE = 4;    // registers of A, B; floats of C
+    static __device__ __forceinline__ int a_row(int l, int r) { return (l >> 2) + 8 * (r & 1); }
+    static __device__ __forceinline__ int a_k(int l, int r) { return (l & 3) + 4 * (r >> 1); }
+    static __device__ __forceinline__ int b_k(int l, int r) { return (l & 3) + 4 * r; }
+    static __device__ __forceinline__ int b_col(int l) { return l >> 2; }
+    static __device__ __forceinline__ int c_row(int l, int i) { return (l >> 2) + 8 * (i >> 1); }
+    static __device__ __forceinline__ int c_col(int l, int i) { return 2 * (l & 3) + (i & 1); }
+};
+#if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define PG_MMA_TF32 1
+// fp32 -> TF32, to nearest with ties away from zero (cvt.rna), as a 32-bit register
+// whose 13 low bits are unspecified: the MMA ignores them (a register holding any fp32
+// value is read as that value truncated to TF32), and whoever uses the value as a float
+// clears them first (pg_tf32_float).
+__device__ __forceinline__ unsigned pg_tf32(float f)
+{
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    return r;
+}
+__device__ __forceinline__ void pg_mma_16x8x8_tf32(float (&c)[4], const unsigned (&a)[4],
+                                                   const unsigned (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#else
+// No TF32 MMA here (AMD, pre-sm_80): the same rounding in integer arithmetic (adding
+// half a TF32 unit to the magnitude bits rounds ties away from zero; a carry into the
+// exponent gives the next binade or infinity; Inf and NaN pass unchanged) and the same
+// fragment contract with shuffles and fp32 FMAs, so every TF32 kind compiles and
+// computes the same sums everywhere; the planner refuses the precision modes on these
+// targets (occupancy/archs.py TF32_MMA).
+#define PG_MMA_TF32 0
+__device__ __forceinline__ unsigned pg_tf32(float f)
+{
+    const unsigned u = __float_as_uint(f);
+    return (u & 0x7f800000u) == 0x7f800000u ? u : (u + 0x1000u) & 0xffffe000u;
+}
+// A TF32 operand register as the MMA reads it: the 13 low bits ignored (truncated).
+__device__ __forceinline__ float pg_tf32_shfl(unsigned v, int src)
+{
+#if PG_HIP
+    return __uint_as_float((unsigned)__shfl((int)v, src, 32) & 0xffffe000u);
+#else
+    return __uint_as_float(__shfl_sync(0xffffffffu, v, src, 32) & 0xffffe000u);
+#endif
+}
+__device__ __forceinline__ void pg_mma_16x8x8_tf32(float (&c)[4], const unsigned (&a)[4],
+                                                   const unsigned (&b)[2])
+{
+    const int l = threadIdx.x & 31;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {           // k = 4 q + kk
+#pragma unroll 1
+        for (int kk = 0; kk < 4; ++kk) {
+            // A[row][k] sits in lane 4 (row % 8) + kk, register row / 8 + 2 q; B[k][col]
+            // in lane 4 col + kk, register q
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int r = PgMmaTf32::c_row(l, i);    // r / 8 = i / 2
+                const float x = pg_tf32_shfl(a[(i >> 1) + 2 * q], 4 * (r & 7) + kk);
+                const float y = pg_tf32_shfl(b[q], 4 * PgMmaTf32::c_col(l, i) + kk);
+                c[i] = fmaf(x, y, c[i]);
+            }
+        }
+    }
+}
+#endif
+// The value of a pg_tf32 register as a float (its unspecified low bits cleared).
+__device__ __forceinline__ float pg_tf32_float(unsigned t)
+{
+    return __uint_as_float(t & 0xffffe000u);
+}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tiles import MFMA_FAMILIES
+from ..tiles import MFMA_FAMILIES, TF32_FAMILIES, mma_products
 from .variants import DTYPES, HALF_DTYPES, ITEMSIZE, SplitReduce, TileExpand, Variant
 
 HERE = Path(__file__).parent
@@ -36,6 +36,10 @@ MIN_BLOCKS = {
     # (4 warps) capped at 4 blocks spilled 8-104 bytes there, so it keeps 3 (166).
     **{(fam, "128x128/w64x32", dt): 2
        for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))},
+    # 3xTF32 64x64 (four warps): with no hint ptxas aimed at 168 registers and spilled 4-8
+    # bytes on sm_90; 3 blocks (170) does not spill there. sm_80 ignores it (compat.h)
+    # and does not spill.
+    ("portgemm-3xtf32", "64x64/w32x32", "float32"): 3,
 }
 
 
@@ -66,6 +70,10 @@ STAGES = {
     # the 16-bit MMA kinds: 4 stages of BK 32 where 48 KiB allow (stages() drops to 3
     # for 128x64 and 2 for 128x128); not timed against fewer yet
     **{(fam, kind, dt): 4 for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))
+       for kind in ("32x32/w16x16", "64x64/w32x32", "128x64/w64x32", "128x128/w64x32")},
+    # the TF32 kinds: 4 stages of BK 16 where 48 KiB allow (stages() drops to 3 for
+    # 128x64 and 2 for 128x128); not timed against fewer yet
+    **{(fam, kind, "float32"): 4 for fam in TF32_FAMILIES
        for kind in ("32x32/w16x16", "64x64/w32x32", "128x64/w64x32", "128x128/w64x32")},
 }
 
@@ -164,11 +172,33 @@ def mma_pad(dtype: str) -> int:
     return 8 if dtype in HALF_DTYPES else MMA_PAD
 
 
+# The TF32 kinds' paddings (kernel: PgTf32Stage): x-major rows of tk + 4 floats, k-major
+# rows of tm or tn + 8, each conflict-free for 4-byte fragment reads.
+TF32_PAD = (4, 8)
+
+
 def mma_stage_elems(k, dtype: str = "float64") -> int:
-    """One stage of an MMA kind's A and B (kernel: PgMmaStage), each the larger of its
-    x-major (tm or tn rows of tk + pad) and k-major (tk rows of tm or tn + pad) layouts."""
-    pad = mma_pad(dtype)
-    return sum(max(x * (k.tk + pad), k.tk * (x + pad)) for x in (k.tm, k.tn))
+    """One stage of an MMA kind's A and B (kernel: PgMmaStage, PgTf32Stage), each the
+    larger of its x-major (tm or tn rows of tk + pad) and k-major (tk rows of tm or tn +
+    pad) layouts."""
+    px, pk = TF32_PAD if k.family in TF32_FAMILIES else (mma_pad(dtype),) * 2
+    return sum(max(x * (k.tk + px), k.tk * (x + pk)) for x in (k.tm, k.tn))
+
+
+ENGINE_MFMA = 5
+
+
+def engine_id(k, dtype: str) -> int:
+    """The kernel's E of kind ``k`` (PG_KINDS): 0 SIMT (pg_tile), 1 fp64 MMA
+    (pg_tile_mma), 2 16-bit MMA (pg_tile_mma16), 3 TF32 and 4 3xTF32 (pg_tile_tf32),
+    5 AMD MFMA (pg_tile_mfma: the MFMA families' MMA kinds)."""
+    if k.engine == "simt":
+        return 0
+    if k.family in TF32_FAMILIES:
+        return 4 if mma_products(k.family) > 1 else 3
+    if k.family in MFMA_FAMILIES:
+        return ENGINE_MFMA
+    return 2 if dtype in HALF_DTYPES else 1
 
 
 def _stage_elems(k, p: int, dtype: str) -> int:
@@ -220,9 +250,12 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
         return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_SPLIT_REDUCE": "1",
                 "PG_REDUCE_THREADS": str(variant.threads), "PG_REDUCE_CHUNK": str(variant.chunk)}
     half = variant.dtype in HALF_DTYPES
+    ids = [engine_id(k, variant.dtype) for k in variant.kinds]
     kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn}, "
-                     f"{engine_id(k, half)})" for i, k in enumerate(variant.kinds))
-    mfma = any(engine_id(k, half) == 3 for k in variant.kinds)
+                     f"{e})" for i, (k, e) in enumerate(zip(variant.kinds, ids)))
+    # only a variant with TF32 or MFMA kinds gets its define: every other renders as before
+    tf32 = {"PG_TF32": "1"} if any(e in (3, 4) for e in ids) else {}
+    mfma = {"PG_MFMA_KINDS": "1"} if ENGINE_MFMA in ids else {}
     return {
         "PG_T": DTYPES[variant.dtype],
         "PG_HALF": str(int(half)),
@@ -242,19 +275,9 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
         "PG_MMA": str(int(any(k.engine == "mma" for k in variant.kinds))),
         "PG_KINDS(X)": kinds,
         "PG_CARRY": str(int(carry(variant))),
-        # only where set, so every other variant renders as before
-        **({"PG_MFMA_KINDS": "1"} if mfma else {}),
+        **tf32,
+        **mfma,
     }
-
-
-def engine_id(k, half: bool) -> int:
-    """The kernel's E for kind ``k``: 0 pg_tile (SIMT), 1 pg_tile_mma (fp64 MMA), 2
-    pg_tile_mma16 (16-bit MMA), 3 pg_tile_mfma (AMD MFMA: the MFMA families' MMA kinds)."""
-    if k.engine == "simt":
-        return 0
-    if k.family in MFMA_FAMILIES:
-        return 3
-    return 2 if half else 1
 
 
 @lru_cache(maxsize=None)

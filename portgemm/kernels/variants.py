@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tiles import (FAMILIES, HALF_FAMILIES, ITEMSIZE, MFMA_FAMILIES, PER_KIND_ONLY, TileConfig,
-                     family_builds_for, family_dtypes)
+from ..tiles import (FAMILIES, HALF_FAMILIES, ITEMSIZE, MFMA_FAMILIES, PER_KIND_ONLY, TF32_FAMILIES,
+                     TileConfig, family_builds_for, family_dtypes)
 
 # numpy dtype name -> the kernel's element type (PG_T; the 16-bit ones are compat.h's
 # storage structs) and the short name in entry points.
@@ -130,9 +130,16 @@ def catalogue_variants(dtypes=tuple(DTYPES), trans=((False, False),),
                     out += variants_for(kinds, "grid-z", dtype, ta, tb)
                     continue
                 out += variants_for(kinds, "per-kind", dtype, ta, tb)
-                # no fused kernel: see tiles.PER_KIND_ONLY; the 16-bit and MFMA families
-                # run per kind only (planner), so a fused kernel would be compiled for nothing
+                # no fused kernel: see tiles.PER_KIND_ONLY; the 16-bit, TF32 and MFMA
+                # families run per kind only (planner), so a fused kernel would be
+                # compiled for nothing
                 if fam not in PER_KIND_ONLY and fam not in HALF_FAMILIES \
-                        and fam not in MFMA_FAMILIES:
+                        and fam not in TF32_FAMILIES and fam not in MFMA_FAMILIES:
                     out += variants_for(kinds, "fused", dtype, ta, tb)
     return out
+
+
+def is_tf32(variant) -> bool:
+    """Whether ``variant`` runs TF32 kinds (tiles.TF32_FAMILIES): built for NVIDIA sm_80+
+    only (the vendor matrix; AMD compiles them to compat.h's emulation, never planned)."""
+    return any(k.family in TF32_FAMILIES for k in getattr(variant, "kinds", ()))

@@ -17,9 +17,12 @@
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN, E) for every tile kind this entry point
 //                   runs; E = 0: SIMT, RM x RN a thread's micro-tile; E = 1: warp MMA (fp64),
 //                   E = 2: warp MMA (float16 / bfloat16, fp32 accumulators), RM x RN a
-//                   warp's sub-tile; E = 3: AMD MFMA (PG_MFMA_KINDS)
+//                   warp's sub-tile; E = 3 / 4: TF32 / 3xTF32 (PG_TF32);
+//                   E = 5: AMD MFMA (PG_MFMA_KINDS)
 //   PG_MMA          1: some kind is an MMA kind (its pipeline also runs for B^T)
-//   PG_MFMA_KINDS   1: some kind is an AMD MFMA kind (E = 3, pg_tile_mfma: RM x RN a
+//   PG_TF32         1: some kind is a TF32 kind (E = 3: TF32, E = 4: 3xTF32, fp32 only;
+//                   pg_tile_tf32 is defined only then); 0 or absent: none
+//   PG_MFMA_KINDS   1: some kind is an AMD MFMA kind (E = 5, pg_tile_mfma: RM x RN a
 //                   64-lane wave's sub-tile); AMD MFMA targets only
 //   PG_RAGGED       1: the entry point is the ragged-M GEMM (group ends read on the
 //                   device, one kind); 0 or absent: PG_GRIDZ says which
@@ -36,6 +39,9 @@
 
 #ifndef PG_ACC
 #define PG_ACC PG_T
+#endif
+#ifndef PG_TF32
+#define PG_TF32 0
 #endif
 
 struct PgGemm {                 // one per GEMM; layout mirrored by render.GEMM_DTYPE
@@ -998,6 +1004,208 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
 
 #endif  // !PG_HALF
 
+#if PG_TF32
+// The TF32 kinds (fp32, precision "tf32" and "3xtf32", tiles.TF32_FAMILIES): as
+// pg_tile_mma16, warps in a (BM / WTM) x (BN / WTN) grid, each a WTM x WTN sub-tile of C
+// as (WTM / 16) x (WTN / 8) fragments of the 16x8x8 TF32 MMA (compat.h PgMmaTf32), fp32
+// accumulators, through pg_mma_k_loop's stages. Each fp32 element read from a stage is
+// rounded to TF32 in registers (pg_tf32: cvt.rna); SPLIT (3xTF32, as CUTLASS's
+// fast-fp32 path) also keeps the remainder, x = big + small with big = tf32(x) and
+// small = x - big (exact in fp32; the MMA reads it truncated to TF32, as CUTLASS's
+// round-toward-zero small part: off by < 2^-21 |x|), and sums a_small b_big + a_big
+// b_small before a_big b_big, the small terms first so they are not lost against the
+// large ones (a_small b_small, below fp32's unit, is dropped).
+//
+// SPLIT sums each MMA step's three products into zeroed registers and adds them to the
+// accumulators with an fp32 add: the tensor cores' own accumulation does not round to
+// nearest (measured on the H100: accumulating in the MMA, 3xTF32's error grew linearly
+// with K, 3.4e-5 of max |C| at K = 4096 against 1.3e-6 for the SIMT kinds), and an add
+// that rounds keeps the error of the long sum at fp32's.
+//
+// The stage layout (PgTf32Stage) is PgMmaStage's, padded for 4-byte fragment reads:
+// lane l reads element (x0 + l / 4, k0 + l % 4) of an x-major stage (A, B^T; A's
+// registers also + 8 rows, + 4 k) and (x0 + l / 4, k0 + l % 4) of a k-major one at
+// (k0 + l % 4) S + x0 + l / 4 words. With x-major rows of S = 4 mod 8 words, (l / 4) S
+// + l % 4 covers the 32 banks once (S / 4 is odd, so (l / 4) S / 4 mod 8 is a
+// permutation of l / 4); with k-major rows of S = 8 mod 32 words (BX a multiple of 32,
+// padded by 8), (l % 4) 8 + l / 4 does. Every fragment read is one wavefront, which
+// tests/test_tf32_kernel.py checks over the kinds' strides. Both paddings keep the rows
+// 16-byte aligned for cp.async's units.
+template <int BK, int BX, int NT, bool KCONT>
+struct PgTf32Stage {
+    using Units = PgStage<BK, BX, NT, KCONT>;   // the same units, CONT = KCONT ? BK : BX
+    static constexpr int CONT = Units::CONT;
+    static constexpr int W = Units::W, L = Units::L, UNITS = Units::UNITS;
+    static constexpr int S = CONT + (KCONT ? 4 : 8);         // row stride
+    static constexpr int ELEMS = (KCONT ? BX : BK) * S;      // one stage
+    static_assert(S % PG_V == 0 && (KCONT ? S % 8 == 4 : S % 32 == 8),
+                  "16-byte rows, conflict-free fragment reads");
+
+    static __device__ __forceinline__ int at(int x, int k) { return KCONT ? x * S + k : k * S + x; }
+
+    // Registers (PgStage::load) -> one stage.
+    static __device__ __forceinline__ void store(const PG_T (&r)[L][W], PG_T* xs, int tid)
+    {
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            const int u = tid + l * NT;
+            if (UNITS % NT != 0 && u >= UNITS) continue;
+            int o, c;
+            Units::unit(u, o, c);
+            if (W > 1) pg_put16(xs + o * S + c, r[l]);
+            else xs[o * S + c] = r[l][0];
+        }
+    }
+#if PG_ASYNC
+    static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
+                                                int rbase, int cbase, int rlim, int clim,
+                                                bool vec, bool inside, int tid)
+    {
+        pg_copy_units<W, L, UNITS, CONT, NT>([&](int o, int c) { return xs + o * S + c; },
+                                             X, ld, rbase, cbase, rlim, clim, vec, inside, tid);
+    }
+#endif
+};
+
+template <int BM, int BN, int BK, int NT, int WTM, int WTN, bool SPLIT>
+__device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+{
+    using F = PgMmaTf32;
+    static_assert(sizeof(PG_T) == 4 && BM > 0, "the TF32 kinds are fp32");
+    constexpr int WGN = BN / WTN;
+    static_assert((BM / WTM) * WGN * 32 == NT, "one warp per sub-tile");
+    static_assert(WTM % F::M == 0 && WTN % F::N == 0 && BK % F::K == 0,
+                  "sub-tiles of whole fragments");
+    constexpr int FM = WTM / F::M, FN = WTN / F::N;
+    constexpr int P = SPLIT ? 2 : 1;            // parts of each operand: big (, small)
+    using SA = PgTf32Stage<BK, BM, NT, !PG_TRANS_A>;
+    using SB = PgTf32Stage<BK, BN, NT, (bool)PG_TRANS_B>;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = (warp / WGN) * WTM, wn = (warp % WGN) * WTN;
+
+    const int M = gp->M, N = gp->N;
+    const int K = (gp->alpha == 0.0) ? 0 : gp->K;   // alpha == 0 never reads A or B
+    const PG_T* __restrict__ A = gp->A;
+    const PG_T* __restrict__ B = gp->B;
+    const int lda = gp->lda, ldb = gp->ldb;
+    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+
+    float acc[FM][FN][F::CE];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int q = 0; q < F::CE; ++q) acc[i][j][q] = 0.0f;
+
+    // x as TF32 parts: p[0] = tf32(x), p[1] = x - p[0] (SPLIT; read truncated by the MMA)
+    auto parts = [](unsigned (&p)[P], float x) {
+        p[0] = pg_tf32(x);
+        if (SPLIT) p[P - 1] = __float_as_uint(x - pg_tf32_float(p[0]));
+    };
+    // One MMA step (8 k values): this lane's B fragments, then row by row of fragments
+    // its A fragment and the MMAs (one row of A parts live at a time, not FM).
+    auto step = [&](const PG_T* as, const PG_T* bs, int kk) {
+        unsigned b[P][FN][F::BR];
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int r = 0; r < F::BR; ++r) {
+                unsigned p[P];
+                parts(p, float(bs[SB::at(wn + j * F::N + F::b_col(lane), kk + F::b_k(lane, r))]));
+#pragma unroll
+                for (int s = 0; s < P; ++s) b[s][j][r] = p[s];
+            }
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+            unsigned a[P][F::AR];
+#pragma unroll
+            for (int r = 0; r < F::AR; ++r) {
+                unsigned p[P];
+                parts(p, float(as[SA::at(wm + i * F::M + F::a_row(lane, r), kk + F::a_k(lane, r))]));
+#pragma unroll
+                for (int s = 0; s < P; ++s) a[s][r] = p[s];
+            }
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                if (SPLIT) {
+                    float d[F::CE] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    pg_mma_16x8x8_tf32(d, a[P - 1], b[0][j]);   // a_small b_big
+                    pg_mma_16x8x8_tf32(d, a[0], b[P - 1][j]);   // a_big b_small
+                    pg_mma_16x8x8_tf32(d, a[0], b[0][j]);       // a_big b_big
+#pragma unroll
+                    for (int q = 0; q < F::CE; ++q) acc[i][j][q] += d[q];
+                } else {
+                    pg_mma_16x8x8_tf32(acc[i][j], a[0], b[0][j]);
+                }
+            }
+        }
+    };
+
+    pg_mma_k_loop<BM, BN, BK, NT, F::K, SA, SB>(A, B, lda, ldb, M, N, K, m0, n0, vec_a, vec_b,
+                                                tid, smem, step);
+
+    // Epilogue in fp32, as pg_tile's: a lane's accumulators q = 0, 1 (and 2, 3) are
+    // adjacent columns 2 (l % 4) (+1) of one row, an even column, so they move as one
+    // 8-byte access where C and ldc keep it aligned.
+    const float alpha = float(gp->alpha), beta = float(gp->beta);
+    PG_T* __restrict__ C = gp->C;
+    const int ldc = gp->ldc;
+    const bool vec_c = ((unsigned long long)C & 7ull) == 0 && ldc % 2 == 0;
+    // the lane's place read afresh (compat.h pg_thread_index): kept from the prologue, it
+    // was spilled (4-16 bytes) by the 128-thread 3xTF32 kinds on sm_80 and sm_90
+    {
+    const int lane = pg_thread_index() & 31, warp = pg_thread_index() >> 5;
+    const int wm = (warp / WGN) * WTM, wn = (warp % WGN) * WTN;
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {           // rows g and g + 8 of the fragment
+            const int r = m0 + wm + i * F::M + F::c_row(lane, 2 * h);
+            if (r >= M) continue;
+            PG_T* crow = C + r * ldc;
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                const int c0 = n0 + wn + j * F::N + F::c_col(lane, 0);
+                const float* v = acc[i][j] + 2 * h;
+                if (vec_c && c0 + 1 < N) {
+                    float2* p = reinterpret_cast<float2*>(crow + c0);
+                    float2 x = make_float2(alpha * v[0], alpha * v[1]);
+                    if (beta != 0.0f) {         // beta == 0 never reads C
+                        const float2 c = *p;
+                        x.x += beta * c.x;
+                        x.y += beta * c.y;
+                    }
+                    *p = x;
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                        if (c0 + q >= N) continue;
+                        float x = alpha * v[q];
+                        if (beta != 0.0f) x += beta * float(crow[c0 + q]);
+                        crow[c0 + q] = PG_T(x);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The tile functions of engines 3 (TF32) and 4 (3xTF32) under PG_KINDS's parameters.
+template <int BM, int BN, int BK, int NT, int WTM, int WTN>
+__device__ __forceinline__ void pg_tile_tf32(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+{
+    pg_tile_tf32x<BM, BN, BK, NT, WTM, WTN, false>(gp, m0, n0, smem);
+}
+template <int BM, int BN, int BK, int NT, int WTM, int WTN>
+__device__ __forceinline__ void pg_tile_3xtf32(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+{
+    pg_tile_tf32x<BM, BN, BK, NT, WTM, WTN, true>(gp, m0, n0, smem);
+}
+#endif  // PG_TF32
+
 #if PG_HALF
 // The 16-bit MMA kinds (float16 / bfloat16, engine "mma" in tiles.py): as pg_tile_mma,
 // warps in a (BM / WTM) x (BN / WTN) grid, each a WTM x WTN sub-tile of C, here as
@@ -1269,13 +1477,16 @@ __device__ __forceinline__ void pg_tile_mfma(const PgGemm* __restrict__ gp, int 
 #endif
 
 // Kind -> tile function by engine E (0: SIMT pg_tile, 1: fp64 MMA pg_tile_mma, 2: 16-bit
-// MMA pg_tile_mma16, 3: AMD MFMA pg_tile_mfma), pasted so the
+// MMA pg_tile_mma16, 3 / 4: TF32 / 3xTF32 pg_tile_tf32 / pg_tile_3xtf32, 5: AMD MFMA
+// pg_tile_mfma), pasted so the
 // SIMT kinds call pg_tile as directly as before the MMA kinds (a template wrapper in
 // between changed hiprtc's register allocation: a 24-byte spill in a gfx90a fused kernel).
 #define PG_TILE_E0 pg_tile
 #define PG_TILE_E1 pg_tile_mma
 #define PG_TILE_E2 pg_tile_mma16
-#define PG_TILE_E3 pg_tile_mfma    // the AMD MFMA kinds (PG_MFMA_KINDS)
+#define PG_TILE_E3 pg_tile_tf32     // E 3, 4: fp32 TF32 MMA kinds (PG_TF32)
+#define PG_TILE_E4 pg_tile_3xtf32
+#define PG_TILE_E5 pg_tile_mfma     // the AMD MFMA kinds (PG_MFMA_KINDS)
 #define PG_TILE_OF(e) PG_TILE_E##e
 
 #if PG_CARRY_ON

@@ -162,6 +162,19 @@ def has_mfma(arch, dtype: str) -> bool:
     return name in MFMA.get(dtype, ())
 
 
+# Where the fp32 precision modes "tf32" and "3xtf32" run (tiles.TF32_FAMILIES, mma.sync
+# m16n8k8 .tf32, kernels/compat.h): sm_80 and sm_90, the NVIDIA targets of the vendor
+# matrix. sm_86 and sm_89 have TF32 tensor cores at about their fp32 SIMT rate (spec
+# sheets), so nothing to gain; sm_70 and AMD have none (CDNA's xf32 MFMA is gfx940+ only
+# and not wired). plan(..., precision="tf32") elsewhere is a PrecisionUnavailable.
+TF32_MMA = frozenset({"sm_80", "sm_90"})
+
+
+def has_tf32_mma(arch) -> bool:
+    """Whether ``arch`` (an Arch or its name) runs the TF32 kinds on tensor cores."""
+    return (arch.name if isinstance(arch, Arch) else get_arch(arch).name) in TF32_MMA
+
+
 def has_half_mma(arch) -> bool:
     """Whether ``arch`` (an Arch or its name) runs the 16-bit MMA kinds on tensor cores."""
     return (arch.name if isinstance(arch, Arch) else get_arch(arch).name) in HALF_MMA

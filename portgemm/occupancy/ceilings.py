@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import generation
-from ..tiles import MFMA_FAMILIES
-from .archs import has_fp64_mma, has_half_mma, has_mfma
+from ..tiles import MFMA_FAMILIES, mma_products
+from .archs import has_fp64_mma, has_half_mma, has_mfma, has_tf32_mma
 
 PATH = Path(__file__).with_name("ceilings.json")
 
@@ -35,10 +35,11 @@ COPY_FRACTION = 0.9   # device-to-device copy / DRAM spec bandwidth (H100: 0.90)
 # as SIMT would do them plus 16 shuffles; a model figure, not measured.
 MMA_EMULATION = 0.25
 # Optional in a measured entry (else modelled from the spec row's fp64_mma_ratio,
-# half_mma_ratio and MFMA_RATIOS).
+# half_mma_ratio, TF32_OF_HALF and MFMA_RATIOS).
 MFMA_FIELDS = {"float16": "mfma_f16_flops_per_s", "bfloat16": "mfma_bf16_flops_per_s",
                "float64": "mfma_f64_flops_per_s"}
-OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", *MFMA_FIELDS.values())
+OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", "tf32_mma_flops_per_s",
+                   *MFMA_FIELDS.values())
 
 # AMD matrix cores (MFMA kinds, tiles.MFMA_FAMILIES): the spec row's key per dtype. The
 # 16-bit ratios are to the fp32 SIMT rate, fp64's to the fp64 SIMT rate, each the
@@ -52,6 +53,9 @@ OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", *MFMA_FIELDS.
 # Peak ratios scaled by SUSTAINED like the SIMT rates; none of it measured (no AMD GPU).
 MFMA_RATIOS = {"float16": "mfma_f16_ratio", "bfloat16": "mfma_bf16_ratio",
                "float64": "mfma_f64_ratio"}
+# TF32 over float16 MMA rate where no TF32 figure is measured: 1/2 on the A100 (156 / 312
+# TFLOP/s) and the H100 SXM (494 / 989 dense), spec sheets.
+TF32_OF_HALF = 0.5
 
 FIELDS = ("copy_bytes_per_s", "smem_bytes_per_s_per_cu", "fp32_flops_per_s",
           "fp64_flops_per_s", "launch_s", "latency_s")
@@ -75,29 +79,35 @@ class Ceilings:
     mfma_f16_flops_per_s: float = 0.0
     mfma_bf16_flops_per_s: float = 0.0
     mfma_f64_flops_per_s: float = 0.0
+    # fp32 as TF32 on tensor cores (mma.sync m16n8k8, one TF32 product); 0: none (archs.TF32_MMA)
+    tf32_mma_flops_per_s: float = 0.0
 
     def flops_per_s(self, dtype: str) -> float:
         return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
 
     def mma_flops_per_s(self, dtype: str) -> float:
-        """The rate of the MMA kinds (fp64, float16, bfloat16): the matrix units' where
+        """The rate of the MMA kinds (fp64, float16, bfloat16, float32 as TF32: one TF32
+        product each; 3xtf32 takes three, tiles.mma_products): the matrix units' where
         the arch has them, else their shuffle emulation's, MMA_EMULATION of the SIMT
         rate (the 16-bit kinds' SIMT rate is fp32's: they compute in fp32)."""
         if self.fp64_mma_flops_per_s > 0 and dtype == "float64":
             return self.fp64_mma_flops_per_s
         if self.half_mma_flops_per_s > 0 and dtype in ("float16", "bfloat16"):
             return self.half_mma_flops_per_s
+        if self.tf32_mma_flops_per_s > 0 and dtype == "float32":
+            return self.tf32_mma_flops_per_s
         return self.flops_per_s(dtype) * MMA_EMULATION
 
     def kind_flops_per_s(self, kind, dtype: str) -> float:
         """The rate of one tile kind, by its engine: SIMT (flops_per_s), the NVIDIA MMA
-        kinds (mma_flops_per_s), or AMD's MFMA kinds (mfma_flops_per_s; where this arch
+        kinds (mma_flops_per_s over the MMAs a product takes), or AMD's MFMA kinds (mfma_flops_per_s; where this arch
         has none for the dtype, which the planner never asks, the emulation's rate)."""
         if kind.engine != "mma":
             return self.flops_per_s(dtype)
         if kind.family in MFMA_FAMILIES:
             return self.mfma_flops_per_s(dtype) or self.flops_per_s(dtype) * MMA_EMULATION
-        return self.mma_flops_per_s(dtype)
+        # over the MMAs it issues per product (3xtf32: three)
+        return self.mma_flops_per_s(dtype) / mma_products(kind.family)
 
     def mfma_flops_per_s(self, dtype: str) -> float:
         """The MFMA kinds' rate for ``dtype`` (0: this arch has none)."""
@@ -160,10 +170,19 @@ def mfma_modelled(arch, fp32: float, fp64: float, spec: dict) -> dict:
             if has_mfma(arch, dt) else 0.0 for dt, key in MFMA_RATIOS.items()}
 
 
+def tf32_mma_modelled(arch, half_mma_flops_per_s: float, spec: dict) -> float:
+    """TF32 MMA rate: the spec row's tf32_mma_ratio of the fp32 SIMT rate, else
+    TF32_OF_HALF of the float16 MMA rate, on the archs of archs.TF32_MMA; else 0."""
+    if not has_tf32_mma(arch):
+        return 0.0
+    return half_mma_flops_per_s * spec.get("tf32_of_half", TF32_OF_HALF)
+
+
 def modelled(arch, spec: dict) -> Ceilings:
     cus = float(arch.compute_units)
     fp32 = cus * spec["fp32_fma_per_clk_per_cu"] * 2 * spec["clock_hz"] * SUSTAINED
     fp64 = fp32 * spec["fp64_ratio"]
+    half = half_mma_modelled(arch, fp32, spec)
     return Ceilings(arch=arch.name, origin="modelled",
                     copy_bytes_per_s=spec["dram_bytes_per_s"] * COPY_FRACTION,
                     smem_bytes_per_s_per_cu=spec["smem_bytes_per_clk_per_cu"] * spec["clock_hz"],
@@ -171,7 +190,8 @@ def modelled(arch, spec: dict) -> Ceilings:
                     launch_s=spec["launch_s"], latency_s=spec["latency_s"],
                     source="modelled from the spec row and the arch table",
                     fp64_mma_flops_per_s=fp64_mma_modelled(arch, fp64, spec),
-                    half_mma_flops_per_s=half_mma_modelled(arch, fp32, spec),
+                    half_mma_flops_per_s=half,
+                    tf32_mma_flops_per_s=tf32_mma_modelled(arch, half, spec),
                     **mfma_modelled(arch, fp32, fp64, spec))
 
 
@@ -203,12 +223,15 @@ def _ceilings_for(arch) -> Ceilings:
         half = row.get("half_mma_flops_per_s")
         half = float(half) if half is not None and has_half_mma(arch) else \
             half_mma_modelled(arch, float(row["fp32_flops_per_s"]), spec)
+        tf32 = row.get("tf32_mma_flops_per_s")
+        tf32 = float(tf32) if tf32 is not None and has_tf32_mma(arch) else \
+            tf32_mma_modelled(arch, half, spec)
         mfma = mfma_modelled(arch, float(row["fp32_flops_per_s"]), fp64, spec)
         mfma.update({f: float(row[f]) for f in MFMA_FIELDS.values() if f in row})
         return Ceilings(arch=arch.name, origin="measured",
                         source=row.get("source", row.get("device", "")),
                         fp64_mma_flops_per_s=mma, half_mma_flops_per_s=half,
-                        **mfma,
+                        tf32_mma_flops_per_s=tf32, **mfma,
                         **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)
 

@@ -30,11 +30,13 @@ from typing import Callable
 import numpy as np
 
 from .. import generation
-from ..errors import ArgumentTypeError, DtypeError, UnknownStrategy, ValidationError
+from ..errors import (ArgumentTypeError, DtypeError, PrecisionError, PrecisionUnavailable,
+                      UnknownStrategy, ValidationError)
 from ..occupancy import Arch, ceilings, get_arch, tuned
-from ..occupancy.archs import HALF_MMA_NOT_BUILT, has_mfma
+from ..occupancy.archs import HALF_MMA_NOT_BUILT, TF32_MMA, has_mfma, has_tf32_mma
+from ..precision import FAMILY as PRECISION_FAMILY, check_name as precision_name
 from ..problem import MAX_SPAN
-from ..tiles import HALF_FAMILIES, MFMA_FAMILIES
+from ..tiles import HALF_FAMILIES, MFMA_FAMILIES, family_precision
 from . import parallelism, split_k as split_k_rule
 from .alignment import aligned_rows
 from .launches import provider_version, resolve_provider
@@ -428,8 +430,44 @@ def _half_request(dt: str, arch, strategy, mode, options: dict):
     return "per-kind", {**options, "family": own, "split_k": False}
 
 
+def check_precision(precision, dtype, arch) -> str:
+    """The mode name of ``precision`` for a ``dtype`` plan on ``arch`` (an Arch): "ieee"
+    for None; PrecisionError for an unknown name or a tensor-core mode with a dtype other
+    than float32, PrecisionUnavailable where the arch has no TF32 tensor cores."""
+    p = precision_name(precision)
+    if p == "ieee":
+        return p
+    dt = _dtype(dtype)
+    if dt != "float32":
+        raise PrecisionError(f"precision {p!r} applies to float32 only, not {dt} (it rounds "
+                             f"fp32 inputs to TF32 for the tensor cores)")
+    if not has_tf32_mma(arch):
+        raise PrecisionUnavailable(
+            f"precision {p!r} needs TF32 tensor cores, which {arch.name} has not (or "
+            f"portgemm does not build them there): {', '.join(sorted(TF32_MMA))} only; "
+            f"use precision='ieee'")
+    return p
+
+
+def _precision_request(p: str, strategy, mode, options: dict):
+    """(mode, options) of a "tf32" / "3xtf32" plan: its own family, per kind, never split
+    (tiles.TF32_FAMILIES); anything else asked for is a PrecisionError."""
+    if strategy is not None:
+        raise PrecisionError(f"strategy {strategy!r} plans IEEE fp32 tiles; precision {p!r} "
+                             f"runs the default strategy (strategy=None) only")
+    fam = options.get("family")
+    if fam is not None and fam != PRECISION_FAMILY[p]:
+        raise PrecisionError(f"family must be {PRECISION_FAMILY[p]!r} for precision {p!r}, "
+                             f"got {fam!r}")
+    if options.get("split_k"):
+        raise PrecisionError(f"precision {p!r} plans never split K; pass split_k=None or False")
+    if mode not in (None, "per-kind"):
+        raise PrecisionError(f"precision {p!r} runs mode 'per-kind' only, got {mode!r}")
+    return "per-kind", {**options, "family": PRECISION_FAMILY[p], "split_k": False}
+
+
 def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_cache=True,
-         resources=None, lds=None, **options):
+         resources=None, lds=None, precision=None, **options):
     """Plan a batch of GEMMs with shapes (batch, 3) = M, N, K of op(A) @ op(B).
 
     dtype: float32 | float64. arch: an occupancy Arch or a name (None: $PORTGEMM_ARCH,
@@ -461,6 +499,14 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     each kind on the share of its loads that take the kernel's 16-byte path, which
     needs rows aligned to 16 bytes (planner/alignment.py). Lists and packed calls pass
     theirs. ValidationError for a shape that is not (batch, 2) or a negative entry.
+    precision (float32 only): "ieee" or None (the default: IEEE fp32 FMAs, the plans as
+    without it), "tf32" or "3xtf32" (tensor cores, portgemm/precision.py says what each
+    computes): the default strategy's own family (tiles.TF32_FAMILIES), one launch per
+    kind, never split. PrecisionError (a ValueError) for an unknown name, another dtype,
+    or a strategy, family, mode or split_k those plans do not take; PrecisionUnavailable
+    (a PrecisionError) on an arch without TF32 tensor cores (archs.TF32_MMA: sm_80, sm_90).
+    The mode is part of the plan cache's key (through its family); ``plan.precision``
+    says which a plan computes.
 
     Option split_k, for every strategy: None (default: weigh split-K for the default
     strategy, strategy=None, only), False (never split), True (weigh it; ValidationError
@@ -468,6 +514,13 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     (plan.SplitK, planner/split_k.py). It travels among the options (not as a parameter
     of its own) so that every cache key made from the options tells the two apart.
     """
+    if precision is not None and precision != "ieee":   # "ieee": the plans as without it
+        p = check_precision(precision, dtype, resolve_arch(arch))
+        mode, options = _precision_request(p, strategy, mode, options)
+    elif options.get("family") in PRECISION_FAMILY.values():
+        fam = options["family"]
+        raise PrecisionError(f"family {fam!r} computes in TF32: plan it with "
+                             f"precision={family_precision(fam)!r}")
     aligned = None if lds is None else _aligned_or_none(shapes, dtype, lds)
     fkey = None
     if use_cache and type(shapes) is np.ndarray and aligned is None:

@@ -9,7 +9,8 @@ GEMM with K runs, as the kernel does (double-buffered staging, one barrier per s
     global(r)  = (tm + tn) tk e / (copy bandwidth / CUs / r)
     shared(r)  = tk threads reads e / (shared bandwidth per CU x u / r)  reads: TileConfig.reads_per_k
     compute(r) = tm tn tk / (FMA rate per CU x u / r)      the kind's engine's rate: SIMT,
-                                                           or the MMA kinds' (ceilings)
+                                                           or the MMA kinds' (ceilings),
+                                                           / 3 for 3xtf32's three products
     prologue   = 3 latencies (tile record, GEMM descriptor, first K step) + global(r)
     epilogue   = tm tn e / (copy bandwidth / CUs / r)
 
@@ -152,7 +153,9 @@ def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
     tile_warps = np.ceil(threads / arch.wave_size)
     cus = float(arch.compute_units)
     fam = tuned.tuned_family(arch.name, dt)
-    rate = np.array([c.kind_flops_per_s(k, dt) for k in kinds])   # by engine (ceilings.py)
+    # by engine (ceilings.py); an MMA kind's is its engine's over the MMAs it issues per
+    # product (3xtf32: 3)
+    rate = np.array([c.kind_flops_per_s(k, dt) for k in kinds])
     return KindCosts(tm=tm, tn=tn, tk=tk, tile_warps=tile_warps, active=active,
                      g_bytes=(tm + tn) * tk * e, s_bytes=tk * threads * f("reads_per_k") * e,
                      fmas=tm * tn * tk, c_bytes=tm * tn * e, cus=cus, kind_flops=rate,

@@ -1,0 +1,222 @@
+"""fp32 precision modes "tf32" and "3xtf32" on a real device (marker ``gpu``): every kind
+of the TF32 families (tiles.TF32_FAMILIES: the m16n8k8 tensor-core kinds and the IEEE
+SIMT kind) alone, every transpose pair, edge sizes (not multiples of 16 or 8), odd
+leading dimensions, per-GEMM alpha/beta, beta = 0 over NaN C, alpha = 0, K = 0; the
+default plan through gemm_vbatched; the packed entry points (gemm_grouped with host and
+device offsets, gemm_grouped_general). Operands are float32 torch tensors on the GPU;
+the reference is float64 over the very fp32 inputs.
+
+Tolerance, elementwise, from the formats (u32 = 2^-24, fp32's unit roundoff; |A| |B|
+the product of the absolute matrices, M = |alpha| |A| |B| + |beta| |C0|):
+
+  tf32:   each input rounded to TF32 (unit roundoff 2^-11), so a product is off by at
+          most (2 2^-11 + 2^-22) of |a| |b|; the product of two TF32 values is exact in
+          fp32 (11 + 11 significand bits), the K-term sum and alpha, beta add (K + 2)
+          roundings of u32, the store one more of |ref|:
+            |C - ref| <= 2 ((2^-10 + 2^-22) |alpha| |A| |B| + (K + 2) u32 M + u32 |ref|)
+  3xtf32: x = big + small + e, |e| < 2^-21 |x| (small = x - big, below 2^-11 |x|, read
+          by the MMA truncated to TF32's 11 bits), and the dropped small*small term is
+          below 2^-22 |a| |b|, so a product is off by less than 5 2^-22 of |a| |b|
+          (< 2^-19); three MMAs per product add 3 K roundings:
+            |C - ref| <= 2 (2^-19 |alpha| |A| |B| + (3 K + 2) u32 M + u32 |ref|)
+The factor 2: slack for the reference's own order of summation and for the tensor
+cores' accumulation, which is not IEEE round-to-nearest in every step. The SIMT kind
+(IEEE fp32) meets both bounds.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import backend_or_skip
+from gpu_batches import stable_seed
+from portgemm.tiles import FAMILIES, tile
+from portgemm.tuning.model import one_kind_plan
+
+pytestmark = pytest.mark.gpu
+
+U32 = 2.0 ** -24
+FAMILY = {"tf32": "portgemm-tf32", "3xtf32": "portgemm-3xtf32"}
+PRODUCT_ERR = {"tf32": 2.0 ** -10 + 2.0 ** -22, "3xtf32": 2.0 ** -19}
+SUM_TERMS = {"tf32": 1, "3xtf32": 3}     # MMAs per product: roundings per k
+TRANS = [(False, False), (False, True), (True, False), (True, True)]
+EDGE = [(1, 1, 1), (7, 9, 17), (16, 8, 8), (33, 65, 31), (129, 127, 70), (255, 130, 257),
+        (64, 64, 0), (100, 3, 5), (130, 260, 40)]
+
+
+@pytest.fixture(scope="module")
+def be():
+    return backend_or_skip("cuda")
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+def operand(torch, rng, rows, cols, odd):
+    """A (rows, cols) float32 view of a CUDA tensor; ``odd``: an odd leading dimension."""
+    ld = cols + (1 if cols % 2 == 0 else 2) if odd else cols
+    buf = torch.zeros((max(rows, 1), max(ld, 1)), dtype=torch.float32, device="cuda")
+    buf[:rows, :cols] = torch.from_numpy(rng.standard_normal((rows, cols)).astype(np.float32)).cuda()
+    return buf[:rows, :cols]
+
+
+def host64(t):
+    return t.detach().cpu().numpy().astype(np.float64)
+
+
+def tolerance(precision, a, b, c0, alpha, beta, ref):
+    K = a.shape[1]
+    ab = abs(alpha) * (np.abs(a) @ np.abs(b))
+    mag = ab + (abs(beta) * np.abs(c0) if beta != 0 else 0.0)
+    return 2 * (PRODUCT_ERR[precision] * ab + (SUM_TERMS[precision] * K + 2) * U32 * mag
+                + U32 * np.abs(ref))
+
+
+def check(got, A, B, C0, alpha, beta, trans_a, trans_b, precision, what):
+    for i, (g, a, b, c0) in enumerate(zip(got, A, B, C0)):
+        a = a.T if trans_a else a
+        b = b.T if trans_b else b
+        ref = alpha[i] * (a @ b) + (beta[i] * c0 if beta[i] != 0 else 0.0)
+        tol = tolerance(precision, a, b, c0, alpha[i], beta[i], ref)
+        if not np.all(np.isfinite(g)):
+            pytest.fail(f"GEMM {i} {a.shape[0]}x{b.shape[1]}x{a.shape[1]}: non-finite "
+                        f"result ({what})")
+        bad = np.abs(g - ref) > tol
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            pytest.fail(f"GEMM {i} {a.shape[0]}x{b.shape[1]}x{a.shape[1]}: C[{r},{c}] = "
+                        f"{g[r, c]}, ref {ref[r, c]}, tol {tol[r, c]} ({what})")
+
+
+def make_batch(torch, rng, shapes, trans_a, trans_b, odd):
+    batch = len(shapes)
+    alpha = rng.uniform(-2, 2, batch)
+    alpha[rng.random(batch) < 0.15] = 0.0
+    beta = np.where(rng.random(batch) < 0.5, 0.0, rng.uniform(-2, 2, batch))
+    A, B, C = [], [], []
+    for m, n, k in shapes:
+        A.append(operand(torch, rng, *((k, m) if trans_a else (m, k)), odd))
+        B.append(operand(torch, rng, *((n, k) if trans_b else (k, n)), odd))
+        C.append(operand(torch, rng, m, n, odd))
+    for c, b in zip(C, beta):
+        if b == 0:
+            c.fill_(float("nan"))     # must be overwritten, never read
+    return A, B, C, alpha, beta
+
+
+def kind_plan(shapes, precision, arch, kind):
+    """A per-kind plan tiling every GEMM with one kind of the mode's family."""
+    return one_kind_plan(shapes, tile(f"{FAMILY[precision]}.{kind}"), "float32", arch)
+
+
+@pytest.mark.parametrize("precision,kind", [(p, k.kind) for p, f in FAMILY.items()
+                                             for k in FAMILIES[f]])
+@pytest.mark.parametrize("trans", TRANS, ids=lambda t: ("t" if t[0] else "n") + ("t" if t[1] else "n"))
+@pytest.mark.parametrize("odd", [False, True], ids=["aligned", "odd-ld"])
+def test_every_tf32_kind(be, torch, precision, kind, trans, odd):
+    ta, tb = trans
+    seed = stable_seed("tf32-kind", precision, kind, ta, tb, odd)
+    rng = np.random.default_rng(seed)
+    A, B, C, alpha, beta = make_batch(torch, rng, EDGE, ta, tb, odd)
+    h = [[host64(x) for x in X] for X in (A, B, C)]
+    plan = kind_plan(EDGE, precision, be.arch(), kind)
+    assert plan.precision == precision
+    plan.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
+    torch.cuda.synchronize()
+    check([host64(c) for c in C], *h, alpha, beta, ta, tb, precision,
+          f"seed {seed} {precision} {kind} {ta}{tb} odd={odd}")
+
+
+@pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
+def test_tf32_is_really_tf32(be, torch, precision):
+    """The tensor-core kinds round the inputs (tf32 differs from fp32 by ~2^-11, 3xtf32
+    does not): a plan that quietly ran the IEEE path would pass the bounds above."""
+    import portgemm
+    rng = np.random.default_rng(stable_seed("tf32-really", precision))
+    A = [operand(torch, rng, 256, 256, False)]
+    B = [operand(torch, rng, 256, 256, False)]
+    C = [operand(torch, rng, 256, 256, False)]
+    p = portgemm.plan([(256, 256, 256)], "float32", be.arch(), precision=precision)
+    assert any(k.engine == "mma" for k in p.kinds if k.kind in p.tiles_per_kind())
+    p.run(A, B, C, backend=be)
+    torch.cuda.synchronize()
+    ref = host64(A[0]) @ host64(B[0])
+    err = np.abs(host64(C[0]) - ref).max() / np.abs(ref).max()
+    if precision == "tf32":
+        assert err > 2.0 ** -16, err      # inputs rounded to 11 bits: errors near 2^-12
+    else:
+        assert err < 2.0 ** -18, err      # fp32-level
+
+
+@pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
+def test_default_plan_random_batch(be, torch, precision):
+    import portgemm
+    seed = stable_seed("tf32-default", precision)
+    rng = np.random.default_rng(seed)
+    shapes = [tuple(int(v) for v in s) for s in
+              np.stack([rng.integers(1, 300, 60), rng.integers(1, 300, 60),
+                        rng.integers(0, 400, 60)], axis=1)]
+    for ta, tb in TRANS:
+        A, B, C, alpha, beta = make_batch(torch, rng, shapes, ta, tb, False)
+        h = [[host64(x) for x in X] for X in (A, B, C)]
+        portgemm.gemm_vbatched(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb,
+                               backend=be, precision=precision)
+        torch.cuda.synchronize()
+        check([host64(c) for c in C], *h, alpha, beta, ta, tb, precision,
+              f"seed {seed} {precision} default plan {ta}{tb}")
+
+
+@pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
+@pytest.mark.parametrize("device_offs", [False, True], ids=["host-offs", "device-offs"])
+def test_packed_ragged_api(be, torch, precision, device_offs):
+    from portgemm.grouped import gemm_grouped
+    seed = stable_seed("tf32-ragged", precision, device_offs)
+    rng = np.random.default_rng(seed)
+    G, K, N, T = 8, 200, 136, 700
+    ends = np.sort(rng.integers(0, T - 20, G))
+    ends[2] = ends[1]                                # an empty group
+    ends = np.sort(ends)
+    A = operand(torch, rng, T, K, False)
+    B = torch.from_numpy(rng.standard_normal((G, K, N)).astype(np.float32)).cuda()
+    C = operand(torch, rng, T, N, True)              # an odd leading dimension
+    C.fill_(float("nan"))
+    alpha = rng.uniform(-2, 2, G)
+    offs = torch.from_numpy(ends.astype(np.int32)).cuda() if device_offs else ends
+    gemm_grouped(A, B, C, offs, alpha=alpha, beta=0.0, backend=be, precision=precision)
+    torch.cuda.synchronize()
+    hA, hB, hC = host64(A), [host64(B[g]) for g in range(G)], host64(C)
+    starts = np.concatenate([[0], ends[:-1]])
+    check([hC[s:e] for s, e in zip(starts, ends)], [hA[s:e] for s, e in zip(starts, ends)],
+          hB, [np.zeros((e - s, N)) for s, e in zip(starts, ends)], alpha, np.zeros(G),
+          False, False, precision, f"seed {seed} {precision} packed ragged device_offs={device_offs}")
+
+
+@pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
+def test_packed_general_api(be, torch, precision):
+    from portgemm.grouped import gemm_grouped_general
+    seed = stable_seed("tf32-general", precision)
+    rng = np.random.default_rng(seed)
+    sizes = np.array([[70, 90, 33], [1, 5, 7], [128, 64, 256], [45, 3, 0]])
+    lda, ldb, ldc = sizes[:, 2] + 1, sizes[:, 1] + 3, sizes[:, 1] + 1   # odd strides
+    a_off = np.concatenate([[0], np.cumsum(sizes[:, 0] * lda)[:-1]])
+    b_off = np.concatenate([[0], np.cumsum(sizes[:, 2] * ldb)[:-1]])
+    c_off = np.concatenate([[0], np.cumsum(sizes[:, 0] * ldc)[:-1]])
+    Ah = rng.standard_normal(int((sizes[:, 0] * lda).sum())).astype(np.float32)
+    Bh = rng.standard_normal(int((sizes[:, 2] * ldb).sum())).astype(np.float32)
+    Ch = np.full(int((sizes[:, 0] * ldc).sum()), np.nan, np.float32)
+    alpha = rng.uniform(-2, 2, len(sizes))
+    A, B, C = (torch.from_numpy(x).cuda() for x in (Ah, Bh, Ch))
+    gemm_grouped_general(A, B, C, sizes, a_off, b_off, c_off, lda, ldb, ldc, alpha=alpha,
+                         beta=0.0, backend=be, precision=precision)
+    torch.cuda.synchronize()
+    got = C.cpu().numpy().astype(np.float64)
+
+    def view(buf, off, ld, r, c):
+        return buf[off:off + r * ld].reshape(r, ld)[:, :c].astype(np.float64)
+    As = [view(Ah, a_off[g], lda[g], m, k) for g, (m, n, k) in enumerate(sizes)]
+    Bs = [view(Bh, b_off[g], ldb[g], k, n) for g, (m, n, k) in enumerate(sizes)]
+    Cs = [view(got, c_off[g], ldc[g], m, n) for g, (m, n, k) in enumerate(sizes)]
+    check(Cs, As, Bs, [np.zeros_like(c) for c in Cs], alpha, np.zeros(len(sizes)),
+          False, False, precision, f"seed {seed} {precision} packed general")
