@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from test_vendor_matrix_report import vm  # noqa: F401 (tools/vendor_matrix.py as a fixture)
+
 import portgemm
 from portgemm import planner
 from portgemm.errors import DtypeError, ValidationError
@@ -163,6 +165,28 @@ def test_render_defines(dtype):
         assert render.smem_elems_async((k,), dtype, st) * 2 <= render.STATIC_SMEM_BYTES
     f32 = render.defines(Variant((FAMILIES["portgemm"][0],), "float32"))
     assert f32["PG_HALF"] == "0" and "PG_ACC" not in f32
+
+
+def test_ragged_128x128_takes_no_register_cap_and_its_tile_list_entry_does():
+    """Under the 2-block cap the 16-bit 128x128 kind fits 128 registers in its tile-list
+    entry points but spilled in its ragged ones (render.RAGGED_UNCAPPED)."""
+    for fam, dtype in HALF_FAMILIES.items():
+        k = next(k for k in FAMILIES[fam] if k.kind == "128x128/w64x32")
+        for ta, tb in TRANS:
+            assert render.min_blocks(Variant((k,), dtype, "tile-list", ta, tb)) == 2
+            assert render.min_blocks(Variant((k,), dtype, "ragged", ta, tb)) == 0
+            assert render.defines(Variant((k,), dtype, "ragged", ta, tb))["PG_MIN_BLOCKS"] == "0"
+
+
+def test_vendor_matrix_compiles_the_16bit_ragged_entry_points(vm):
+    """A packed 16-bit call with device offsets runs a ragged entry point of any kind
+    of its family, in any transpose: the matrix compiles (and spill-checks) them all."""
+    got = {(v.dtype, v.kinds[0].kind, v.trans_a, v.trans_b) for v in vm.ragged_variants()}
+    for fam, dtype in HALF_FAMILIES.items():
+        for k in FAMILIES[fam]:
+            for ta, tb in TRANS:
+                assert (dtype, k.kind, ta, tb) in got
+    assert all(vm.must_not_spill(v) for v in vm.ragged_variants())
 
 
 # ---- archs, ceilings, planner --------------------------------------------------------------

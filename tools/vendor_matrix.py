@@ -96,7 +96,8 @@ def ragged_variants() -> list[Variant]:
     (grouped/ragged_kind.candidate_kinds): nn for the paper's kinds, all four transposes
     for our own families', as for the tile-list variants."""
     from portgemm.grouped.ragged_kind import candidate_kinds
-    return [Variant((k,), dtype, "ragged", ta, tb) for dtype in ("float32", "float64")
+    return [Variant((k,), dtype, "ragged", ta, tb)
+            for dtype in ("float32", "float64", "float16", "bfloat16")
             for k in candidate_kinds(dtype)
             for ta, tb in ((False, False),) + (TRANSPOSES if k.family in ALL_TRANSPOSES else ())]
 

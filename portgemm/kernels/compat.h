@@ -101,6 +101,15 @@ __device__ __forceinline__ int pg_thread_index()
     return t;
 #endif
 }
+// x, as a value the compiler cannot see through (vbatched_gemm.cu's 16-bit ragged entry
+// point: a loop count it must not fold). Only ptxas needs the disguise.
+__device__ __forceinline__ int pg_opaque(int x)
+{
+#if !PG_HIP
+    asm volatile("mov.b32 %0, %0;" : "+r"(x));
+#endif
+    return x;
+}
 #if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 // DMMA (sm_80+): each of the 8 x 8 x 4 products is an IEEE fp64 FMA.
 #define PG_MMA_F64 1
@@ -302,6 +311,16 @@ __device__ __forceinline__ PgBf16 pg_ldg(const PgBf16* p)
     return h;
 }
 #if PG_ASYNC
+// The 16-bit MMA kinds' pipeline prologue (vbatched_gemm.cu, pg_mma_k_loop), its stages'
+// copies in three widths each (pg_copy16): unrolled, ptxas for sm_80 spilled 4 bytes in
+// two kinds (32x32/w16x16 nn, 64x64/w32x32 tn); rolled, ptxas for sm_90 gave others
+// 60-120 more registers (128x64/w64x32 nn: 168 -> 252, one resident block fewer).
+// Measured with NVRTC 13.0 (tools/vendor_matrix.py).
+#if __CUDA_ARCH__ < 900
+#define PG_HALF_PROLOGUE_UNROLL _Pragma("unroll 1")
+#else
+#define PG_HALF_PROLOGUE_UNROLL _Pragma("unroll")
+#endif
 // cp.async copies 4, 8 or 16 bytes: a 2-byte element (a 16-bit row that is not 16-byte
 // aligned) is copied by the thread itself. Its store is published by the same barrier
 // that publishes the stage's asynchronous copies, so the pipeline's order holds.
