@@ -29,8 +29,8 @@ def operand(torch, rng, rows, cols, dtype, ld_mod, off):
     """A (rows, cols) view with leading dimension = ld_mod mod 8 (at least cols) starting
     ``off`` elements past the 16-byte aligned start of its buffer."""
     ld = cols + (ld_mod - cols) % 8
-    buf = torch.zeros((max(rows, 1), ld + off), dtype=tdtype(torch, dtype), device="cuda")
-    view = buf[:rows, off:off + cols]
+    flat = torch.zeros(rows * ld + off, dtype=tdtype(torch, dtype), device="cuda")
+    view = flat[off:].view(rows, ld)[:, :cols]
     view.copy_(torch.from_numpy(rng.standard_normal((rows, cols)).astype(np.float32)).to(buf.dtype))
     assert view.stride(0) == ld and view.data_ptr() % 16 == (2 * off) % 16
     return view

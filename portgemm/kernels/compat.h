@@ -101,15 +101,6 @@ __device__ __forceinline__ int pg_thread_index()
     return t;
 #endif
 }
-// x, as a value the compiler cannot see through (vbatched_gemm.cu's 16-bit ragged entry
-// point: a loop count it must not fold). Only ptxas needs the disguise.
-__device__ __forceinline__ int pg_opaque(int x)
-{
-#if !PG_HIP
-    asm volatile("mov.b32 %0, %0;" : "+r"(x));
-#endif
-    return x;
-}
 #if !PG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 // DMMA (sm_80+): each of the 8 x 8 x 4 products is an IEEE fp64 FMA.
 #define PG_MMA_F64 1

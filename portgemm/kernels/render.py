@@ -115,21 +115,11 @@ def _op(variant: Variant) -> str:
     return ("t" if variant.trans_a else "n") + ("t" if variant.trans_b else "n")
 
 
-# Kinds whose ragged (device-offsets) entry point takes no MIN_BLOCKS hint: the 16-bit
-# 128x128 kind fits its 2-block cap (128 registers) in the tile-list entry points but
-# spilled 8-56 bytes in the ragged ones on sm_90 (NVRTC 13.0), whose slot lookup and
-# shared descriptor change how ptxas allocates the same tile function.
-RAGGED_UNCAPPED = {(fam, "128x128/w64x32", dt)
-                   for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))}
-
-
 def min_blocks(variant: Variant) -> int:
     """The hint for ``variant``: an entry keyed with its op ("nn", "tn", ...) after the
     dtype wins over the entry without (a family's kinds on the cp.async path: the
     kernel applies their hint only there)."""
     key = _key(variant)
-    if variant.layout == "ragged" and key in RAGGED_UNCAPPED:
-        return 0
     return MIN_BLOCKS.get(key + (_op(variant),), MIN_BLOCKS.get(key, 0))
 
 

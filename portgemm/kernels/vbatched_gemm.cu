@@ -1323,6 +1323,20 @@ __device__ __forceinline__ int pg_threads_of(int kind)
     return 0;
 }
 
+#if PG_RAGGED && PG_HALF
+// The 16-bit ragged entry points run their tile as a called function, not inlined: ptxas
+// then allocates the tile function as it does inside the tile-list entry points. Inlined
+// after the slot lookup, the same tile functions took 60-90 more registers (128x64:
+// 228-252 against 162-168) or spilled 12-184 bytes under the 128x128 kind's 2-block cap
+// on sm_90, however the slot was handed over (registers, shared memory, an opaque loop).
+// The call saves 2 registers on the stack (no spill) once per block.
+template <int BM, int BN, int BK, int NT, int RM, int RN, int E>
+__device__ __noinline__ void pg_ragged_tile16(const PgGemm* gp, int m0, int n0, PG_T* smem)
+{
+    if constexpr (E == 2) pg_tile_mma16<BM, BN, BK, NT, RM, RN>(gp, m0, n0, smem);
+    else pg_tile<BM, BN, BK, NT, RM, RN>(gp, m0, n0, smem);
+}
+#endif
 #if PG_RAGGED
 // Ragged M, device offsets (pg_ragged_slot): block `blockIdx.x` is one slot of the
 // upper-bound tile list; one kind (id 0).
@@ -1334,23 +1348,14 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
 {
     alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
 #if PG_HALF
-    // The 16-bit kinds run their slot as the tile-list entry points run a tile: the
-    // descriptor and origin read back from memory (shared here), inside a loop (of one
-    // pass, its count hidden from the compiler by pg_opaque). Built in registers and run
-    // straight, the same tile functions took 60-90 more registers (128x64: 228-252
-    // against 162-168) and 8 of these entry points spilled 16-184 bytes: ptxas allocates
-    // the straight-line form differently. Every thread finds the same slot; thread 0
-    // writes it, and the barrier publishes it before the first read.
+    // The 16-bit kinds (pg_ragged_tile16): every thread finds the same slot; thread 0
+    // writes it to shared memory for the call, and the barrier publishes it.
     __shared__ PgGemm gs;
-    __shared__ PgTile ts;
+    __shared__ int origin[2];
 #define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e)                                            \
-    if (threadIdx.x == 0) { gs = g; ts = PgTile{0, m0, n0, 0}; }                        \
+    if (threadIdx.x == 0) { gs = g; origin[0] = m0; origin[1] = n0; }                   \
     __syncthreads();                                                                    \
-    {                                                                                   \
-        const PgTile tl = ts;                                                           \
-        for (int rep = 0, reps = pg_opaque(1); rep < reps; ++rep)                       \
-            PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&gs, tl.m0, tl.n0, smem);             \
-    }
+    pg_ragged_tile16<bm, bn, bk, nt, rm, rn, e>(&gs, origin[0], origin[1], smem);
 #else
 #define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e) PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);
 #endif
