@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from gpu_batches import stable_seed
-from test_gpu_half import FAMILY, TRANS, be, check, host64, kind_plan, tdtype, torch  # noqa: F401
+from test_gpu_half import (TRANS, be, check, host64, run_kind_and_check, tdtype,  # noqa: F401
+                           torch)
 from portgemm.tiles import FAMILIES
 
 pytestmark = pytest.mark.gpu
@@ -31,7 +32,8 @@ def operand(torch, rng, rows, cols, dtype, ld_mod, off):
     ld = cols + (ld_mod - cols) % 8
     flat = torch.zeros(rows * ld + off, dtype=tdtype(torch, dtype), device="cuda")
     view = flat[off:].view(rows, ld)[:, :cols]
-    view.copy_(torch.from_numpy(rng.standard_normal((rows, cols)).astype(np.float32)).to(buf.dtype))
+    vals = torch.from_numpy(rng.standard_normal((rows, cols)).astype(np.float32))
+    view.copy_(vals.to(flat.dtype))
     assert view.stride(0) == ld and view.data_ptr() % 16 == (2 * off) % 16
     return view
 
@@ -56,12 +58,8 @@ def test_every_copy_width(be, torch, dtype, kind, trans, align):
     for c, b in zip(C, beta):
         if b == 0:
             c.fill_(float("nan"))     # must be overwritten, never read
-    h = [[host64(x) for x in X] for X in (A, B, C)]
-    plan = kind_plan(SHAPES, dtype, be.arch(), kind)
-    plan.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
-    torch.cuda.synchronize()
-    check([host64(c) for c in C], *h, alpha, beta, ta, tb, dtype,
-          f"seed {seed} {dtype} {kind} {ta}{tb} {align}")
+    run_kind_and_check(be, torch, SHAPES, A, B, C, alpha, beta, dtype, kind, ta, tb,
+                       f"seed {seed} {dtype} {kind} {ta}{tb} {align}")
 
 
 def _ragged_cases():

@@ -2,7 +2,9 @@
 one MMA kind with leading dimensions 0, 4, 2 and 1 mod 8 elements (16-byte, 4-byte
 (8-byte rows take the 4-byte path) and element copies), and a random batch with tight
 leading dimensions (random K and N: mostly narrow copies) against the same batch padded
-to multiples of 8 (all 16-byte). Bound calls, CUDA events, median of 10; TFLOP/s.
+to multiples of 8 (all 16-byte). Bound calls, bench/timing.do_bench (CUDA events, median);
+TFLOP/s. (The numbers in bench/NOTES.md, session 7, were taken with a median of 10 events
+after 3 warm-up calls, the same measure with fewer repetitions.)
 
     python tools/half_align_probe.py [--size 4096] [--batch 256] [--max 512]
 """
@@ -15,10 +17,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import portgemm  # noqa: E402
 from portgemm import tiles  # noqa: E402
 from portgemm.backends import cuda as cuda_backend  # noqa: E402
 from portgemm.tuning.model import one_kind_plan  # noqa: E402
+from timing import do_bench  # noqa: E402
 
 
 def matrix(cp, rng, rows, cols, pad):
@@ -28,18 +32,8 @@ def matrix(cp, rng, rows, cols, pad):
     return view
 
 
-def seconds(cp, call, reps=10):
-    for _ in range(3):
-        call()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(reps):
-        start.record()
-        call()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return float(np.median(times))
+def seconds(cp, call):
+    return do_bench(cp, call) / 1e3
 
 
 def main(argv=None):
@@ -72,9 +66,9 @@ def main(argv=None):
             C.append(matrix(cp, rng, mm, nn, pn))
         call = portgemm.plan(m, "float16", arch=be.arch()).bind(A, B, C, backend=be)
         flops = 2 * float(np.prod(m, axis=1).sum())
+        tflops = flops / seconds(cp, call) / 1e12
         print(f"random {args.max}/{args.max} b{args.batch} float16, leading dimensions "
-              f"{'padded to 8' if pad8 else 'tight'}: {flops / seconds(cp, call) / 1e12:.1f} TFLOP/s",
-              flush=True)
+              f"{'padded to 8' if pad8 else 'tight'}: {tflops:.1f} TFLOP/s", flush=True)
 
 
 if __name__ == "__main__":
