@@ -283,6 +283,16 @@ __device__ __forceinline__ void pg_mma_16x8x16(float (&c)[4], const unsigned (&a
 }
 #endif
 
+// How the 16-bit ragged entry points reach their tile function (vbatched_gemm.cu,
+// pg_ragged_tile16): a real call on CUDA, where ptxas allocates an inlined tile function
+// worse after the slot lookup (spills under the 128x128 kind's cap, sm_90); inlined on
+// AMD, where a call keeps its frame in scratch memory and nothing was measured.
+#if PG_HIP
+#define PG_RAGGED_TILE_CALL __forceinline__
+#else
+#define PG_RAGGED_TILE_CALL __noinline__
+#endif
+
 // Read-only loads of one element: __ldg has no overload for the 16-bit structs.
 template <class T>
 __device__ __forceinline__ T pg_ldg(const T* p)

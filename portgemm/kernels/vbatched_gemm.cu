@@ -150,6 +150,19 @@ __device__ __forceinline__ bool pg_aligned16(const void* p)
 {
     return ((unsigned long long)p & 15ull) == 0;
 }
+#if PG_HALF
+// The 16-bit alignment of one operand (pg_tile_mma16): the widest copy, in bytes (16, 8,
+// 4 or 2), that every row of its slices starts on: the base address, the leading
+// dimension and the slice origin along the stored row (`col0`, a multiple of the tile
+// size) in bytes, all divisible by it. A random leading dimension is odd half the time
+// and a multiple of 8 elements only one time in 8, so the narrower copies below carry
+// most GEMMs of a random batch.
+__device__ __forceinline__ int pg_align_of(const void* p, int ld, int col0)
+{
+    const unsigned x = (unsigned)(unsigned long long)p | (unsigned)(ld * 2) | (unsigned)(col0 * 2);
+    return (x & 15u) == 0 ? 16 : (x & 7u) == 0 ? 8 : (x & 3u) == 0 ? 4 : 2;
+}
+#endif
 __device__ __forceinline__ void pg_ld16(const float* p, float* r)
 {
     const float4 v = PG_LDG(reinterpret_cast<const float4*>(p));
@@ -350,18 +363,6 @@ __device__ __forceinline__ void pg_copy_units(Dst dst_of, const PG_T* __restrict
 }
 
 #if PG_HALF
-// The 16-bit alignment of one operand (pg_tile_mma16): the widest copy, in bytes (16, 8,
-// 4 or 2), that every row of its slices starts on: the base address, the leading
-// dimension and the slice origin along the stored row (`col0`, a multiple of the tile
-// size) in bytes, all divisible by it. A random leading dimension is odd half the time
-// and a multiple of 8 elements only one time in 8, so the narrower copies below carry
-// most GEMMs of a random batch.
-__device__ __forceinline__ int pg_align_of(const void* p, int ld, int col0)
-{
-    const unsigned x = (unsigned)(unsigned long long)p | (unsigned)(ld * 2) | (unsigned)(col0 * 2);
-    return (x & 15u) == 0 ? 16 : (x & 7u) == 0 ? 8 : (x & 3u) == 0 ? 4 : 2;
-}
-
 // One thread's copies of a 16-bit slice (stored rows of CONT elements, ELEMS in all) in
 // chunks of CH elements (CH * 2 bytes: 8 or 4 by cp.async, 2 by the thread itself,
 // pg_cp_async_elem<2>) into a PgMmaStage layout (Stage::pos). Chunk q = tid + l NT:
@@ -1324,14 +1325,15 @@ __device__ __forceinline__ int pg_threads_of(int kind)
 }
 
 #if PG_RAGGED && PG_HALF
-// The 16-bit ragged entry points run their tile as a called function, not inlined: ptxas
-// then allocates the tile function as it does inside the tile-list entry points. Inlined
-// after the slot lookup, the same tile functions took 60-90 more registers (128x64:
-// 228-252 against 162-168) or spilled 12-184 bytes under the 128x128 kind's 2-block cap
-// on sm_90, however the slot was handed over (registers, shared memory, an opaque loop).
-// The call saves 2 registers on the stack (no spill) once per block.
+// The 16-bit ragged entry points run their tile as a called function, not inlined (CUDA;
+// compat.h PG_RAGGED_TILE_CALL): ptxas then allocates the tile function as it does inside
+// the tile-list entry points. Inlined after the slot lookup, the same tile functions took
+// 60-90 more registers (128x64: 228-252 against 162-168) or spilled 12-184 bytes under
+// the 128x128 kind's 2-block cap on sm_90, however the slot was handed over (registers,
+// shared memory, an opaque loop). The call saves 2 registers on the stack (no spill),
+// once per block.
 template <int BM, int BN, int BK, int NT, int RM, int RN, int E>
-__device__ __noinline__ void pg_ragged_tile16(const PgGemm* gp, int m0, int n0, PG_T* smem)
+__device__ PG_RAGGED_TILE_CALL void pg_ragged_tile16(const PgGemm* gp, int m0, int n0, PG_T* smem)
 {
     if constexpr (E == 2) pg_tile_mma16<BM, BN, BK, NT, RM, RN>(gp, m0, n0, smem);
     else pg_tile<BM, BN, BK, NT, RM, RN>(gp, m0, n0, smem);
