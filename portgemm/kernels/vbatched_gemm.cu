@@ -1325,18 +1325,18 @@ __device__ __forceinline__ int pg_threads_of(int kind)
 }
 
 #if PG_RAGGED && PG_HALF
-// The 16-bit ragged entry points run their tile as a called function, not inlined (CUDA;
-// compat.h PG_RAGGED_TILE_CALL): ptxas then allocates the tile function as it does inside
-// the tile-list entry points. Inlined after the slot lookup, the same tile functions took
+// The 16-bit ragged entry points run their tile (`run`: a closure over shared memory
+// only, of any engine) as a called function, not inlined (CUDA; compat.h
+// PG_RAGGED_TILE_CALL): ptxas then allocates the tile function as it does inside the
+// tile-list entry points. Inlined after the slot lookup, the same tile functions took
 // 60-90 more registers (128x64: 228-252 against 162-168) or spilled 12-184 bytes under
 // the 128x128 kind's 2-block cap on sm_90, however the slot was handed over (registers,
 // shared memory, an opaque loop). The call saves 2 registers on the stack (no spill),
 // once per block.
-template <int BM, int BN, int BK, int NT, int RM, int RN, int E>
-__device__ PG_RAGGED_TILE_CALL void pg_ragged_tile16(const PgGemm* gp, int m0, int n0, PG_T* smem)
+template <class Run>
+__device__ PG_RAGGED_TILE_CALL void pg_ragged_tile16(Run run)
 {
-    if constexpr (E == 2) pg_tile_mma16<BM, BN, BK, NT, RM, RN>(gp, m0, n0, smem);
-    else pg_tile<BM, BN, BK, NT, RM, RN>(gp, m0, n0, smem);
+    run();
 }
 #endif
 #if PG_RAGGED
@@ -1357,7 +1357,7 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
 #define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e)                                            \
     if (threadIdx.x == 0) { gs = g; origin[0] = m0; origin[1] = n0; }                   \
     __syncthreads();                                                                    \
-    pg_ragged_tile16<bm, bn, bk, nt, rm, rn, e>(&gs, origin[0], origin[1], smem);
+    pg_ragged_tile16([] { PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&gs, origin[0], origin[1], smem); });
 #else
 #define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e) PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);
 #endif
