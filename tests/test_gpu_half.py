@@ -121,12 +121,17 @@ def test_every_half_kind(be, torch, dtype, kind, trans, odd):
     seed = stable_seed("half-kind", dtype, kind, ta, tb, odd)
     rng = np.random.default_rng(seed)
     A, B, C, alpha, beta = make_batch(torch, rng, EDGE, dtype, ta, tb, odd)
+    run_kind_and_check(be, torch, EDGE, A, B, C, alpha, beta, dtype, kind, ta, tb,
+                       f"seed {seed} {dtype} {kind} {ta}{tb} odd={odd}")
+
+
+def run_kind_and_check(be, torch, shapes, A, B, C, alpha, beta, dtype, kind, ta, tb, what):
+    """Every GEMM through one kind (kind_plan), checked against float64 from the very inputs."""
     h = [[host64(x) for x in X] for X in (A, B, C)]
-    plan = kind_plan(EDGE, dtype, be.arch(), kind)
+    plan = kind_plan(shapes, dtype, be.arch(), kind)
     plan.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
     torch.cuda.synchronize()
-    check([host64(c) for c in C], *h, alpha, beta, ta, tb, dtype,
-          f"seed {seed} {dtype} {kind} {ta}{tb} odd={odd}")
+    check([host64(c) for c in C], *h, alpha, beta, ta, tb, dtype, what)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from test_vendor_matrix_report import vm  # noqa: F401 (tools/vendor_matrix.py as a fixture)
+
 import portgemm
 from portgemm import planner
 from portgemm.errors import DtypeError, ValidationError
@@ -163,6 +165,27 @@ def test_render_defines(dtype):
         assert render.smem_elems_async((k,), dtype, st) * 2 <= render.STATIC_SMEM_BYTES
     f32 = render.defines(Variant((FAMILIES["portgemm"][0],), "float32"))
     assert f32["PG_HALF"] == "0" and "PG_ACC" not in f32
+
+
+def test_the_128x128_kind_keeps_its_register_cap_in_every_entry_point():
+    """The 16-bit 128x128 kind runs 2 blocks an SM (128 registers) in its tile-list and
+    its ragged entry points alike (the ragged one calls its tile function, so it fits)."""
+    for fam, dtype in HALF_FAMILIES.items():
+        k = next(k for k in FAMILIES[fam] if k.kind == "128x128/w64x32")
+        for layout in ("tile-list", "ragged"):
+            for ta, tb in TRANS:
+                assert render.defines(Variant((k,), dtype, layout, ta, tb))["PG_MIN_BLOCKS"] == "2"
+
+
+def test_vendor_matrix_compiles_the_16bit_ragged_entry_points(vm):
+    """A packed 16-bit call with device offsets runs a ragged entry point of any kind
+    of its family, in any transpose: the matrix compiles (and spill-checks) them all."""
+    got = {(v.dtype, v.kinds[0].kind, v.trans_a, v.trans_b) for v in vm.ragged_variants()}
+    for fam, dtype in HALF_FAMILIES.items():
+        for k in FAMILIES[fam]:
+            for ta, tb in TRANS:
+                assert (dtype, k.kind, ta, tb) in got
+    assert all(vm.must_not_spill(v) for v in vm.ragged_variants())
 
 
 # ---- archs, ceilings, planner --------------------------------------------------------------

@@ -107,7 +107,8 @@ def ragged_variants() -> list[Variant]:
     (grouped/ragged_kind.candidate_kinds): nn for the paper's kinds, all four transposes
     for our own families', as for the tile-list variants."""
     from portgemm.grouped.ragged_kind import candidate_kinds
-    kinds = [(dtype, k) for dtype in ("float32", "float64") for k in candidate_kinds(dtype)]
+    kinds = [(dtype, k) for dtype in ("float32", "float64", "float16", "bfloat16")
+             for k in candidate_kinds(dtype)]
     kinds += [("float32", k) for p in ("tf32", "3xtf32")
               for k in candidate_kinds("float32", None, p)]
     out = [Variant((k,), dtype, "ragged", ta, tb) for dtype, k in kinds

@@ -283,6 +283,16 @@ __device__ __forceinline__ void pg_mma_16x8x16(float (&c)[4], const unsigned (&a
 }
 #endif
 
+// How the 16-bit ragged entry points reach their tile function (vbatched_gemm.cu,
+// pg_ragged_tile16): a real call on CUDA, where ptxas allocates an inlined tile function
+// worse after the slot lookup (spills under the 128x128 kind's cap, sm_90); inlined on
+// AMD, where a call keeps its frame in scratch memory and nothing was measured.
+#if PG_HIP
+#define PG_RAGGED_TILE_CALL __forceinline__
+#else
+#define PG_RAGGED_TILE_CALL __noinline__
+#endif
+
 // Read-only loads of one element: __ldg has no overload for the 16-bit structs.
 template <class T>
 __device__ __forceinline__ T pg_ldg(const T* p)
@@ -302,6 +312,16 @@ __device__ __forceinline__ PgBf16 pg_ldg(const PgBf16* p)
     return h;
 }
 #if PG_ASYNC
+// The 16-bit MMA kinds' pipeline prologue (vbatched_gemm.cu, pg_mma_k_loop), its stages'
+// copies in three widths each (pg_copy16): unrolled, ptxas for sm_80 spilled 4 bytes in
+// two kinds (32x32/w16x16 nn, 64x64/w32x32 tn); rolled, ptxas for sm_90 gave others
+// 60-120 more registers (128x64/w64x32 nn: 168 -> 252, one resident block fewer).
+// Measured with NVRTC 13.0 (tools/vendor_matrix.py).
+#if __CUDA_ARCH__ < 900
+#define PG_HALF_PROLOGUE_UNROLL _Pragma("unroll 1")
+#else
+#define PG_HALF_PROLOGUE_UNROLL _Pragma("unroll")
+#endif
 // cp.async copies 4, 8 or 16 bytes: a 2-byte element (a 16-bit row that is not 16-byte
 // aligned) is copied by the thread itself. Its store is published by the same barrier
 // that publishes the stage's asynchronous copies, so the pipeline's order holds.

@@ -158,6 +158,19 @@ __device__ __forceinline__ bool pg_aligned16(const void* p)
 {
     return ((unsigned long long)p & 15ull) == 0;
 }
+#if PG_HALF
+// The 16-bit alignment of one operand (pg_tile_mma16): the widest copy, in bytes (16, 8,
+// 4 or 2), that every row of its slices starts on: the base address, the leading
+// dimension and the slice origin along the stored row (`col0`, a multiple of the tile
+// size) in bytes, all divisible by it. A random leading dimension is odd half the time
+// and a multiple of 8 elements only one time in 8, so the narrower copies below carry
+// most GEMMs of a random batch.
+__device__ __forceinline__ int pg_align_of(const void* p, int ld, int col0)
+{
+    const unsigned x = (unsigned)(unsigned long long)p | (unsigned)(ld * 2) | (unsigned)(col0 * 2);
+    return (x & 15u) == 0 ? 16 : (x & 7u) == 0 ? 8 : (x & 3u) == 0 ? 4 : 2;
+}
+#endif
 __device__ __forceinline__ void pg_ld16(const float* p, float* r)
 {
     const float4 v = PG_LDG(reinterpret_cast<const float4*>(p));
@@ -356,6 +369,62 @@ __device__ __forceinline__ void pg_copy_units(Dst dst_of, const PG_T* __restrict
         }
     }
 }
+
+#if PG_HALF
+// One thread's copies of a 16-bit slice (stored rows of CONT elements, ELEMS in all) in
+// chunks of CH elements (CH * 2 bytes: 8 or 4 by cp.async, 2 by the thread itself,
+// pg_cp_async_elem<2>) into a PgMmaStage layout (Stage::pos). Chunk q = tid + l NT:
+// consecutive lanes take consecutive chunks of a row, so a warp's loads cover whole
+// sectors and its shared stores one 128-byte bank line (no conflicts in any PgMmaStage
+// layout; with each thread stepping through its own 16-byte unit, the lanes' narrow
+// stores fell 4 ways on the same banks). NT is a multiple of the chunks in a row, so a thread keeps
+// one column and its chunks lie RS rows apart: one pointer and one bound, not one per
+// chunk (which the compiler hoisted out of the k loop and spilled under the 128x128
+// kind's register cap). A chunk past the matrix edge is zero-filled by the copy itself.
+template <int CH, int CONT, int ELEMS, int NT, class Stage>
+__device__ __forceinline__ void pg_copy_chunks16(PG_T* xs, const PG_T* __restrict__ X, int ld,
+                                                 int rbase, int cbase, int rlim, int clim, int tid)
+{
+    constexpr int PER_ROW = CONT / CH, ROWS = ELEMS / CONT, RS = NT / PER_ROW;
+    static_assert(CONT % CH == 0 && NT % PER_ROW == 0 && ROWS % RS == 0 &&
+                  (RS % 2 == 0 || !Stage::SKEW), "whole chunks per thread, a constant row step");
+    const int o = tid / PER_ROW, c = (tid % PER_ROW) * CH;
+    const int col = cbase + c;
+    const int n = max(0, min(CH, clim - col));      // this thread's live elements in a chunk
+    const int rows = n > 0 ? rlim - rbase - o : 0;  // chunk l is live when l RS < rows
+    const PG_T* src = X + (rbase + o) * ld + col;
+#pragma unroll
+    for (int l = 0; l < ROWS / RS; ++l) {
+        const bool live = l * RS < rows;
+        // pos(o + l RS, c) as a constant step (the pair skew splits too: RS is even)
+        pg_cp_async_elem<CH * 2>(xs + Stage::pos(o, c) + Stage::pos(l * RS, 0),
+                                 live ? src + l * RS * ld : X, live ? n * 2 : 0);
+    }
+}
+
+// A 16-bit slice by the widest copy its alignment allows (pg_align_of): 16-byte units as
+// pg_copy_units (W = PG_V), else chunks of 4 or 2 bytes (pg_copy_chunks16); 8-byte
+// chunks (a leading dimension of 4 mod 8 elements) take the 4-byte path: a third
+// path's hoisted addresses cost registers the 128x128 kind does not have.
+// `phase` 0 issues the cp.async copies (align >= 4), phase 1 the element copies (align
+// 2), which pg_mma_k_loop places after a step's MMAs.
+template <int W, int L, int UNITS, int CONT, int NT, class Stage>
+__device__ __forceinline__ void pg_copy16(PG_T* xs, const PG_T* __restrict__ X, int ld,
+                                          int rbase, int cbase, int rlim, int clim,
+                                          int align, bool inside, int tid, int phase)
+{
+    constexpr int ELEMS = UNITS * W;
+    if (phase == 0) {
+        if (W > 1 && align >= 16)
+            pg_copy_units<W, L, UNITS, CONT, NT>([&](int o, int c) { return xs + Stage::pos(o, c); },
+                                                 X, ld, rbase, cbase, rlim, clim, true, inside, tid);
+        else if (align >= 4)
+            pg_copy_chunks16<2, CONT, ELEMS, NT, Stage>(xs, X, ld, rbase, cbase, rlim, clim, tid);
+    } else if (align < 4) {
+        pg_copy_chunks16<1, CONT, ELEMS, NT, Stage>(xs, X, ld, rbase, cbase, rlim, clim, tid);
+    }
+}
+#endif  // PG_HALF
 
 // cp.async staging of one operand's BK x BX slice (sm_80+, PG_PIPELINE): every 16-byte
 // unit goes global -> shared unchanged, so the layout follows global memory. An operand
@@ -751,11 +820,12 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 // (l % 4) S + l / 4, and l / 4, l % 4 < 4 there, so offsets mod 16 are distinct. Two
 // wavefronts per read, the minimum for 256 bytes. A row stride of BX + 4 (or BK + 4)
 // doubles is 16-byte aligned, so the staging's 16-byte units stay aligned.
-// The 16-bit kinds (pg_tile_mma16) pad by 8 elements instead (16 bytes): their fragment
-// reads are 4-byte pairs along k (x-major) or 2-byte elements (k-major); with S = 8 mod
-// 16 elements, a warp's 32 pair reads of an x-major stage, (x0 + l / 4) S / 2 + l % 4
-// words, cover all 32 banks, and its k-major element reads, k rows 2 (l % 4) (+1) apart,
-// fall 8 banks apart per k pair, distinct for the 4 pairs, two lanes sharing each word.
+// The 16-bit kinds (pg_tile_mma16) pad rows wider than 64 bytes by 8 elements instead
+// (16 bytes) and skew 64-byte rows in pairs (PgMmaStage::SKEW). Their fragments load by
+// ldmatrix (8 rows of 16 bytes per matrix) on sm_80+; elsewhere as 4-byte pairs along k
+// (x-major) or 2-byte elements (k-major): with S = 8 mod 16 elements, a warp's 32 pair
+// reads of an x-major stage, (x0 + l / 4) S / 2 + l % 4 words, cover all 32 banks, and its
+// k-major element reads, k rows 2 (l % 4) (+1) apart, fall 8 banks apart per k pair.
 constexpr int PG_MMA_PAD = sizeof(PG_T) == 2 ? 8 : 4;
 
 template <int BK, int BX, int NT, bool KCONT>
@@ -764,20 +834,44 @@ struct PgMmaStage {
     static constexpr int CONT = Units::CONT;
     static constexpr int W = Units::W, L = Units::L, UNITS = Units::UNITS;
     static constexpr bool K_CONTIGUOUS = KCONT;   // x-major: Xs[x][k]
-    static constexpr int S = CONT + PG_MMA_PAD;              // row stride
-    static constexpr int ELEMS = (KCONT ? BX : BK) * S;      // one stage
-    static_assert(S % PG_V == 0 && S % (2 * PG_MMA_PAD) == PG_MMA_PAD,
+    // 16-bit rows of 64 bytes (32 elements: BK of an x-major stage, BX = 32 of a k-major
+    // one) are skewed in pairs instead of padded one by one: row r starts at r * 64 +
+    // (r / 2) * 16 bytes. Padded to 80 bytes, the 16-byte copies of a quarter warp (two
+    // rows of four groups) fell 2 ways on the same banks; unpadded, the 8 rows an ldmatrix
+    // reads at one 16-byte group would fall 4 ways. Skewed, rows r and r + 1 (r even)
+    // fill one 128-byte bank line, starting r / 2 groups into it, so both are
+    // conflict-free, and the skew stays additive: a lane's ldmatrix addresses are one
+    // register plus constants. (An XOR swizzle of the groups, r / 2 % 4, is as
+    // conflict-free but made the two MMA steps' k offsets lane values, and the 128x128
+    // kind spilled 8-16 bytes under its cap.) Wider rows keep the padding: S = 8 mod 16
+    // elements already puts a quarter warp's copies and a read's 8 rows on distinct groups.
+    static constexpr bool SKEW = PG_HALF && CONT * (int)sizeof(PG_T) == 64;
+    static constexpr int S = SKEW ? CONT : CONT + PG_MMA_PAD;   // row stride (+ the skew)
+    static constexpr int ROWS = KCONT ? BX : BK;
+    static constexpr int ELEMS = ROWS * S + (SKEW ? ROWS / 2 * PG_V : 0);   // one stage
+    static_assert(S % PG_V == 0 && (SKEW || S % (2 * PG_MMA_PAD) == PG_MMA_PAD),
                   "16-byte rows, conflict-free fragment reads");
 
-    static __device__ __forceinline__ int at(int x, int k) { return KCONT ? x * S + k : k * S + x; }
+    // Stored row r, column c.
+    static __device__ __forceinline__ int pos(int r, int c)
+    {
+        return r * S + (SKEW ? (r >> 1) * PG_V : 0) + c;
+    }
+    static __device__ __forceinline__ int at(int x, int k) { return KCONT ? pos(x, k) : pos(k, x); }
+    // pos(rb + r8, c) for rb a multiple of 8 (the rows of an ldmatrix): the skew splits
+    // into rb's and r8's, so the lane's part is one value for every fragment.
+    static __device__ __forceinline__ int pos8(int rb, int r8, int c)
+    {
+        return pos(rb, c) + pos(r8, 0);
+    }
 
 #if PG_HALF
     // The 16-bit kinds: elements (x, k) and (x, k + 1), k even, as one register (the
     // first in the low half): one 4-byte read where k is contiguous, else two.
     static __device__ __forceinline__ unsigned pair(const PG_T* xs, int x, int k)
     {
-        if (KCONT) return *reinterpret_cast<const unsigned*>(xs + x * S + k);
-        return pg_pack2(xs[k * S + x].x, xs[(k + 1) * S + x].x);
+        if (KCONT) return *reinterpret_cast<const unsigned*>(xs + pos(x, k));
+        return pg_pack2(xs[pos(k, x)].x, xs[pos(k + 1, x)].x);
     }
 #endif
 
@@ -790,11 +884,20 @@ struct PgMmaStage {
             if (UNITS % NT != 0 && u >= UNITS) continue;
             int o, c;
             Units::unit(u, o, c);
-            if (W > 1) pg_put16(xs + o * S + c, r[l]);
-            else xs[o * S + c] = r[l][0];
+            if (W > 1) pg_put16(xs + pos(o, c), r[l]);
+            else xs[pos(o, c)] = r[l][0];
         }
     }
-#if PG_ASYNC
+#if PG_ASYNC && PG_HALF
+    // `align`: the operand's pg_align_of (bytes), which picks the copy width.
+    static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
+                                                int rbase, int cbase, int rlim, int clim,
+                                                int align, bool inside, int tid, int phase)
+    {
+        pg_copy16<W, L, UNITS, CONT, NT, PgMmaStage>(xs, X, ld, rbase, cbase, rlim, clim, align,
+                                                     inside, tid, phase);
+    }
+#elif PG_ASYNC
     static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
                                                 int rbase, int cbase, int rlim, int clim,
                                                 bool vec, bool inside, int tid)
@@ -805,13 +908,20 @@ struct PgMmaStage {
 #endif
 };
 
+// A copy-width flag as the register path reads it: 16-byte loads or not (the fp64 kinds
+// pass a bool, the 16-bit kinds their alignment in bytes, pg_align_of).
+__device__ __forceinline__ bool pg_vec16(bool vec) { return vec; }
+__device__ __forceinline__ bool pg_vec16(int align) { return align >= 16; }
+
 // The MMA kinds' k loop (pg_tile_mma, pg_tile_mma16): stages A's and B's BK-deep slices
 // through shared memory (SA, SB: their PgMmaStage layouts) and calls step(as, bs, kk)
 // for each MMA step of KSTEP k values of a staged slice.
-template <int BM, int BN, int BK, int NT, int KSTEP, class SA, class SB, class Step>
+// vec_a, vec_b: bools (fp64: 16-byte units aligned) or the 16-bit kinds' alignments in
+// bytes (pg_align_of); SA::copy takes either as it is.
+template <int BM, int BN, int BK, int NT, int KSTEP, class SA, class SB, class V, class Step>
 __device__ __forceinline__ void pg_mma_k_loop(const PG_T* __restrict__ A, const PG_T* __restrict__ B,
                                               int lda, int ldb, int M, int N, int K, int m0,
-                                              int n0, bool vec_a, bool vec_b, int tid,
+                                              int n0, V vec_a, V vec_b, int tid,
                                               PG_T* smem, Step step)
 {
 #if PG_ASYNC && PG_STAGES >= 2
@@ -821,24 +931,41 @@ __device__ __forceinline__ void pg_mma_k_loop(const PG_T* __restrict__ A, const 
     PG_T* As = smem;                   // [ST][SA::ELEMS]
     PG_T* Bs = smem + ST * SA::ELEMS;  // [ST][SB::ELEMS]
     const bool m_in = m0 + BM <= M, n_in = n0 + BN <= N;
-    auto issue = [&](int stage, int k0) {
+    // `phase` (16-bit kinds, PgMmaStage::copy): 0 the cp.async copies, 1 the element
+    // copies of an odd leading dimension; other kinds have one phase.
+#if PG_HALF
+#define PG_PHASE_ARG , phase
+#else
+#define PG_PHASE_ARG
+#endif
+    auto issue = [&](int stage, int k0, int phase) {
         const bool k_in = k0 + BK <= K;
 #if PG_TRANS_A
-        SA::copy(As + stage * SA::ELEMS, A, lda, k0, m0, K, M, vec_a, m_in && k_in, tid);
+        SA::copy(As + stage * SA::ELEMS, A, lda, k0, m0, K, M, vec_a, m_in && k_in, tid PG_PHASE_ARG);
 #else
-        SA::copy(As + stage * SA::ELEMS, A, lda, m0, k0, M, K, vec_a, m_in && k_in, tid);
+        SA::copy(As + stage * SA::ELEMS, A, lda, m0, k0, M, K, vec_a, m_in && k_in, tid PG_PHASE_ARG);
 #endif
 #if PG_TRANS_B
-        SB::copy(Bs + stage * SB::ELEMS, B, ldb, n0, k0, N, K, vec_b, n_in && k_in, tid);
+        SB::copy(Bs + stage * SB::ELEMS, B, ldb, n0, k0, N, K, vec_b, n_in && k_in, tid PG_PHASE_ARG);
 #else
-        SB::copy(Bs + stage * SB::ELEMS, B, ldb, k0, n0, K, N, vec_b, n_in && k_in, tid);
+        SB::copy(Bs + stage * SB::ELEMS, B, ldb, k0, n0, K, N, vec_b, n_in && k_in, tid PG_PHASE_ARG);
 #endif
     };
+#undef PG_PHASE_ARG
     const int nk = (K + BK - 1) / BK;
     if (nk > 0) {
+#if PG_HALF
+        PG_HALF_PROLOGUE_UNROLL   // (compat.h: ptxas differs by arch here)
+#else
 #pragma unroll
+#endif
         for (int s = 0; s < ST - 1; ++s) {
-            if (s < nk) issue(s, s * BK);
+            if (s < nk) {
+                issue(s, s * BK, 0);
+#if PG_HALF
+                issue(s, s * BK, 1);
+#endif
+            }
             pg_cp_async_commit();
         }
         int rs = 0;                     // the stage read; written: the one before it
@@ -851,10 +978,17 @@ __device__ __forceinline__ void pg_mma_k_loop(const PG_T* __restrict__ A, const 
             // fragments of both MMA steps and the copies' addresses are live at once,
             // and under the 4-block cap (render.MIN_BLOCKS) that spilled the fp64 64x64
             // kind on sm_90.
-            if (kt + ST - 1 < nk) issue(rs == 0 ? ST - 1 : rs - 1, (kt + ST - 1) * BK);
+            if (kt + ST - 1 < nk) issue(rs == 0 ? ST - 1 : rs - 1, (kt + ST - 1) * BK, 0);
             pg_cp_async_commit();
 #pragma unroll
             for (int kk = 0; kk < BK; kk += KSTEP) step(as, bs, kk);
+#if PG_HALF
+            // The element copies (an odd leading dimension: no cp.async is narrow enough)
+            // wait for their loads in this thread, so they go after the step's MMAs, which
+            // then run while the loads are in flight; issued before, every k step waited
+            // a global-memory latency first. Their stage is read ST - 1 barriers later.
+            if (kt + ST - 1 < nk) issue(rs == 0 ? ST - 1 : rs - 1, (kt + ST - 1) * BK, 1);
+#endif
             rs = rs + 1 == ST ? 0 : rs + 1;
         }
         pg_cp_async_wait<0>();
@@ -868,14 +1002,14 @@ __device__ __forceinline__ void pg_mma_k_loop(const PG_T* __restrict__ A, const 
     PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
     auto load = [&](int k0) {
 #if PG_TRANS_A
-        SA::Units::load(ra, A, lda, k0, m0, K, M, vec_a, tid);
+        SA::Units::load(ra, A, lda, k0, m0, K, M, pg_vec16(vec_a), tid);
 #else
-        SA::Units::load(ra, A, lda, m0, k0, M, K, vec_a, tid);
+        SA::Units::load(ra, A, lda, m0, k0, M, K, pg_vec16(vec_a), tid);
 #endif
 #if PG_TRANS_B
-        SB::Units::load(rb, B, ldb, n0, k0, N, K, vec_b, tid);
+        SB::Units::load(rb, B, ldb, n0, k0, N, K, pg_vec16(vec_b), tid);
 #else
-        SB::Units::load(rb, B, ldb, k0, n0, K, N, vec_b, tid);
+        SB::Units::load(rb, B, ldb, k0, n0, K, N, pg_vec16(vec_b), tid);
 #endif
     };
     if (K > 0) {
@@ -1210,8 +1344,9 @@ __device__ __forceinline__ void pg_tile_3xtf32(const PgGemm* __restrict__ gp, in
 // The 16-bit MMA kinds (float16 / bfloat16, engine "mma" in tiles.py): as pg_tile_mma,
 // warps in a (BM / WTM) x (BN / WTN) grid, each a WTM x WTN sub-tile of C, here as
 // (WTM / 16) x (WTN / 8) fragments of the 16x8x16 warp MMA (compat.h PgMmaHalf: mma.sync
-// on sm_80+), fp32 accumulators, staged through the same PgMmaStage layouts (8-element
-// padding, PG_MMA_PAD). A lane's A and B registers hold k-adjacent pairs (PgMmaStage::pair).
+// on sm_80+), fp32 accumulators, staged through the same PgMmaStage layouts (padded or,
+// for 64-byte rows, skewed) by the widest copy each operand's alignment allows
+// (pg_align_of, pg_copy16). A lane's A and B registers hold k-adjacent pairs.
 template <int BM, int BN, int BK, int NT, int WTM, int WTN>
 __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
 {
@@ -1233,8 +1368,9 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
     const PG_T* __restrict__ A = gp->A;
     const PG_T* __restrict__ B = gp->B;
     const int lda = gp->lda, ldb = gp->ldb;
-    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
-    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+    // the widest copy each operand's rows allow (pg_align_of; fp64 has a bool here)
+    const int vec_a = pg_align_of(A, lda, PG_TRANS_A ? m0 : 0);
+    const int vec_b = pg_align_of(B, ldb, PG_TRANS_B ? 0 : n0);
 
     float acc[FM][FN][F::CE];
 #pragma unroll
@@ -1251,23 +1387,23 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
         // ldmatrix (compat.h): one x4 load per A fragment and per pair of B fragments.
         // Lane l addresses row l % 8 of matrix q = l / 8; A's matrices are (rows, k)
         // blocks (0, 0), (8, 0), (0, 8), (8, 8), B's pairs (k 0 | 8, fragment j | j + 1).
-        // A k-major stage (A^T, B) is read transposed. Rows are 16-byte aligned (S a
-        // multiple of 8 elements) and 8 rows fall on distinct 16-byte bank groups (S =
-        // 8 mod 16 elements; k-major S = BX + 8 with BX a multiple of 32).
+        // A k-major stage (A^T, B) is read transposed. Rows are 16-byte aligned and 8 rows
+        // fall on distinct 16-byte bank groups (PgMmaStage: S = 8 mod 16 elements, or
+        // 64-byte rows skewed in pairs).
         static_assert(FN % 2 == 0, "B fragments load in pairs");
         const int q = lane >> 3, r8 = lane & 7;
 #pragma unroll
         for (int i = 0; i < FM; ++i) {
-            const int x = wm + i * F::M + 8 * (q & 1) + (SA::K_CONTIGUOUS ? r8 : 0);
-            const int k = kk + 8 * (q >> 1) + (SA::K_CONTIGUOUS ? 0 : r8);
-            pg_ldmatrix_x4<!SA::K_CONTIGUOUS>(a[i], as + SA::at(x, k));
+            const int x = wm + i * F::M + 8 * (q & 1), k = kk + 8 * (q >> 1);   // + r8 on the rows
+            pg_ldmatrix_x4<!SA::K_CONTIGUOUS>(
+                a[i], as + (SA::K_CONTIGUOUS ? SA::pos8(x, r8, k) : SA::pos8(k, r8, x)));
         }
 #pragma unroll
         for (int j = 0; j < FN; j += 2) {
-            const int x = wn + (j + (q >> 1)) * F::N + (SB::K_CONTIGUOUS ? r8 : 0);
-            const int k = kk + 8 * (q & 1) + (SB::K_CONTIGUOUS ? 0 : r8);
+            const int x = wn + (j + (q >> 1)) * F::N, k = kk + 8 * (q & 1);   // + r8 on the rows
             unsigned r[4];
-            pg_ldmatrix_x4<!SB::K_CONTIGUOUS>(r, bs + SB::at(x, k));
+            pg_ldmatrix_x4<!SB::K_CONTIGUOUS>(
+                r, bs + (SB::K_CONTIGUOUS ? SB::pos8(x, r8, k) : SB::pos8(k, r8, x)));
             b[j][0] = r[0]; b[j][1] = r[1]; b[j + 1][0] = r[2]; b[j + 1][1] = r[3];
         }
 #else
@@ -1533,6 +1669,21 @@ __device__ __forceinline__ int pg_threads_of(int kind)
     return 0;
 }
 
+#if PG_RAGGED && PG_HALF
+// The 16-bit ragged entry points run their tile (`run`: a closure over shared memory
+// only, of any engine) as a called function, not inlined (CUDA; compat.h
+// PG_RAGGED_TILE_CALL): ptxas then allocates the tile function as it does inside the
+// tile-list entry points. Inlined after the slot lookup, the same tile functions took
+// 60-90 more registers (128x64: 228-252 against 162-168) or spilled 12-184 bytes under
+// the 128x128 kind's 2-block cap on sm_90, however the slot was handed over (registers,
+// shared memory, an opaque loop). The call saves 2 registers on the stack (no spill),
+// once per block.
+template <class Run>
+__device__ PG_RAGGED_TILE_CALL void pg_ragged_tile16(Run run)
+{
+    run();
+}
+#endif
 #if PG_RAGGED
 // Ragged M, device offsets (pg_ragged_slot): block `blockIdx.x` is one slot of the
 // upper-bound tile list; one kind (id 0).
@@ -1543,6 +1694,18 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
         const double* __restrict__ betas)
 {
     alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+#if PG_HALF
+    // The 16-bit kinds (pg_ragged_tile16): every thread finds the same slot; thread 0
+    // writes it to shared memory for the call, and the barrier publishes it.
+    __shared__ PgGemm gs;
+    __shared__ int origin[2];
+#define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e)                                            \
+    if (threadIdx.x == 0) { gs = g; origin[0] = m0; origin[1] = n0; }                   \
+    __syncthreads();                                                                    \
+    pg_ragged_tile16([] { PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&gs, origin[0], origin[1], smem); });
+#else
+#define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e) PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);
+#endif
 #define PG_RG(id, bm, bn, bk, nt, rm, rn, e)                                            \
     case id: {                                                                          \
         PgGemm g;                                                                       \
@@ -1551,7 +1714,7 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
                             a_step, b_stride, lda, ldb, ldc, N, K, alpha, beta, alphas, \
                             betas, g, m0, n0))                                          \
             return;                                                                     \
-        PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);                        \
+        PG_RG_RUN(bm, bn, bk, nt, rm, rn, e)                                            \
     } break;
     const int kind = 0;
     switch (kind) { PG_KINDS(PG_RG) }
