@@ -76,7 +76,7 @@ def test_render_marks_mfma_kinds_and_only_them():
     for v in catalogue_variants():          # every other variant renders as before
         assert "PG_MFMA_KINDS" not in defines(v)
     f64 = next(k for k in FAMILIES["mfma-f64"] if k.engine == "mma")
-    assert defines(Variant((f64,), "float64"))["PG_KINDS(X)"].endswith(", 3)")
+    assert defines(Variant((f64,), "float64"))["PG_KINDS(X)"].endswith(", 5)")
 
 
 def test_mfma_kind_does_not_compile_for_nvidia():
