@@ -1,5 +1,7 @@
 """A small workload for compute-sanitizer: every strategy and mode, both dtypes, all four
-transpose pairs, edge sizes and per-GEMM alpha/beta, each checked against float64.
+transpose pairs, edge sizes and per-GEMM alpha/beta, each checked against float64; then
+the tensor-core paths' default plans (float16, and float32 in the precision modes tf32 and
+3xtf32) over the same sizes.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_batches.py
 
@@ -21,6 +23,10 @@ SHAPES = [(1, 1, 1), (17, 31, 15), (64, 64, 16), (127, 61, 33), (0, 5, 3), (300,
 # the default plan (no mode named) splits K on these (planner/split_k.py)
 SPLIT_SHAPES = [(64, 64, 4096), (33, 17, 1000), (5, 70, 2050), (0, 8, 512), (20, 24, 0),
                 (16, 16, 40)]
+# tensor-core paths: (dtype, precision), relative Frobenius error allowed against float64
+# of the rounded inputs (float16: the result rounded to 2^-11; tf32: inputs rounded to
+# 2^-11; 3xtf32: fp32-level)
+MMA_CASES = {("float16", None): 4e-3, ("float32", "tf32"): 4e-3, ("float32", "3xtf32"): 1e-5}
 CASES = [(None, "fused"), (None, "per-kind"), ("coordinated", None), ("magma", None),
          (None, None)]
 
@@ -30,10 +36,16 @@ def main() -> int:
     cp = be.cp
     rng = np.random.default_rng(11)
     bad = 0
-    for (strategy, mode), dtype, (ta, tb) in itertools.product(
-            CASES, ("float32", "float64"), itertools.product((False, True), repeat=2)):
-        shapes = SPLIT_SHAPES if (strategy, mode) == (None, None) else SHAPES
-        hA, hB, hC = make_host_batch(rng, shapes, dtype, ta, tb, strided=True)
+    runs = [(strategy, mode, dtype, None, TOL[dtype]) for (strategy, mode), dtype in
+            itertools.product(CASES, ("float32", "float64"))]
+    runs += [(None, None, dtype, precision, tol) for (dtype, precision), tol in MMA_CASES.items()]
+    for (strategy, mode, dtype, precision, tol), (ta, tb) in itertools.product(
+            runs, itertools.product((False, True), repeat=2)):
+        shapes = SPLIT_SHAPES if (strategy, mode, precision) == (None, None, None) and \
+            dtype != "float16" else SHAPES
+        # the MMA paths also dense (nn, tt), where aligned rows take the 16-byte copies
+        dense = (dtype, precision) in MMA_CASES and ta == tb
+        hA, hB, hC = make_host_batch(rng, shapes, dtype, ta, tb, strided=not dense)
         alpha = rng.uniform(-2, 2, len(shapes))
         beta = np.where(np.arange(len(shapes)) % 2, 0.0, rng.uniform(-2, 2, len(shapes)))
         for c, b_ in zip(hC, beta):
@@ -41,12 +53,14 @@ def main() -> int:
                 c[...] = np.nan
         ref = reference(hA, hB, hC, alpha, beta, ta, tb)
         A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
-        p = portgemm.plan(shapes, dtype=dtype, arch=be.arch(), strategy=strategy, mode=mode)
+        p = portgemm.plan(shapes, dtype=dtype, arch=be.arch(), strategy=strategy, mode=mode,
+                          precision=precision)
         p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
         err = max_rel_error([cp.asnumpy(c) for c in C], ref)
-        ok = err < TOL[dtype]
+        ok = err < tol
         bad += not ok
         print(f"{strategy or 'default'}/{p.mode}{' split-K' if p.split else ''} {dtype} "
+              f"{precision or ''} "
               f"trans={int(ta)}{int(tb)}: "
               f"err {err:.2e} {'ok' if ok else 'WRONG'}")
     return 1 if bad else 0
