@@ -273,7 +273,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     kind per GEMM is built last, once."""
     arch = req.arch
     tabs = BatchTables(req.shapes, kinds) if tabs is None else tabs
-    fk, M, N, live = tabs.fk, tabs.M, tabs.N, tabs.live
+    fk, live = tabs.fk, tabs.live
     counts, allowed, start, divides = tabs.counts, tabs.allowed, tabs.start, tabs.divides
     # B: the tables' columns (GEMMs, or classes of GEMMs: tabs.classes)
     n_k, rank, B = fk["n"], fk["rank"], counts.shape[1]
