@@ -25,6 +25,7 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import portgemm  # noqa: E402
+from timing import do_bench  # noqa: E402  (bench/timing.py, beside this file)
 
 KS = (64, 128, 256, 512, 1024, 2048, 4096)
 MODES = ("ieee", "tf32", "3xtf32")
@@ -60,24 +61,13 @@ def accuracy(torch, be, batch=8, mn=256):
     return rows
 
 
-def rate(torch, be, shapes, mode, reps=20):
+def rate(torch, be, shapes, mode):
     rng = np.random.default_rng(7)
     A = [torch.from_numpy(rng.uniform(-1, 1, (m, k)).astype(np.float32)).cuda() for m, n, k in shapes]
     B = [torch.from_numpy(rng.uniform(-1, 1, (k, n)).astype(np.float32)).cuda() for m, n, k in shapes]
     C = [torch.zeros((m, n), device="cuda") for m, n, k in shapes]
     p = portgemm.plan(shapes, "float32", be.arch(), precision=mode)
-    call = p.bind(A, B, C, backend=be)
-    for _ in range(3):
-        call()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        call()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1e-3)
-    t = float(np.median(times))
+    t = do_bench(be.cp, p.bind(A, B, C, backend=be)) * 1e-3
     return {"mode": mode, "shapes": f"{len(shapes)} x {shapes[0]}", "ms": t * 1e3,
             "tflops": p.flops / t / 1e12, "kinds": p.tiles_per_kind()}
 
@@ -98,7 +88,7 @@ def main(argv=None):
                       ", ".join(f"{k} {n}" for k, n in r["kinds"].items())] for r in rates],
                     headers=["mode", "batch", "ms", "TFLOP/s", "kinds"])
     text = (f"device: {torch.cuda.get_device_name()}\naccuracy vs float64, M = N = 256, batch 8, "
-            f"inputs uniform in [-1, 1)\n{table}\n\nrate (bound plan, median of 20)\n{rtab}\n")
+            f"inputs uniform in [-1, 1)\n{table}\n\nrate (bound plan, bench/timing.do_bench: median of event-timed calls)\n{rtab}\n")
     print(text, flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "tf32_accuracy.txt").write_text(text)

@@ -3,7 +3,8 @@ bench helper's cuBLAS grouped peers are not used here): portgemm's default plan 
 per-GEMM torch.matmul loop and a padded torch.bmm, over random variable-size batches,
 and one large GEMM through each MMA kind alone (what mma.sync m16n8k16 reaches in our
 kernel). "ours" times a bound plan (Plan.bind: the launches alone), "ours_run" Plan.run
-with its per-call checks of the torch lists. CUDA events, median of 10 after 3 warm-ups; prints one JSON line per case.
+with its per-call checks of the torch lists. bench/timing.do_bench (CUDA events,
+median); prints one JSON line per case.
 
     python tools/half_timing.py [--out FILE]
 """
@@ -12,23 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
-
-def timed(torch, fn, reps=10, warm=3):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) * 1e-3)
-    return float(np.median(ts))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from timing import do_bench  # noqa: E402
 
 
 def main() -> int:
@@ -42,6 +32,9 @@ def main() -> int:
     p.add_argument("--out")
     args = p.parse_args()
     be = get_backend("cuda")
+
+    def timed(torch, fn):   # seconds: bench/timing.do_bench (CUDA events, median)
+        return do_bench(be.cp, fn) * 1e-3
     rows = []
     rng = np.random.default_rng(0)
     for dtype, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
