@@ -24,9 +24,14 @@ array object lives):
     are not in-place changes this path follows.)
   - torch tensors: each tensor's ``data_ptr()``, ``shape``, ``stride()``, ``dtype`` and
     ``get_device()`` (and its type), all of which in-place operations can change, and
-    none of which another of them covers (where every tensor was contiguous when the
-    entry was made, ``is_contiguous()`` stands in for ``stride()``: see
-    _torch_row_contiguous), read one C-level map a read (_torch_columns_same):
+    none of which another of them covers. Where the installed torch has them, two of
+    its own C++ checks compare them in one call each (_torch_guards_same): the
+    ``TensorGuards`` torch.compile guards its graphs with (type, dtype, device, sizes,
+    strides, requires_grad and dispatch keys of every tensor) and the data-pointer
+    check of its CUDA-graph trees (``_tensors_data_ptrs_at_indices_equal``). Else
+    (where every tensor was contiguous when the entry was made, ``is_contiguous()``
+    stands in for ``stride()``: see _torch_row_contiguous) one C-level map a read
+    (_torch_columns_same). What each read sees:
       ``data_ptr()``  ``set_`` (another storage or offset), ``resize_`` growing the
                       storage, ``as_strided_`` with a storage offset, ``.data = y``;
       ``shape``       ``resize_``, ``as_strided_``, ``squeeze_``/``unsqueeze_``,
@@ -42,7 +47,10 @@ array object lives):
     the tensor keeps its version counter, so it can replace none of the five. (On the
     H100 host the five, one map a read, cost about 2 us a GEMM at 1,024 GEMMs, against 3
     for one Python function a tensor; data_ptr() and shape alone already 2.5: the floor
-    of this path for torch, bench/NOTES.md session 7.)
+    of reading them in Python, bench/NOTES.md session 7; torch's C++ checks read them
+    without building a Python object.) A guard that fails for a reason validation does
+    not read (requires_grad changed, another dispatch state) is a miss, never a wrong
+    hit.
   - per-GEMM alpha/beta (sequences or arrays): their values, validated again and
     compared bit for bit; scalars are part of the key (type and value, sign of zero
     included).
@@ -73,11 +81,12 @@ made from. At most MAX_ENTRIES entries are kept (oldest dropped first).
 """
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from collections import deque
 from itertools import chain
-from operator import attrgetter, eq
+from operator import attrgetter, eq, methodcaller
 
 from .arrays import _kind, torch_readers
 from .call_cache import VECTOR, scalar_key
@@ -98,6 +107,7 @@ RECORDS = 2 * MAX_ENTRIES
 
 _SEQUENCES = (list, tuple)
 _SHAPE, _DTYPE, _NDIM = attrgetter("shape"), attrgetter("dtype"), attrgetter("ndim")
+_DATA_PTR = methodcaller("data_ptr")
 
 
 def _torch_row(t):
@@ -255,20 +265,59 @@ def _torch_columns_same(X, m) -> bool:
         and list(map(get_device, X)).count(m.device) == n
 
 
+class _TorchGuards:
+    """What a torch entry compares through torch's own C++ checks (_torch_guards): the
+    guard's check, the data pointers, their indices (all), the pointer check."""
+    __slots__ = ("check", "ptrs", "where", "ptrs_equal")
+
+
+def _torch_guards(X):
+    """_TorchGuards of the tensors X (a list) now, or None where the installed torch
+    lacks either check (both are private: an older or newer torch takes the columns)."""
+    torch = sys.modules.get("torch")
+    try:
+        guards = torch._C._dynamo.guards.TensorGuards
+        ptrs_equal = torch._C._tensors_data_ptrs_at_indices_equal
+    except AttributeError:
+        return None
+    m = _TorchGuards()
+    # None: no dynamic dimensions, so every size and stride is compared exactly
+    m.check = guards(*X, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+    m.ptrs = list(map(_DATA_PTR, X))   # each tensor's own method (types may differ)
+    m.where, m.ptrs_equal = list(range(len(X))), ptrs_equal
+    return m
+
+
+def _torch_guards_same(X, m) -> bool:
+    """Whether the tensors X are as ``m`` saw them (_torch_guards): two C++ calls, no
+    Python object a tensor. Like _torch_columns_same it compares everything validation
+    reads of a tensor (type, data_ptr(), shape, strides, dtype, device), so it holds for
+    any tensor objects with these values (BY_VALUE)."""
+    return m.check(*X) and m.ptrs_equal(X, m.ptrs, m.where)
+
+
 # Comparers that compare every value validation reads of each array (not only what can
 # change in place): a record of such an entry needs no ids (fast).
-BY_VALUE = frozenset((_torch_columns_same,))
+BY_VALUE = frozenset((_torch_columns_same, _torch_guards_same))
 
 
 # Whether torch entries compare one column a read (_torch_columns_same) rather than one
 # row a tensor (_torch_row); tools/profile_host.py times both on the device.
 TORCH_COLUMNS = True
+# Whether torch entries compare through torch's C++ checks where it has them
+# (_torch_guards_same); tools/profile_host.py times every form on the device.
+TORCH_GUARDS = True
 
 
 def _torch_snapshot(X):
-    """(comparer, what it compares now) for torch tensors: by columns where they are of
+    """(comparer, what it compares now) for torch tensors: by torch's C++ checks where
+    it has them (TORCH_GUARDS); else by columns where they are of
     one type, dtype and device (TORCH_COLUMNS); else by rows, with is_contiguous() where
     every tensor is contiguous now (TORCH_CONTIGUOUS_ROWS), else with stride()."""
+    if TORCH_GUARDS:
+        m = _torch_guards(X)
+        if m is not None:
+            return _torch_guards_same, m
     if TORCH_COLUMNS:
         m = _torch_columns(X)
         if m is not None:

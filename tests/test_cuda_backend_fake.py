@@ -290,9 +290,41 @@ class FakeTensor:
         self.a = other
 
 
+class FakeTensorGuards:
+    """torch's ``_C._dynamo.guards.TensorGuards`` as the reuse path uses it (no dynamic
+    dimensions): check() says whether each tensor has the type, dtype, device, shape
+    and strides it had when the guards were made (torch's compares them in C++)."""
+
+    def __init__(self, *X, dynamic_dims_sizes, dynamic_dims_strides):
+        assert dynamic_dims_sizes is None and dynamic_dims_strides is None
+        self.rows = list(map(self._row, X))
+
+    @staticmethod
+    def _row(x):
+        return type(x), x.dtype, x.get_device(), x.shape, x.stride()
+
+    def check(self, *X):
+        if len(X) != len(self.rows):
+            raise TypeError("wrong length")
+        return list(map(self._row, X)) == self.rows
+
+
+def fake_ptrs_equal(tensors, data_ptrs, indices):
+    """torch's ``_C._tensors_data_ptrs_at_indices_equal``."""
+    return all(tensors[i].data_ptr() == data_ptrs[i] for i in indices)
+
+
+def fake_torch_guards():
+    """A fake ``torch._C`` with the two checks the reuse path prefers (reuse.TORCH_GUARDS)."""
+    return types.SimpleNamespace(
+        _dynamo=types.SimpleNamespace(guards=types.SimpleNamespace(TensorGuards=FakeTensorGuards)),
+        _tensors_data_ptrs_at_indices_equal=fake_ptrs_equal)
+
+
 def install_fake_torch(monkeypatch, stream_handle=0):
     """A fake ``torch`` module in sys.modules: FakeTensor as its Tensor, and a current
-    stream whose handle is ``stream_handle``."""
+    stream whose handle is ``stream_handle``; no ``_C`` (the reuse path compares tensors
+    by columns; add fake_torch_guards() as ``_C`` for its guard form)."""
     stream = types.SimpleNamespace(cuda_stream=stream_handle)
     torch = types.SimpleNamespace(Tensor=FakeTensor, float32="f32", float64="f64",
                                   float16="f16",

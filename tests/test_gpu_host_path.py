@@ -375,3 +375,66 @@ def test_full_miss_calls_back_to_back_give_the_reference(cuda, cp, lib):
     for (hA, hB, hC, alpha), C in zip(sets, outs):
         ref = reference(hA, hB, hC, alpha, np.zeros(12), False, False)
         assert max_rel_error([to_host(c) for c in C], ref) < 1e-5
+
+
+def test_torch_guard_checks_see_every_in_place_change(cuda, cp):
+    """Where torch has its C++ checks (reuse.TORCH_GUARDS), a repeated call compares
+    through them: a hit gives the reference; each in-place change validation would see
+    (set_, resize_, as_strided_, t_ of a square matrix, another dtype through .data) is
+    a miss that gives the reference or the error; a hit costs no Python object a tensor;
+    and the guards hold no tensor: dropping one drops the entry."""
+    torch = pytest.importorskip("torch")
+    import gc
+
+    from portgemm import reuse
+    if reuse._torch_guards([torch.zeros(1, device="cuda")]) is None:
+        pytest.skip("this torch has no TensorGuards / data-pointer check")
+    reuse.clear()
+    rng = np.random.default_rng(61)
+    shapes = [(m, m, k) for m, k in rng.integers(8, 90, (30, 2)).tolist()]   # square C
+    hA, hB, hC = make_host_batch(rng, shapes, "float32")
+    A, B = [torch.from_numpy(x).cuda() for x in hA], [torch.from_numpy(x).cuda() for x in hB]
+    C = [torch.full(c.shape, float("nan"), device="cuda") for c in hC]
+    n = len(shapes)
+    ref = reference(hA, hB, hC, np.ones(n), np.zeros(n), False, False)
+
+    def call_and_check(expect_hits):
+        for c in C:
+            c.fill_(float("nan"))
+        portgemm.gemm_vbatched(A, B, C, backend="cuda")
+        torch.cuda.synchronize()
+        assert max_rel_error([c.cpu().numpy() for c in C], ref) < 1e-5
+        assert reuse.cache_info()["hits"] == expect_hits
+
+    for i in range(3):
+        call_and_check(max(0, i - 1))
+    (entry,) = reuse._entries.values()
+    assert entry.same is reuse._torch_guards_same
+    hits = reuse.cache_info()["hits"]
+    call_and_check(hits + 1)
+    A[4].set_(torch.from_numpy(3 * hA[4]).cuda())   # new memory, in place
+    ref[4] = 3 * ref[4]
+    call_and_check(hits + 1)
+    call_and_check(hits + 2)   # the entry remade at once
+    old = C[6]
+    C[6].resize_(old.shape[0] + 1, old.shape[1])   # another shape
+    with pytest.raises(portgemm.ShapeMismatch, match="GEMM 6"):
+        portgemm.gemm_vbatched(A, B, C, backend="cuda")
+    C[6].resize_(hC[6].shape)
+    C[6].t_()   # square: same pointer and shape, other strides (column-major)
+    with pytest.raises(portgemm.LayoutError):
+        portgemm.gemm_vbatched(A, B, C, backend="cuda")
+    C[6].t_()
+    B[2].data = B[2].data.view(torch.int32)   # same pointer, shape and strides
+    with pytest.raises(portgemm.DtypeError):
+        portgemm.gemm_vbatched(A, B, C, backend="cuda")
+    B[2].data = B[2].data.view(torch.float32)
+    wide = torch.from_numpy(np.concatenate([hA[9], hA[9]], 1)).cuda()
+    A[9].set_(wide.untyped_storage(), 0, hA[9].shape, (2 * hA[9].shape[1], 1))   # same values
+    h = reuse.cache_info()["hits"]
+    call_and_check(h)       # C[6]'s storage was reallocated by resize_: a miss
+    call_and_check(h + 1)   # over the strided A[9]
+    (entry,) = reuse._entries.values()
+    del A[9], wide
+    gc.collect()
+    assert not entry.live and not reuse._entries, "an entry outlived its tensor"

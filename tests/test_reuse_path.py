@@ -13,7 +13,8 @@ import pytest
 
 import portgemm
 from portgemm import reuse
-from test_cuda_backend_fake import FakeArray, host_batch, install_fake_torch, reference
+from test_cuda_backend_fake import (FakeArray, fake_torch_guards, host_batch, install_fake_torch,
+                                    reference)
 from test_cuda_backend_fake import backend  # noqa: F401  (a fixture)
 
 SHAPES = [(8, 9, 10), (3, 4, 5), (17, 6, 12), (1, 7, 3)]
@@ -395,11 +396,19 @@ def _entry_made_by(backend, A, B, C, comparer):
     return call
 
 
-@pytest.fixture(params=["columns", "rows"])
-def torch_form(request, monkeypatch):
-    """Both forms of the torch check: one C-level map a read, or one row a tensor."""
+@pytest.fixture(params=["guards", "columns", "rows"])
+def torch_form(request, monkeypatch, torch_fake):
+    """Every form of the torch check: torch's C++ guards (here fakes with their
+    semantics), one C-level map a read, or one row a tensor."""
+    if request.param == "guards":
+        monkeypatch.setattr(torch_fake, "_C", fake_torch_guards(), raising=False)
     monkeypatch.setattr(reuse, "TORCH_COLUMNS", request.param == "columns")
     return request.param
+
+
+def _comparer(form, rows):
+    return {"guards": reuse._torch_guards_same, "columns": reuse._torch_columns_same}.get(
+        form, rows)
 
 
 def test_contiguous_torch_entries_compare_contiguity_and_see_an_in_place_transpose(
@@ -408,8 +417,7 @@ def test_contiguous_torch_entries_compare_contiguity_and_see_an_in_place_transpo
     a square C transposed in place (same pointer, shape, dtype; other strides) is no
     longer contiguous, so the call misses and writes the transposed view right."""
     A, B, C = arrays([(6, 6, 5), (3, 4, 5)], wrap=torch_fake.Tensor)
-    call = _entry_made_by(backend, A, B, C, reuse._torch_columns_same
-                          if torch_form == "columns" else reuse._torch_contiguous_same)
+    call = _entry_made_by(backend, A, B, C, _comparer(torch_form, reuse._torch_contiguous_same))
     if torch_form == "columns":
         assert reuse._entries[next(iter(reuse._entries))].meta.strides is None
     C[0].set_(C[0].a.T)   # t_() of a square matrix: strides (1, 6)
@@ -424,8 +432,7 @@ def test_strided_torch_entries_compare_strides(backend, torch_fake, torch_form):
     T = torch_fake.Tensor
     A, B, C = arrays(wrap=T)
     C[1] = T(np.full((3, 9), np.nan, np.float32)[:, 2:6])   # row stride 9: not contiguous
-    call = _entry_made_by(backend, A, B, C, reuse._torch_columns_same
-                          if torch_form == "columns" else reuse._torch_same)
+    call = _entry_made_by(backend, A, B, C, _comparer(torch_form, reuse._torch_same))
     if torch_form == "columns":
         assert reuse._entries[next(iter(reuse._entries))].meta.strides is not None
     C[1].set_(np.full((3, 11), np.nan, np.float32)[:, 1:5])   # same shape, other strides

@@ -201,9 +201,10 @@ def small_batch_sweep(be, cp, rng):
 
 
 def torch_rows(be, cp, rng):
-    """The reuse path's torch check in its three forms (reuse.py): one C-level map a read
-    (TORCH_COLUMNS, the default), one row a tensor with is_contiguous(), one row with
-    stride(); a repeated call each (the device idle before it), us a call and a GEMM."""
+    """The reuse path's torch check in its four forms (reuse.py): torch's C++ guards
+    (TORCH_GUARDS, the default where torch has them), one C-level map a read
+    (TORCH_COLUMNS), one row a tensor with is_contiguous(), one row with stride(); a
+    repeated call each (the device idle before it), us a call and a GEMM."""
     try:
         import torch
     except ImportError:
@@ -211,19 +212,20 @@ def torch_rows(be, cp, rng):
     from portgemm import reuse
     t = _timer(cp)
     out = []
-    forms = {"columns": (True, True), "rows, is_contiguous": (False, True),
-             "rows, stride": (False, False)}
+    forms = {"guards": (True, True, True), "columns": (False, True, True),
+             "rows, is_contiguous": (False, False, True), "rows, stride": (False, False, False)}
     for n in (8, 1024):
         shapes = np.stack([rng.integers(16, 129, n) for _ in range(3)], 1).tolist()
         A = [torch.rand((m, k), device="cuda") for m, _, k in shapes]
         B = [torch.rand((k, nn), device="cuda") for _, nn, k in shapes]
         C = [torch.empty((m, nn), device="cuda") for m, nn, _ in shapes]
-        for name, (columns, contiguous) in forms.items():
-            reuse.TORCH_COLUMNS, reuse.TORCH_CONTIGUOUS_ROWS = columns, contiguous
+        for name, (guards, columns, contiguous) in forms.items():
+            reuse.TORCH_GUARDS, reuse.TORCH_COLUMNS, reuse.TORCH_CONTIGUOUS_ROWS = \
+                guards, columns, contiguous
             reuse.clear()
             us = t(lambda: portgemm.gemm_vbatched(A, B, C, backend=be))
             out.append(f"batch {n} {name}: {us:.1f} us ({us / n:.2f} a GEMM)")
-        reuse.TORCH_COLUMNS = reuse.TORCH_CONTIGUOUS_ROWS = True
+        reuse.TORCH_GUARDS = reuse.TORCH_COLUMNS = reuse.TORCH_CONTIGUOUS_ROWS = True
         reuse.clear()
     print("torch reuse hits: " + ", ".join(out))
 
@@ -443,9 +445,11 @@ def _torch_floors(reuse, X, n):
     meta = list(map(reuse._torch_row_contiguous, X))
     four = [r[:4] for r in meta]
     row4 = lambda x: (x.data_ptr(), x.shape, x.is_contiguous(), x.dtype)  # noqa: E731
-    cols = reuse._torch_columns(X)
+    cols, guards = reuse._torch_columns(X), reuse._torch_guards(X)
     res = {
-        "columns (reuse, as used)": lambda: reuse._torch_columns_same(X, cols),
+        **({"guards (reuse, as used)": lambda: reuse._torch_guards_same(X, guards)}
+           if guards is not None else {}),
+        "columns": lambda: reuse._torch_columns_same(X, cols),
         "rows (TORCH_COLUMNS off)": lambda: all(map(eq, map(reuse._torch_row_contiguous, X),
                                                     meta)),
         "five reads, zipped maps": lambda: all(map(eq, zip(map(d, X), map(s, X), map(c, X),
