@@ -71,8 +71,8 @@ def gemm_vbatched(A, B, C, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     skips validation, planning and the descriptor upload and only launches, after
     checking that no array changed in place: each CuPy array's rows and ndim (which
     fix its shape: CuPy's one in-place change, ``x.shape = ...``, keeps the size); each
-    tensor's type, data_ptr(), shape, stride() (is_contiguous() where all were
-    contiguous), dtype and device; per-GEMM alpha/beta values. A call repeating one
+    tensor's type, data_ptr(), shape, stride(), dtype and device (by torch's own C++
+    checks where it has them); per-GEMM alpha/beta values. A call repeating one
     that hit, on the same three list objects and with the same backend, strategy,
     flags and scalar objects, is found by the lists' ids and compares its arrays' ids
     (a changed element is seen) before that check. Any
