@@ -378,9 +378,15 @@ def test_hip_launches_on_the_callers_stream(hip_backend, monkeypatch):
     assert set(streams) == {None}   # neither torch nor CuPy: the backend's stream (null)
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
         ndarray=type("ndarray", (), {}),
-        cuda=types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=31))))
+        cuda=types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=31),
+                                   runtime=types.SimpleNamespace(is_hip=True))))
     del streams[:]
     p.run(A, B, C, backend=hip_backend)
     call()
     assert streams and set(streams) == {31}   # CuPy(-ROCm)'s current stream, both paths
+    sys.modules["cupy"].cuda.runtime.is_hip = False   # a CUDA build of CuPy: not its streams
+    del streams[:]
+    p.run(A, B, C, backend=hip_backend)
+    call()
+    assert set(streams) == {None}
     check([c.a for c in C], reference(hA, hB, hC, [1, 1], [0, 0], False, False), "float32")

@@ -199,7 +199,9 @@ class HipBackend:
         if tdev is not None:
             return torch_stream(tdev)
         cupy = sys.modules.get("cupy")
-        if cupy is not None:
+        # only a ROCm build's streams are HIP streams: a CUDA CuPy loaded beside (with
+        # or without an NVIDIA driver) has none to give, and asking it may raise
+        if cupy is not None and getattr(getattr(cupy.cuda, "runtime", None), "is_hip", False):
             return cupy.cuda.get_current_stream().ptr
         return self.stream
 
