@@ -35,12 +35,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="also write the table here (JSON)")
     p.add_argument("--write", action="store_true",
                    help="put the factors into portgemm/occupancy/ceilings.json")
+    p.add_argument("--ceilings", type=Path, default=None,
+                   help="with --write: this ceilings file instead of the package's (a dry "
+                        "run on the numpy backend may write there)")
     p.add_argument("--backend", choices=("cuda", "numpy"), default=None)
     return p
 
 
 def fit(sweep) -> dict:
-    """{kind name: factor} and, per kind, the factors of each size (for the reader)."""
+    """({kind name: factor}, {kind name: the factor of each size, None where not
+    measured or not told}) of a DtypeSweep (sweep.py)."""
     from .model import fit_factor, predicted_seconds
     per_size = {}
     for i, k in enumerate(sweep.kinds):
@@ -57,21 +61,26 @@ def fit(sweep) -> dict:
 
 
 def main(argv=None) -> int:
+    return run(parser().parse_args(sys.argv[1:] if argv is None else argv))
+
+
+def run(args, timer=None) -> int:
+    """The command (``timer``: the sweep's, for tests; default the device's)."""
     from ..benchmark.device import open_device
     from ..occupancy import ceilings
     from ..planner.wavefront_tlp import our_family
     from ..tiles import family
-    from .space import sizes
-    from .sweep import sweep_dtype
+    from . import space
+    from .sweep import device_timer, sweep_dtype
 
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     dev = open_device(args.backend)
     arch = dev.be.arch()
     fam = args.family or our_family(args.dtype, arch)
     kinds = family(fam)
     t0 = time.monotonic()
-    sw = sweep_dtype(dev, args.dtype, sizes(arch.compute_units, args.dtype, args.quick),
-                     kinds=kinds, deadline=t0 + args.budget, show_progress=False)
+    sw = sweep_dtype(dev, args.dtype, space.sizes(arch.compute_units, args.dtype, args.quick),
+                     kinds=kinds, timer=timer or device_timer, deadline=t0 + args.budget,
+                     show_progress=False)
     factors, per_size = fit(sw)
     names = [s.name for s in sw.sizes]
     print(f"{fam} on {dev.name()} ({arch.name}): measured / modelled tile time, "
@@ -93,17 +102,18 @@ def main(argv=None) -> int:
             "predicted_ms": sw.predicted_ms.tolist(), "per_size_factors": per_size,
             "excluded": sw.excluded, "kinds": [k.name for k in kinds]}, indent=1) + "\n")
     if args.write:
-        if dev.kind == "host":
+        if dev.kind == "host" and args.ceilings is None:
             print("error: the numpy backend times the host, not a GPU", file=sys.stderr)
             return 2
         if len(factors) != len(kinds):
             print("error: not every kind has a factor; nothing written", file=sys.stderr)
             return 1
-        ceilings.write_kind_factors(arch.name, factors, (
+        path = ceilings.PATH if args.ceilings is None else args.ceilings
+        ceilings.write_kind_factors(arch.name, factors, path=path, source=(
             f"python -m portgemm.tuning.kind_factors --dtype {args.dtype} on {dev.name()}: "
             f"{fam}'s kinds alone on {len(names)} uniform sizes, geometric mean of measured "
             "/ modelled"))
-        print(f"wrote {len(factors)} kind factors into {ceilings.PATH}")
+        print(f"wrote {len(factors)} kind factors into {path}")
     return 0
 
 
