@@ -20,8 +20,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -40,24 +38,6 @@ def parser() -> argparse.ArgumentParser:
                         "run on the numpy backend may write there)")
     p.add_argument("--backend", choices=("cuda", "numpy"), default=None)
     return p
-
-
-def fit(sweep) -> dict:
-    """({kind name: factor}, {kind name: the factor of each size, None where not
-    measured or not told}) of a DtypeSweep (sweep.py)."""
-    from .model import fit_factor, predicted_seconds
-    per_size = {}
-    for i, k in enumerate(sweep.kinds):
-        if k.name in sweep.excluded:
-            continue
-        row = []
-        for j, s in enumerate(sweep.sizes):
-            ms = sweep.ms[i, j]
-            row.append(None if np.isnan(ms) else fit_factor(
-                ms * 1e-3, lambda f, k=k, sh=s.shapes(): predicted_seconds(
-                    sh, k, sweep.dtype, sweep.arch, f)))
-        per_size[k.name] = row
-    return sweep.factors(), per_size
 
 
 def main(argv=None) -> int:
@@ -81,7 +61,7 @@ def run(args, timer=None) -> int:
     sw = sweep_dtype(dev, args.dtype, space.sizes(arch.compute_units, args.dtype, args.quick),
                      kinds=kinds, timer=timer or device_timer, deadline=t0 + args.budget,
                      show_progress=False)
-    factors, per_size = fit(sw)
+    factors, per_size = sw.factors(), sw.size_factors()
     names = [s.name for s in sw.sizes]
     print(f"{fam} on {dev.name()} ({arch.name}): measured / modelled tile time, "
           f"{time.monotonic() - t0:.0f} s{' (budget ran out)' if sw.stopped else ''}")
