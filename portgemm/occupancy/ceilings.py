@@ -14,13 +14,24 @@ Per arch, ``ceilings_for(arch)`` gives a :class:`Ceilings`:
 
 ``Ceilings.origin`` says which ("measured" or "modelled") so describe() and the
 benchmark can tell the reader.
+
+A measured entry may also carry ``kind_factors``: per tile kind (its catalogue name),
+the measured / modelled tile time of that kind run alone, fitted on the device by
+``python -m portgemm.tuning.kind_factors`` over the tuning sweep's uniform sizes. The
+cost model multiplies the kind's tile time by it, as it does a tuned family's factors,
+but only for a family every kind of which has one (:meth:`Ceilings.kind_factors_of`):
+a half-corrected family would weigh corrected kinds against uncorrected ones. Where
+none is measured (other archs, other families) nothing changes.
 """
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import numpy as np
 
 from .. import generation
 from ..tiles import MFMA_FAMILIES, mma_products
@@ -40,6 +51,8 @@ MFMA_FIELDS = {"float16": "mfma_f16_flops_per_s", "bfloat16": "mfma_bf16_flops_p
                "float64": "mfma_f64_flops_per_s"}
 OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", "tf32_mma_flops_per_s",
                    *MFMA_FIELDS.values())
+# The measured per-kind tile-time factors of a measured entry: {kind name: factor}.
+KIND_FACTORS = "kind_factors"
 
 # AMD matrix cores (MFMA kinds, tiles.MFMA_FAMILIES): the spec row's key per dtype. The
 # 16-bit ratios are to the fp32 SIMT rate, fp64's to the fp64 SIMT rate, each the
@@ -81,6 +94,18 @@ class Ceilings:
     mfma_f64_flops_per_s: float = 0.0
     # fp32 as TF32 on tensor cores (mma.sync m16n8k8, one TF32 product); 0: none (archs.TF32_MMA)
     tf32_mma_flops_per_s: float = 0.0
+    # measured / modelled tile time per kind, ((kind name, factor), ...) sorted by name
+    # (a tuple, so a Ceilings stays hashable); () where none was measured
+    kind_factors: tuple = ()
+
+    def kind_factors_of(self, kinds):
+        """The measured factor of each of ``kinds`` (a float64 array, in their order), or
+        None unless every one of them has one (module docstring)."""
+        if not self.kind_factors:
+            return None
+        by_name = dict(self.kind_factors)
+        got = [by_name.get(k.name) for k in kinds]
+        return None if not got or None in got else np.array(got, dtype=np.float64)
 
     def flops_per_s(self, dtype: str) -> float:
         return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
@@ -119,6 +144,21 @@ class Ceilings:
 
 _lock = threading.Lock()
 _data: dict | None = None
+
+
+def write_kind_factors(arch_name: str, factors: dict, source: str, path: Path = PATH) -> None:
+    """Put measured per-kind factors ({kind name: factor}) into measured[arch] (which
+    must exist: they correct a model whose ceilings were measured) and reload."""
+    kind_factors(factors, arch_name)   # refuse what the reader would refuse
+    data = json.loads(Path(path).read_text())
+    row = data.get("measured", {}).get(arch_name)
+    if row is None:
+        raise ValueError(f"no measured ceilings for {arch_name}: measure them first "
+                         "(python -m portgemm bench --ceilings)")
+    row[KIND_FACTORS] = {n: round(float(f), 4) for n, f in sorted(factors.items())}
+    row[KIND_FACTORS + "_source"] = source
+    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+    reload()
 
 
 def _load() -> dict:
@@ -232,8 +272,28 @@ def _ceilings_for(arch) -> Ceilings:
                         source=row.get("source", row.get("device", "")),
                         fp64_mma_flops_per_s=mma, half_mma_flops_per_s=half,
                         tf32_mma_flops_per_s=tf32, **mfma,
+                        kind_factors=kind_factors(row.get(KIND_FACTORS), arch.name),
                         **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)
+
+
+def kind_factors(table, arch_name: str = "") -> tuple:
+    """A measured entry's ``kind_factors`` ({kind name: factor}) as Ceilings holds them;
+    () where absent. A name outside the tile catalogue or a factor that is not a
+    positive number is a ValueError: the file is the project's own data."""
+    if not table:
+        return ()
+    from ..tiles import CATALOGUE
+    if not isinstance(table, dict):
+        raise ValueError(f"ceilings {arch_name}: {KIND_FACTORS} must map kind names to factors")
+    for name, f in table.items():
+        if name not in CATALOGUE:
+            raise ValueError(f"ceilings {arch_name}: {KIND_FACTORS} names unknown kind {name!r}")
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not math.isfinite(f) \
+                or f <= 0:
+            raise ValueError(f"ceilings {arch_name}: factor of {name} is {f!r}, "
+                             "not a positive number")
+    return tuple(sorted((str(n), float(f)) for n, f in table.items()))
 
 
 def use_in_memory(arch_name: str, entry: dict) -> None:
@@ -253,11 +313,16 @@ def use_in_memory(arch_name: str, entry: dict) -> None:
 
 
 def write_measured(arch_name: str, entry: dict, path: Path = PATH) -> None:
-    """Put ``entry`` (every name of FIELDS, plus device/source) under measured[arch]."""
+    """Put ``entry`` (every name of FIELDS, plus device/source) under measured[arch];
+    the optional figures of the entry there before (the MMA rates, the kind factors and
+    their sources), measured by other programs, stay unless ``entry`` has them."""
     missing = [f for f in FIELDS if f not in entry]
     if missing:
         raise ValueError(f"ceilings entry lacks {', '.join(missing)}")
     data = json.loads(Path(path).read_text()) if Path(path).exists() else {"specs": {}}
-    data.setdefault("measured", {})[arch_name] = entry
+    old = data.setdefault("measured", {}).get(arch_name, {})
+    kept = {k: v for k, v in old.items() if k not in FIELDS and k not in entry
+            and k not in ("device", "source")}
+    data["measured"][arch_name] = {**entry, **kept}
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
     reload()

@@ -55,6 +55,14 @@ on side streams, so there the figure is an upper bound). Rates come from the dev
 ceilings (portgemm/occupancy/ceilings.py: measured where the benchmark wrote them,
 modelled from the spec sheet otherwise).
 
+A kind with a measured factor (measured / modelled tile time of the kind run alone: a
+tuned family's, occupancy/tuned.py, or else the device's ``kind_factors`` in
+ceilings.json) has its tile time multiplied by it. On the H100 the fp64 kinds' factors
+run from 0.66 to 0.93 (64x64/w32x32; 32x32/w16x16 0.67): the model charges every
+tile's global loads at DRAM copy bandwidth, and a small tile's loads, mostly L2 hits,
+come faster, so one MMA rate for every MMA kind ranked the small MMA kinds below what
+they measure.
+
 A kind with measured path efficiencies (occupancy/vector_path.py: the 128 x 128 kinds
 on the H100) has its tile time scaled by scalar^(1 - f) x vector^f, f the batch's share
 of staged loads on the kernel's 16-byte path (planner/alignment.py; ``kind_costs(...,
@@ -124,7 +132,7 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None,
     ``share``: per kind, the batch's share of staged loads on the kernel's vector path
     (planner/alignment.share_for); the kinds with measured path efficiencies
     (occupancy/vector_path.py) have their tile time scaled by it. None: the model's
-    time."""
+    time (with the measured kind factors, :func:`measured_factor`, either way)."""
     c = ceilings_for(arch) if ceil is None else ceil
     # keyed by identity (a Ceilings hashes all its fields, slowly), confirmed on a hit
     key = (id(table), dtype if isinstance(dtype, str) else np.dtype(dtype).name, id(c),
@@ -162,7 +170,19 @@ def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
                      ceil=c, elem=e, flops_per_s=float(rate.max()),
                      active_max=float(active.max()), tile_warps_max=float(tile_warps.max()),
                      slots=cus * active, slots_max=cus * float(active.max()),
-                     factor=fam.factor_of(kinds) if fam else None)
+                     factor=measured_factor(fam, c, kinds, table))
+
+
+def measured_factor(fam, c: Ceilings, kinds, table):
+    """Per kind, measured / modelled tile time, or None (the model's own time): the tuned
+    family's factors where ``kinds`` are that family; else the device's measured kind
+    factors (ceilings.json ``kind_factors``: each kind run alone, one launch per kind)
+    where every kind has one and the table launches them so (not fused: a fused
+    kernel's tiles run with other figures); else None, as on any arch without them."""
+    f = fam.factor_of(kinds) if fam else None
+    if f is None and all(len(v.kinds) == 1 for v in getattr(table, "variants", ())):
+        f = c.kind_factors_of(kinds)
+    return f
 
 
 def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):

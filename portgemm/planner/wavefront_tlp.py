@@ -382,7 +382,12 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts_w, cs_w, steps_live, n_levels)
-    n_all = np.concatenate([r_n, c_n])
+    # where measured factors correct the kinds' tile times (a tuned family, the device's
+    # kind factors: cost_model.measured_factor), each kind on every GEMM, fitting or not,
+    # is a candidate too: on the H100 one fp64 MMA kind alone beat the ladders' mixes of
+    # launches by 5-15 % (bench/NOTES.md, session 8), and the corrected model prices it
+    one = one_kind_rows(counts_w, cs_w, steps_live, fk) if kc_ladder.factor is not None else None
+    n_all = np.concatenate([r_n, c_n] + ([one[0]] if one else []))
 
     def kinds_at(row):
         ladder, level = divmod(row, n_levels)
@@ -390,10 +395,13 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             return start
         if ladder < 2:
             return round_kinds(row)
-        return level_kinds(lo, hi, level, fk, start, live)
+        if ladder == 2:
+            return level_kinds(lo, hi, level, fk, start, live)
+        return np.full(B, level, dtype=start.dtype)   # one kind on every GEMM
 
     first = 0
-    S_all, M_all = np.concatenate([r_s, c_s]), np.concatenate([r_m, c_m])
+    S_all = np.concatenate([r_s, c_s] + ([one[1]] if one else []))
+    M_all = np.concatenate([r_m, c_m] + ([one[2]] if one else []))
 
     def choose(kc):
         """(best row, seconds per row, rows with a launch of two waves) of the
@@ -444,9 +452,10 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     t, th = gate(n_all[best])
     start_s = s_all[first]
     what = ("the largest fitting tiles" if best == first else
+            f"{kinds[level].kind} on every GEMM" if ladder == len(LADDERS) else
             f"{LADDERS[ladder]}, level {level}")
     notes.append(f"cost model: {len(s_all)} tilings weighed at once (3 ladders of {n_levels} "
-                 f"levels), kept {what}; predicted {s_all[best] * 1e3:.4g} ms (largest "
+                 f"levels{', each kind alone' if one else ''}), kept {what}; predicted {s_all[best] * 1e3:.4g} ms (largest "
                  f"fitting tiles: {start_s * 1e3:.4g} ms)")
     if t < th * (1 - 1e-9):
         if (rank[kidx][live] == 0).all():
@@ -455,6 +464,17 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             notes.append("threshold not reached: cost model predicts no smaller tiles faster "
                          "(TLP below the threshold only signals that smaller tiles may help)")
     return each(kidx), t, th, notes, s_all[best]
+
+
+def one_kind_rows(counts_w, cs_w, steps_live, fk):
+    """(tiles, tiles x K steps, most K steps of a live GEMM), each (kinds, kinds): row k
+    puts every GEMM on kind k (predict_rows' aggregates of those n_k candidates)."""
+    n_k = fk["n"]
+    eye = np.eye(n_k)
+    most = steps_live.max(axis=1) if steps_live.ndim == 2 else np.full(n_k, steps_live.max())
+    if most.shape[0] != n_k:   # one row of steps for every kind (one tk)
+        most = np.full(n_k, most[0])
+    return eye * counts_w.sum(axis=1), eye * cs_w.sum(axis=1), eye * most
 
 
 RULES = {"device": device_rule, "paper": paper_rule}
@@ -586,7 +606,9 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
     kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds))
-    return resource_bound(kc, tabs.counts, tabs.steps, tabs.penalty,
+    # the rule's one-kind candidates may put a GEMM on a tile that does not fit it
+    one_kind = kind_costs(req.arch, kinds, table, req.dtype).factor is not None
+    return resource_bound(kc, tabs.counts, tabs.steps, 0.0 if one_kind else tabs.penalty,
                           req.mode == "per-kind", tabs.floor(kc), tabs.inverse)
 
 

@@ -85,19 +85,25 @@ class DtypeSweep:
         """kind name -> geometric mean over its sizes of the factor that makes the model
         predict what was measured (kinds without one are left out: factor 1)."""
         out = {}
+        for name, fs in self.size_factors().items():
+            g = choose.geometric_mean(fs)
+            if g is not None:
+                out[name] = g
+        return out
+
+    def size_factors(self) -> dict:
+        """kind name -> per size, the factor that makes the model predict what was
+        measured (model.fit_factor), None where not measured or not told; the kinds
+        still in the sweep."""
+        out = {}
         for i, k in enumerate(self.kinds):
             if k.name in self.excluded:
                 continue
-            fs = []
-            for j, s in enumerate(self.sizes):
-                if np.isnan(self.ms[i, j]):
-                    continue
-                shapes = s.shapes()
-                fs.append(fit_factor(self.ms[i, j] * 1e-3, lambda f, k=k, shapes=shapes:
-                                     predicted_seconds(shapes, k, self.dtype, self.arch, f)))
-            g = choose.geometric_mean(fs)
-            if g is not None:
-                out[k.name] = g
+            out[k.name] = [
+                None if np.isnan(self.ms[i, j]) else fit_factor(
+                    self.ms[i, j] * 1e-3, lambda f, k=k, shapes=s.shapes():
+                    predicted_seconds(shapes, k, self.dtype, self.arch, f))
+                for j, s in enumerate(self.sizes)]
         return out
 
 

@@ -1,0 +1,101 @@
+"""python -m portgemm.tuning.kind_factors: measure how far the cost model is off for each
+kind of the default plan's own family, and keep that as device data.
+
+Each kind of the family (default: the dtype's, planner OUR_FAMILY) runs alone, one
+launch, on the tuning sweep's uniform sizes (tuning/space.py: M = N in 32..1024, K in
+32..1024, aligned and odd) and is checked against float64 as in ``tune``
+(tuning/sweep.py); its factor is the geometric mean over the sizes of measured /
+modelled tile time (DtypeSweep.factors). Unlike ``tune``, the family stays the one the
+planner uses and the factors go into the arch's measured ceilings (ceilings.json
+``kind_factors``), which do not go stale with the kernel source's hash: they say how
+the model errs per kind (bandwidth of small tiles' loads, the MMA kinds' issue), not
+which kinds to use. Random batches are not used to fit (the bench grid judges the
+result; fitting to it would tune to the grid).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m portgemm.tuning.kind_factors",
+        description="Time each kind of the default family alone on the tuning sweep's "
+                    "uniform sizes and fit the cost model's per-kind factors.")
+    p.add_argument("--dtype", default="float64", choices=("float32", "float64"))
+    p.add_argument("--family", default=None, help="default: the dtype's own family")
+    p.add_argument("--budget", type=float, default=120.0, help="seconds for the sweep")
+    p.add_argument("--quick", action="store_true", help="a few sizes only (a smoke run)")
+    p.add_argument("--out", type=Path, default=None, help="also write the table here (JSON)")
+    p.add_argument("--write", action="store_true",
+                   help="put the factors into portgemm/occupancy/ceilings.json")
+    p.add_argument("--ceilings", type=Path, default=None,
+                   help="with --write: this ceilings file instead of the package's (a dry "
+                        "run on the numpy backend may write there)")
+    p.add_argument("--backend", choices=("cuda", "numpy"), default=None)
+    return p
+
+
+def main(argv=None) -> int:
+    return run(parser().parse_args(sys.argv[1:] if argv is None else argv))
+
+
+def run(args, timer=None) -> int:
+    """The command (``timer``: the sweep's, for tests; default the device's)."""
+    from ..benchmark.device import open_device
+    from ..occupancy import ceilings
+    from ..planner.wavefront_tlp import our_family
+    from ..tiles import family
+    from . import space
+    from .sweep import device_timer, sweep_dtype
+
+    dev = open_device(args.backend)
+    arch = dev.be.arch()
+    fam = args.family or our_family(args.dtype, arch)
+    kinds = family(fam)
+    t0 = time.monotonic()
+    sw = sweep_dtype(dev, args.dtype, space.sizes(arch.compute_units, args.dtype, args.quick),
+                     kinds=kinds, timer=timer or device_timer, deadline=t0 + args.budget,
+                     show_progress=False)
+    factors, per_size = sw.factors(), sw.size_factors()
+    names = [s.name for s in sw.sizes]
+    print(f"{fam} on {dev.name()} ({arch.name}): measured / modelled tile time, "
+          f"{time.monotonic() - t0:.0f} s{' (budget ran out)' if sw.stopped else ''}")
+    for k in kinds:
+        row = per_size.get(k.name)
+        if row is None:
+            print(f"  {k.kind:16s} excluded: {sw.excluded.get(k.name)}")
+            continue
+        shown = [f for f in row if f is not None]
+        print(f"  {k.kind:16s} factor {factors.get(k.name, float('nan')):.3f}  "
+              f"(sizes {len(shown)}, min {min(shown, default=float('nan')):.2f}, "
+              f"max {max(shown, default=float('nan')):.2f})")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({
+            "arch": arch.name, "device": dev.name(), "family": fam, "dtype": args.dtype,
+            "factors": factors, "sizes": names, "ms": sw.ms.tolist(),
+            "predicted_ms": sw.predicted_ms.tolist(), "per_size_factors": per_size,
+            "excluded": sw.excluded, "kinds": [k.name for k in kinds]}, indent=1) + "\n")
+    if args.write:
+        if dev.kind == "host" and args.ceilings is None:
+            print("error: the numpy backend times the host, not a GPU", file=sys.stderr)
+            return 2
+        if len(factors) != len(kinds):
+            print("error: not every kind has a factor; nothing written", file=sys.stderr)
+            return 1
+        path = ceilings.PATH if args.ceilings is None else args.ceilings
+        ceilings.write_kind_factors(arch.name, factors, path=path, source=(
+            f"python -m portgemm.tuning.kind_factors --dtype {args.dtype} on {dev.name()}: "
+            f"{fam}'s kinds alone on {len(names)} uniform sizes, geometric mean of measured "
+            "/ modelled"))
+        print(f"wrote {len(factors)} kind factors into {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
