@@ -10,6 +10,7 @@
 #   ncu       Nsight Compute (--set full) of NCU_CASES (tools/ncu_case.py args, ';'-separated)
 #   profile   tools/profile_host.py (attribute costs, stage times, cProfile of a call)
 #   splitk    bench/split_k_bench.py (split-K against split_k=False and cuBLAS grouped)
+#   fp64      bench/kernel_bench.py --dtype float64 and bench/fp64_default.py (old vs new default)
 #   half      fp16/bf16/tf32 peer grid (bench/kernel_bench.py --dtype HALF_DTYPES, HALF_ARGS)
 #             and the MoE bench, uniform and Zipf routing (bench/moe_bench.py MOE_ARGS):
 #             half_grid.*, moe.*, moe_zipf.*, half.log
@@ -33,6 +34,9 @@ for part in "$@"; do
           cp portgemm/occupancy/tuned/*.json "$OUT/" ;;
     grid) bash bench/device_bench.sh grid 2>&1 | tail -40 ;;
     kernel) python3 bench/kernel_bench.py --out "$OUT" 2>&1 | tail -60 ;;
+    fp64) python3 bench/kernel_bench.py --dtype float64 --out "$OUT" > "$OUT/fp64.log" 2>&1
+          python3 bench/fp64_default.py --out "$OUT/fp64_default.json" 2>&1 | tee "$OUT/fp64_default.txt" | tail -20
+          grep -a -E "geomean" "$OUT/fp64.log" | tail -5 ;;
     splitk) python3 bench/split_k_bench.py --out "$OUT" 2>&1 | tee "$OUT/split_k.txt" | tail -40 ;;
     half) python3 bench/kernel_bench.py --dtype "${HALF_DTYPES:-float16,bfloat16,tf32,3xtf32}" ${HALF_ARGS:-} \
             --out "$OUT" > "$OUT/half.log" 2>&1; echo "kernel_bench (tensor-core grid): exit $?"
