@@ -307,8 +307,15 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     hold = _holds(n_levels)                             # (levels, L1 * L1)
     n = hold @ t_n.reshape(L1 * L1, n_k)                 # integers: exact in any order
     S = hold @ t_s.reshape(L1 * L1, n_k)
-    Mx = (hold[:, :, None] * t_m.reshape(L1 * L1, n_k)[None]).max(axis=1)
-    return n, S, Mx
+    # level j's most steps: the max over runs lo <= j < hi, from two running maxima
+    # (over hi from the top, then over lo from the bottom): R[lo, h] = max over hi >= h,
+    # C[l, h] = max over lo <= l of R[lo, h], and level j reads C[j, j + 1] (maxima of
+    # steps >= 0, 0 where no run holds the level: the masked maximum's numbers)
+    t_m = t_m.reshape(L1, L1, n_k)
+    R = np.maximum.accumulate(t_m[:, ::-1], axis=1)[:, ::-1]
+    C = np.maximum.accumulate(R, axis=0)
+    lv = np.arange(n_levels)
+    return n, S, C[lv, lv + 1]
 
 
 @lru_cache(maxsize=32)

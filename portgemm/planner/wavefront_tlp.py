@@ -331,7 +331,8 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         cs_w = np.multiply(cs, tabs.weights, out=cs_w)
     else:
         counts_w, cs_w = counts, cs
-    start_counts = counts_w.reshape(-1).take(start * B + cols)
+    start_at = start * B + cols   # each column's start in the flat (kinds, batch) tables
+    start_counts = counts_w.reshape(-1).take(start_at)
     n0 = np.bincount(start, weights=start_counts, minlength=n_k)
     g0 = gate(n0)
     if not B or not live.any():
@@ -339,10 +340,10 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
 
     floor = tabs.floor(kc)
     if g0[0] >= g0[1] * (1 - 1e-9):   # the largest fitting tiles fill the device: kept
-        steps_start = steps_live if fk["one_tk"] else steps_live.reshape(-1).take(start * B + cols)
+        steps_start = steps_live if fk["one_tk"] else steps_live.reshape(-1).take(start_at)
         Mx0 = np.zeros(n_k)
         np.maximum.at(Mx0, start, steps_start)
-        S0 = np.bincount(start, weights=cs_w.reshape(-1).take(start * B + cols), minlength=n_k)
+        S0 = np.bincount(start, weights=cs_w.reshape(-1).take(start_at), minlength=n_k)
         s0, _, two = predict_rows(kc, n0[None], S0[None], Mx0[None], per_kind, floor, lower=True)
         s0 = tile_by_tile(start) if two[0] else float(s0[0])
         notes.append(f"cost model: the largest fitting tiles reach the TLP threshold, kept; "
@@ -368,8 +369,10 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     T_fast = T_allowed.min(axis=0)                         # each GEMM's fastest tile
     fastest = first_kind(T_allowed == T_fast, fk)
     least = first_kind(work == work.min(axis=0), fk)
-    t_fast = float(T_fast[live].max())    # below this cap every GEMM is at its fastest
-    t_long = float(T.reshape(-1).take(start * B + cols)[live].max())
+    # maxima over the live columns: tile times are positive and finite, so x 1 keeps a
+    # live one and x 0 puts the others below every live one (some column is live)
+    t_fast = float((T_fast * live).max())    # below this cap every GEMM is at its fastest
+    t_long = float((T.reshape(-1).take(start_at) * live).max())
     n_caps = MAX_CAPS                         # the longest tiles shrink first
     for j in range(1, MAX_CAPS + 1):
         if t_long / 2.0 ** j < t_fast:
@@ -449,7 +452,8 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
                  f"levels), kept {what}; predicted {s_all[best] * 1e3:.4g} ms (largest "
                  f"fitting tiles: {start_s * 1e3:.4g} ms)")
     if t < th * (1 - 1e-9):
-        if (rank[kidx][live] == 0).all():
+        # every live column at the smallest area: no tiles of a larger kind in the row
+        if not n_all[best][rank > 0].any():
             notes.append("threshold not reached: every GEMM already at the smallest tile")
         else:
             notes.append("threshold not reached: cost model predicts no smaller tiles faster "
