@@ -192,7 +192,7 @@ class BatchTables:
         self._gm = np.ceil(qm, out=gm)
         self._gn = np.ceil(qn, out=gn)
         self.counts = np.multiply(gm, gn, out=counts)           # (kinds, batch)
-        self.live = (M > 0) & (N > 0) if rows is None else rows.live
+        self.live = np.minimum(M, N) > 0 if rows is None else rows.live   # M > 0 and N > 0
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
             fit = np.minimum(count_le(fk["tm"], shapes[:, 0]), count_le(fk["tn"], shapes[:, 1]))
             self._start = np.maximum(fit - 1, 0)               # the largest fitting tile
@@ -255,7 +255,8 @@ class BatchTables:
                 M, N, K = self.M, self.N, self.K
             else:   # the whole batch's rows, as without classes
                 M, N, K = self._full.T.astype(np.float64)
-            self._sums[:] = [float((M * K + K * N + M * N).sum()), float((M * N * K).sum())]
+            MN = M * N   # the same products, in the same order, as M * K + K * N + M * N
+            self._sums[:] = [float((M * K + K * N + MN).sum()), float((MN * K).sum())]
         elems, fmas = self._sums
         return max(kc.elem * elems / kc.ceil.copy_bytes_per_s, 2.0 * fmas / kc.flops_per_s)
 
