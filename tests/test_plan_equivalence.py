@@ -121,6 +121,44 @@ def test_random_plans_equal_the_recorded_ones():
     assert not bad, "\n".join(bad[:20])
 
 
+def _old_vector_share(shapes, aligned, tm, tn, tk):
+    """alignment.vector_share as it was before the miss path's rewrite (each quotient
+    divided twice, numpy's rounding of the share)."""
+    M, N, K = np.asarray(shapes, dtype=np.float64).T
+    a, b = np.asarray(aligned, dtype=np.float64).T
+    out = np.zeros(len(tm))
+    for i, (m, n, k) in enumerate(zip(tm, tn, tk)):
+        fm, fn, fk = np.floor(M / m), np.floor(N / n), np.floor(K / k)
+        gm, gn = np.ceil(M / m), np.ceil(N / n)
+        total = float(np.dot(gm * gn, np.ceil(K / k)))
+        fast = m * np.dot(a * fm, gn * fk) + n * np.dot(b * fn, gm * fk)
+        out[i] = fast / (m + n) / total if total > 0 else 0.0
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vector_share_equals_its_previous_formula(seed):
+    """share_for's figures (one quotient per dimension, Python's rounding of the share)
+    are the previous formula's, bit for bit, on random batches and operand layouts."""
+    from portgemm.occupancy import get_arch
+    from portgemm.planner import alignment
+    from portgemm.tiles import FAMILIES
+    rng = np.random.default_rng(seed)
+    shapes = random_shapes(rng, int(rng.integers(1, 3000)))
+    lds = shapes[:, 2:0:-1] + rng.integers(0, 3, (shapes.shape[0], 2)) * (rng.random() < 0.5)
+    rows = alignment.aligned_rows(shapes, "float32", lds)
+    kinds = FAMILIES["portgemm"]
+    tm, tn, tk = ([getattr(k, a) for k in kinds] for a in ("tm", "tn", "tk"))
+    want = _old_vector_share(shapes, rows, tm, tn, tk)
+    assert alignment.vector_share(shapes, rows, tm, tn, tk).tolist() == want.tolist()
+    has = [i for i, k in enumerate(kinds) if k.kind.startswith("128x128")]
+    f = np.zeros(len(kinds))
+    f[has] = want[has]
+    rounded = (np.round(f / alignment.SHARE_STEP) * alignment.SHARE_STEP).tolist()
+    alignment._last[0] = None
+    assert list(alignment.share_for(get_arch("sm_90"), "float32", kinds, shapes, rows)) == rounded
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--write"]:
