@@ -262,13 +262,14 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
         np.maximum.at(t_m, flat, steps_live.reshape(-1))
     t_start, rest = np.divmod(present, n * nmb * nnb)
     t_least, t_bucket = np.divmod(rest, nmb * nnb)
-    levels = np.minimum(np.arange(n_levels), n - 1)
-    path = seq.reshape(nmb * nnb, n, n)
-    t_bucket = t_bucket[:, None]
-    kinds_at = np.concatenate([path[t_bucket, t_start[:, None], levels],
-                               path[t_bucket, t_least[:, None], levels]], axis=1).T  # (2L, types)
+    path, row_base = _round_paths(seq, n_levels)
+    # (2L, types): row j < L the kind j rounds from the start, row L + j from the least
+    base = np.concatenate([t_start, t_least]).reshape(2, -1)
+    base += n * t_bucket
+    kinds_at = path.take(base.reshape(-1), axis=0)
+    kinds_at = kinds_at.reshape(2, -1, n_levels).transpose(0, 2, 1).reshape(2 * n_levels, -1)
     cell = (present * n)[None, :] + kinds_at
-    rows = (np.arange(2 * n_levels) * n)[:, None] + kinds_at
+    rows = row_base + kinds_at
     size = 2 * n_levels * n
     agg_n = np.bincount(rows.reshape(-1), weights=t_n.take(cell).reshape(-1), minlength=size)
     agg_s = np.bincount(rows.reshape(-1), weights=t_s.take(cell).reshape(-1), minlength=size)
@@ -282,6 +283,30 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
         place[present] = np.arange(present.shape[0])
         return kinds_at[row].take(place.take(typ))
     return (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n)), kinds_of
+
+
+_paths_memo: dict = {}
+
+
+def _round_paths(seq: np.ndarray, n_levels: int):
+    """typed_rounds' constants for one round table and number of levels (memoised by
+    the table's identity, which is itself memoised per family): (path, row_base), path
+    ((buckets x kinds), levels) the kind after j rounds from each (bucket, base kind),
+    capped at the last round, and row_base ((2L, 1)) each ladder row's offset."""
+    key = (id(seq), n_levels)
+    hit = _paths_memo.get(key)
+    if hit is not None and hit[0] is seq:
+        return hit[1]
+    n = seq.shape[-1]
+    levels = np.minimum(np.arange(n_levels), n - 1)
+    path = np.ascontiguousarray(seq.reshape(-1, n)[:, levels])
+    row_base = (np.arange(2 * n_levels) * n)[:, None]
+    for a in (path, row_base):
+        a.flags.writeable = False
+    if len(_paths_memo) > 256:
+        _paths_memo.clear()
+    _paths_memo[key] = (seq, (path, row_base))
+    return path, row_base
 
 
 def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
