@@ -274,10 +274,12 @@ def notes_for_shapes(shapes: np.ndarray) -> list[str]:
     if not zero.any():   # the common case: one pass
         return []
     notes = []
-    empty = int(((shapes[:, 0] == 0) | (shapes[:, 1] == 0)).sum())
+    # from the one comparison above: sizes are >= 0, so > 0 is "not == 0"
+    no_tiles = zero[:, 0] | zero[:, 1]
+    empty = int(np.count_nonzero(no_tiles))
     if empty:
         notes.append(f"{empty} GEMM(s) with M or N == 0 get no tiles")
-    k0 = int(((shapes[:, 2] == 0) & (shapes[:, 0] > 0) & (shapes[:, 1] > 0)).sum())
+    k0 = int(np.count_nonzero(zero[:, 2] > no_tiles))   # K == 0 and M, N > 0
     if k0:
         notes.append(f"{k0} GEMM(s) with K == 0 get tiles that only write beta*C")
     return notes
