@@ -63,7 +63,8 @@ def vector_share(shapes: np.ndarray, aligned: np.ndarray, tm, tn, tk) -> np.ndar
 def _tile_share(M, N, K, a, b, m: int, n: int, k: int) -> float:
     """vector_share of one tile shape (m, n, k) over the batch's rows M, N, K and aligned
     flags a, b (float64): each quotient divided once, floored and ceiled from it."""
-    qm, qn, qk = M / m, N / n, K / k
+    # a power of two's reciprocal is exact, and so is the product: the same quotients
+    qm, qn, qk = (v * (1.0 / e) if e & (e - 1) == 0 else v / e for v, e in ((M, m), (N, n), (K, k)))
     fm, fn, fk = np.floor(qm), np.floor(qn), np.floor(qk)
     gm, gn = np.ceil(qm, out=qm), np.ceil(qn, out=qn)
     total = float(np.dot(gm * gn, np.ceil(qk, out=qk)))

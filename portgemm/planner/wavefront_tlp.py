@@ -187,8 +187,13 @@ class BatchTables:
             s = (rows.M, rows.N, rows.K)
         M, N, K = self.M, self.N, self.K = s[0], s[1], s[2]
         self._sums = [] if rows is None else rows._sums   # filled by floor() on first use
-        self._qm = np.divide(M, fk["tm_c"], out=qm)
-        self._qn = np.divide(N, fk["tn_c"], out=qn)
+        inv = fk["inv"]   # reciprocals of power-of-two edges: the same quotients, faster
+        if inv is None:
+            self._qm = np.divide(M, fk["tm_c"], out=qm)
+            self._qn = np.divide(N, fk["tn_c"], out=qn)
+        else:
+            self._qm = np.multiply(M, inv["tm_c"], out=qm)
+            self._qn = np.multiply(N, inv["tn_c"], out=qn)
         self._gm = np.ceil(qm, out=gm)
         self._gn = np.ceil(qn, out=gn)
         self.counts = np.multiply(gm, gn, out=counts)           # (kinds, batch)
@@ -214,7 +219,10 @@ class BatchTables:
                                    out=buffer(("penalty", slot), (n_k, B), batch=B))
         if fk["one_tk"]:   # a GEMM's steps are the same for every kind: one row
             steps, steps_live = steps[:1], steps_live[:1]
-        np.divide(K, fk["tk"][:1, None] if fk["one_tk"] else fk["tk_c"], out=steps)
+        if inv is None:
+            np.divide(K, fk["tk"][:1, None] if fk["one_tk"] else fk["tk_c"], out=steps)
+        else:
+            np.multiply(K, inv["tk1"] if fk["one_tk"] else inv["tk_c"], out=steps)
         self.steps = np.ceil(steps, out=steps)[0] if fk["one_tk"] else np.ceil(steps, out=steps)
         # steps are finite and >= 0: x 1 or x 0 is where(live, steps, 0) exactly
         self.steps_live = np.multiply(self.steps, self.live,
