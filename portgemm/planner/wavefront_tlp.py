@@ -376,13 +376,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     work += tabs.penalty                                  # not allowed: out of reach
     np.add(T, tabs.penalty, out=T_allowed)
     T_fast = T_allowed.min(axis=0)                         # each GEMM's fastest tile
-    # the fastest tile's mask (the first kind of least time): where the running "some
-    # kind so far is fastest" turns true
-    seen = np.logical_or.accumulate(np.equal(T_allowed, T_fast, out=buffer(
-        "fastest", counts.shape, np.bool_, B)), axis=0)
-    fastest = np.empty_like(seen)
-    fastest[0] = seen[0]
-    np.greater(seen[1:], seen[:-1], out=fastest[1:])
+    fastest = first_kind(T_allowed == T_fast, fk)
     least = first_kind(work == work.min(axis=0), fk)
     # maxima over the live columns: tile times are positive and finite, so x 1 keeps a
     # live one and x 0 puts the others below every live one (some column is live)
@@ -398,7 +392,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         fk, (tabs.shapes[:, 0], tabs.shapes[:, 1]), start, least, counts_w, cs_w, steps_live,
         n_levels,
         None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
-    lo, hi = cap_events(work, T, allowed, fastest, t_long, n_caps, n_levels)
+    lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = cap_aggregates(lo, hi, counts_w, cs_w, steps_live, n_levels)
     n_all = np.concatenate([r_n, c_n])
 
