@@ -60,7 +60,7 @@ def family_keys(kinds: tuple):
     # x / edge is x x (1 / edge) exactly where every edge is a power of two (a product is
     # about twice as fast as a quotient over a (kinds, batch) table)
     pow2 = all(e > 0 and e & (e - 1) == 0 for k in kinds for e in (k.tm, k.tn, k.tk))
-    return {"m_edges": m_edges, "n_edges": n_edges,
+    return _read_only({"m_edges": m_edges, "n_edges": n_edges,
             "inv": None if not pow2 else {"tm_c": col(1.0 / tm), "tn_c": col(1.0 / tn),
                                           "tk_c": col(1.0 / tk), "tk1": 1.0 / tk[:1, None]},
             "start_of_bucket": None if nested else _start_of_bucket(kinds, rank, m_edges, n_edges),
@@ -69,7 +69,18 @@ def family_keys(kinds: tuple):
             "rank_c": col(rank), "start_key_c": col(rank * (2 * n) + idx),
             "start_key1_c": col(rank * (2 * n) + idx + 1),
             "order_key": rank * n + idx, "rank0_c": col(rank == 0), "nested": nested,
-            "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)}
+            "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)})
+
+
+def _read_only(constants: dict) -> dict:
+    """``constants`` with every array in it (nested dicts too) made read-only: they are
+    shared by every plan of the family (and count_le keeps its tables by their identity)."""
+    for v in constants.values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+        elif isinstance(v, dict):
+            _read_only(v)
+    return constants
 
 
 def _start_of_bucket(kinds: tuple, rank: np.ndarray, m_edges, n_edges):
@@ -132,8 +143,19 @@ def count_le(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
     GEMMs."""
     if values.dtype.kind not in "iu":
         return edges.searchsorted(values, "right")
-    table = _count_table(tuple(edges.tolist()))
+    hit = _tables_by_id.get(id(edges))   # the edges are kept per-family arrays
+    if hit is not None and hit[0] is edges:
+        table = hit[1]
+    else:
+        table = _count_table(tuple(edges.tolist()))
+        if len(_tables_by_id) > 256:
+            _tables_by_id.clear()
+        if not edges.flags.writeable:   # read-only: its table stays its table
+            _tables_by_id[id(edges)] = (edges, table)
     return table.take(np.minimum(values, table.shape[0] - 1))
+
+
+_tables_by_id: dict = {}   # id(edges) -> (edges, count_le's table), read-only edges only
 
 
 def first_kind(mask: np.ndarray, fk) -> np.ndarray:
@@ -193,7 +215,7 @@ def round_table(kinds: tuple):
     kind of the next smaller area; still once at the smallest), for j < kinds."""
     fk = family_keys(kinds)
     n, rank = fk["n"], fk["rank"]
-    m_edges, n_edges = np.unique(fk["tm"]), np.unique(fk["tn"])
+    m_edges, n_edges = fk["m_edges"], fk["n_edges"]
     seq = np.empty((len(m_edges) + 1, len(n_edges) + 1, n, n), dtype=np.int64)
     for mb in range(len(m_edges) + 1):
         for nb in range(len(n_edges) + 1):
