@@ -182,7 +182,16 @@ def resolve_arch(arch):
         return arch
     if not isinstance(arch, str):
         raise ValidationError(f"arch must be an Arch or a name, got {type(arch).__name__}")
-    return get_arch(arch)
+    hit = _arch_of_name.get(arch)   # get_arch normalises the name (regexes) each call
+    if hit is None:
+        hit = get_arch(arch)
+        if len(_arch_of_name) >= 64:
+            _arch_of_name.clear()
+        _arch_of_name[arch] = hit
+    return hit
+
+
+_arch_of_name: dict = {}   # name as given -> get_arch's Arch (the table is fixed)
 
 
 # Numeric options: name -> (least, greatest, integer only). The upper ends are far past

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..occupancy.vector_path import efficiencies
 from ..tiles import ITEMSIZE
+from .memo import family_token
 
 
 def aligned_rows(shapes: np.ndarray, dtype: str, lds=None) -> np.ndarray:
@@ -54,14 +55,22 @@ def vector_share(shapes: np.ndarray, aligned: np.ndarray, tm, tn, tk) -> np.ndar
     done = {}   # kinds of one tile shape (128x128/8x8 and /16x8) share the figure
     for i, mnk in enumerate(zip(tm, tn, tk)):
         if mnk not in done:
-            m, n, k = mnk
-            fm, fn, fk = np.floor(M / m), np.floor(N / n), np.floor(K / k)
-            gm, gn = np.ceil(M / m), np.ceil(N / n)
-            total = float(np.dot(gm * gn, np.ceil(K / k)))
-            fast = m * np.dot(a * fm, gn * fk) + n * np.dot(b * fn, gm * fk)
-            done[mnk] = fast / (m + n) / total if total > 0 else 0.0
+            done[mnk] = _tile_share(M, N, K, a, b, *mnk)
         out[i] = done[mnk]
     return out
+
+
+def _tile_share(M, N, K, a, b, m: int, n: int, k: int) -> float:
+    """vector_share of one tile shape (m, n, k) over the batch's rows M, N, K and aligned
+    flags a, b (float64): each quotient divided once, floored and ceiled from it."""
+    # a power of two's reciprocal is exact, and so is the product: the same quotients
+    qm, qn, qk = (v * (1.0 / e) if e & (e - 1) == 0 else v / e for v, e in ((M, m), (N, n), (K, k)))
+    fm, fn, fk = np.floor(qm), np.floor(qn), np.floor(qk)
+    gm, gn = np.ceil(qm, out=qm), np.ceil(qn, out=qn)
+    total = float(np.dot(gm * gn, np.ceil(qk, out=qk)))
+    fast = m * np.dot(np.multiply(a, fm, out=fm), gn * fk) + n * np.dot(
+        np.multiply(b, fn, out=fn), np.multiply(gm, fk, out=fk))
+    return fast / (m + n) / total if total > 0 else 0.0
 
 
 # the share is rounded to this step: kind_costs memoises per share, and a batch's share
@@ -82,17 +91,48 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None):
     if hit is not None and hit[1] is shapes and hit[2] is aligned and hit[3] is kinds \
             and hit[0] == (arch.name, dtype):
         return hit[4]
-    eff = efficiencies(arch.name, dtype, kinds)
-    if eff is None:
+    shared = _shared_tiles(arch.name, dtype, kinds)
+    if shared is None:
         return None
     rows = aligned_rows(shapes, dtype) if aligned is None else aligned
-    has = np.flatnonzero((eff[0] != 1.0) | (eff[1] != 1.0))
-    f = np.zeros(len(kinds))
-    f[has] = vector_share(shapes, rows, [kinds[i].tm for i in has],
-                          [kinds[i].tn for i in has], [kinds[i].tk for i in has])
-    share = tuple((np.round(f / SHARE_STEP) * SHARE_STEP).tolist())
+    f = [0.0] * len(kinds)
+    if shared:
+        M, N, K = np.asarray(shapes, dtype=np.float64).T
+        a, b = np.asarray(rows, dtype=np.float64).T
+        for mnk, where in shared:
+            v = _tile_share(M, N, K, a, b, *mnk)
+            for i in where:
+                f[i] = v
+    # round half to even, as np.round; f x 64 and its multiple of 1/64 are exact
+    share = tuple(round(x / SHARE_STEP) * SHARE_STEP for x in f)
     _last[0] = ((arch.name, dtype), shapes, aligned, kinds, share)
     return share
+
+
+_shared_memo: dict = {}
+
+
+def _shared_tiles(arch_name: str, dtype: str, kinds):
+    """None where no kind of ``kinds`` has measured path efficiencies, else the tile
+    shapes (tm, tn, tk) of the kinds that do, each with those kinds' indices (kinds of
+    one shape share one figure); memoised per (arch, dtype, family)."""
+    key = (arch_name, dtype, family_token(kinds))
+    hit = _shared_memo.get(key, _shared_memo)
+    if hit is not _shared_memo:
+        return hit
+    eff = efficiencies(arch_name, dtype, kinds)
+    if eff is None:
+        out = None
+    else:
+        groups: dict = {}
+        for i in np.flatnonzero((eff[0] != 1.0) | (eff[1] != 1.0)).tolist():
+            k = kinds[i]
+            groups.setdefault((k.tm, k.tn, k.tk), []).append(i)
+        out = tuple((mnk, tuple(where)) for mnk, where in groups.items())
+    if len(_shared_memo) > 256:
+        _shared_memo.clear()
+    _shared_memo[key] = out
+    return out
 
 
 def share_of(req, kinds):

@@ -44,12 +44,15 @@ def _dim_codes(v: np.ndarray, step: int, patterns, limit: int):
     exactly when ceil(v / step) and the divisibility pattern (``patterns``: (table over
     v mod period, period, patterns), or None for none) agree; None where more than
     ``limit`` codes are present, or the sizes span more than MAX_SPAN steps per GEMM."""
-    q = np.ceil(np.true_divide(v, step))   # exact: v < 2**31
-    low, high = float(q.min()), float(q.max())
+    if step & (step - 1) == 0:   # ceil(v / step) by a shift: integers throughout
+        q = np.right_shift(v + (step - 1), step.bit_length() - 1)
+    else:
+        q = np.ceil(np.true_divide(v, step)).astype(np.int64)   # exact: v < 2**31
+    low, high = int(q.min()), int(q.max())
     if high - low >= MAX_SPAN * v.shape[0]:   # the counts below would be a huge array
         return None
     q -= low
-    code = q.astype(np.int64)
+    code = q
     size = np.bincount(code)
     if np.count_nonzero(size) > limit:   # too many already, before the patterns
         return None

@@ -503,8 +503,11 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
     C = n.shape[0]
     busy = n > 0
     if per_kind:
-        waves, last = waves_of(n, kc.slots)
-        r, u = tiles_sharing(kc, np.concatenate([n, last]), kc.active, kc.tile_warps)
+        # waves_of, with the whole waves before the last kept for the span below
+        waves = np.ceil(np.asarray(n, dtype=np.float64) / kc.slots - 1e-9)
+        before = np.maximum(waves - 1.0, 0.0)
+        r, u = tiles_sharing(kc, np.concatenate([n, n - before * kc.slots]), kc.active,
+                             kc.tile_warps)
         safe = np.where(busy, n, 1.0)
     else:
         total = n.sum(axis=1)
@@ -512,9 +515,10 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
         safe = np.where(busy_t, total, 1.0)
         # integers: exact in any summation order
         warps = np.where(busy_t, (n @ kc.tile_warps) / safe, kc.tile_warps_max)
-        waves, last = waves_of(total, kc.slots_max)
-        r, u = tiles_sharing(kc, np.concatenate([total, last]), kc.active_max,
-                             np.concatenate([warps, warps]))
+        waves = np.ceil(np.asarray(total, dtype=np.float64) / kc.slots_max - 1e-9)
+        before = np.maximum(waves - 1.0, 0.0)
+        r, u = tiles_sharing(kc, np.concatenate([total, total - before * kc.slots_max]),
+                             kc.active_max, np.concatenate([warps, warps]))
         r, u = r[:, None], u[:, None]
     pro, step, epi = stage_times(kc, r, u)
     pe = (pro + epi).reshape(2, C, -1)        # [0]: the launch's sharing, [1]: its last wave's
@@ -523,26 +527,30 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
     longest = np.where(busy, pe[0] + Mx * step[0], 0.0)
     if per_kind:
         means = sums / safe
-        span = np.maximum(longest, np.maximum(waves - 1.0, 0.0) * means[0] + means[1])
+        span = np.maximum(longest, before * means[0] + means[1])
         exec_s = np.add.accumulate(span, axis=1)[:, -1]   # kinds one after another, in order
         launches = busy.sum(axis=1)
     else:
         means = sums.sum(axis=2) / safe
-        exec_s = np.maximum(longest.max(axis=1), np.maximum(waves - 1.0, 0.0) * means[0] + means[1])
+        exec_s = np.maximum(longest.max(axis=1), before * means[0] + means[1])
         launches = busy_t
-    out = np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_s, floor), 0.0)
+    fixed = launches * kc.ceil.launch_s
+    out = np.where(launches, fixed + np.maximum(exec_s, floor), 0.0)
     if not lower:
         return out
     two = waves == 2.0
     if per_kind:   # a launch beside others is priced by the formula (module docstring)
         two &= (launches == 1)[:, None]
+    if not two.any():   # no launch of two waves: the bound is the price itself
+        return out, out.copy(), np.zeros(C, dtype=bool)
+    if per_kind:
         span_lo = np.where(two, np.maximum(longest, sums[1] / kc.slots), span)
         exec_lo = np.add.accumulate(span_lo, axis=1)[:, -1]
         two = two.any(axis=1)
     else:
         exec_lo = np.where(two, np.maximum(longest.max(axis=1),
                                            sums[1].sum(axis=1) / kc.slots_max), exec_s)
-    lo = np.where(launches, launches * kc.ceil.launch_s + np.maximum(exec_lo, floor), 0.0)
+    lo = np.where(launches, fixed + np.maximum(exec_lo, floor), 0.0)
     return out, np.minimum(lo, out), two
 
 

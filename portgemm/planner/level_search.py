@@ -57,14 +57,30 @@ def family_keys(kinds: tuple):
     nested = bool((rank == idx).all() and (np.diff(tm) >= 0).all() and (np.diff(tn) >= 0).all())
     col = lambda a: a[:, None]  # noqa: E731  (a kind column against a batch row)
     m_edges, n_edges = np.unique(tm), np.unique(tn)
-    return {"m_edges": m_edges, "n_edges": n_edges,
+    # x / edge is x x (1 / edge) exactly where every edge is a power of two (a product is
+    # about twice as fast as a quotient over a (kinds, batch) table)
+    pow2 = all(e > 0 and e & (e - 1) == 0 for k in kinds for e in (k.tm, k.tn, k.tk))
+    return _read_only({"m_edges": m_edges, "n_edges": n_edges,
+            "inv": None if not pow2 else {"tm_c": col(1.0 / tm), "tn_c": col(1.0 / tn),
+                                          "tk_c": col(1.0 / tk), "tk1": 1.0 / tk[:1, None]},
             "start_of_bucket": None if nested else _start_of_bucket(kinds, rank, m_edges, n_edges),
             "kinds": kinds, "tm": tm, "tn": tn, "tk": tk, "rank": rank, "idx": idx, "n": n,
             "tm_c": col(tm), "tn_c": col(tn), "tk_c": col(tk), "idx_c": col(idx),
             "rank_c": col(rank), "start_key_c": col(rank * (2 * n) + idx),
             "start_key1_c": col(rank * (2 * n) + idx + 1),
             "order_key": rank * n + idx, "rank0_c": col(rank == 0), "nested": nested,
-            "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)}
+            "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)})
+
+
+def _read_only(constants: dict) -> dict:
+    """``constants`` with every array in it (nested dicts too) made read-only: they are
+    shared by every plan of the family (and count_le keeps its tables by their identity)."""
+    for v in constants.values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+        elif isinstance(v, dict):
+            _read_only(v)
+    return constants
 
 
 def _start_of_bucket(kinds: tuple, rank: np.ndarray, m_edges, n_edges):
@@ -127,8 +143,19 @@ def count_le(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
     GEMMs."""
     if values.dtype.kind not in "iu":
         return edges.searchsorted(values, "right")
-    table = _count_table(tuple(edges.tolist()))
+    hit = _tables_by_id.get(id(edges))   # the edges are kept per-family arrays
+    if hit is not None and hit[0] is edges:
+        table = hit[1]
+    else:
+        table = _count_table(tuple(edges.tolist()))
+        if len(_tables_by_id) > 256:
+            _tables_by_id.clear()
+        if not edges.flags.writeable:   # read-only: its table stays its table
+            _tables_by_id[id(edges)] = (edges, table)
     return table.take(np.minimum(values, table.shape[0] - 1))
+
+
+_tables_by_id: dict = {}   # id(edges) -> (edges, count_le's table), read-only edges only
 
 
 def first_kind(mask: np.ndarray, fk) -> np.ndarray:
@@ -188,7 +215,7 @@ def round_table(kinds: tuple):
     kind of the next smaller area; still once at the smallest), for j < kinds."""
     fk = family_keys(kinds)
     n, rank = fk["n"], fk["rank"]
-    m_edges, n_edges = np.unique(fk["tm"]), np.unique(fk["tn"])
+    m_edges, n_edges = fk["m_edges"], fk["n_edges"]
     seq = np.empty((len(m_edges) + 1, len(n_edges) + 1, n, n), dtype=np.int64)
     for mb in range(len(m_edges) + 1):
         for nb in range(len(n_edges) + 1):
@@ -262,13 +289,14 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
         np.maximum.at(t_m, flat, steps_live.reshape(-1))
     t_start, rest = np.divmod(present, n * nmb * nnb)
     t_least, t_bucket = np.divmod(rest, nmb * nnb)
-    levels = np.minimum(np.arange(n_levels), n - 1)
-    path = seq.reshape(nmb * nnb, n, n)
-    t_bucket = t_bucket[:, None]
-    kinds_at = np.concatenate([path[t_bucket, t_start[:, None], levels],
-                               path[t_bucket, t_least[:, None], levels]], axis=1).T  # (2L, types)
+    path, row_base = _round_paths(seq, n_levels)
+    # (2L, types): row j < L the kind j rounds from the start, row L + j from the least
+    base = np.concatenate([t_start, t_least]).reshape(2, -1)
+    base += n * t_bucket
+    kinds_at = path.take(base.reshape(-1), axis=0)
+    kinds_at = kinds_at.reshape(2, -1, n_levels).transpose(0, 2, 1).reshape(2 * n_levels, -1)
     cell = (present * n)[None, :] + kinds_at
-    rows = (np.arange(2 * n_levels) * n)[:, None] + kinds_at
+    rows = row_base + kinds_at
     size = 2 * n_levels * n
     agg_n = np.bincount(rows.reshape(-1), weights=t_n.take(cell).reshape(-1), minlength=size)
     agg_s = np.bincount(rows.reshape(-1), weights=t_s.take(cell).reshape(-1), minlength=size)
@@ -282,6 +310,30 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
         place[present] = np.arange(present.shape[0])
         return kinds_at[row].take(place.take(typ))
     return (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n)), kinds_of
+
+
+_paths_memo: dict = {}
+
+
+def _round_paths(seq: np.ndarray, n_levels: int):
+    """typed_rounds' constants for one round table and number of levels (memoised by
+    the table's identity, which is itself memoised per family): (path, row_base), path
+    ((buckets x kinds), levels) the kind after j rounds from each (bucket, base kind),
+    capped at the last round, and row_base ((2L, 1)) each ladder row's offset."""
+    key = (id(seq), n_levels)
+    hit = _paths_memo.get(key)
+    if hit is not None and hit[0] is seq:
+        return hit[1]
+    n = seq.shape[-1]
+    levels = np.minimum(np.arange(n_levels), n - 1)
+    path = np.ascontiguousarray(seq.reshape(-1, n)[:, levels])
+    row_base = (np.arange(2 * n_levels) * n)[:, None]
+    for a in (path, row_base):
+        a.flags.writeable = False
+    if len(_paths_memo) > 256:
+        _paths_memo.clear()
+    _paths_memo[key] = (seq, (path, row_base))
+    return path, row_base
 
 
 def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
@@ -307,8 +359,15 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     hold = _holds(n_levels)                             # (levels, L1 * L1)
     n = hold @ t_n.reshape(L1 * L1, n_k)                 # integers: exact in any order
     S = hold @ t_s.reshape(L1 * L1, n_k)
-    Mx = (hold[:, :, None] * t_m.reshape(L1 * L1, n_k)[None]).max(axis=1)
-    return n, S, Mx
+    # level j's most steps: the max over runs lo <= j < hi, from two running maxima
+    # (over hi from the top, then over lo from the bottom): R[lo, h] = max over hi >= h,
+    # C[l, h] = max over lo <= l of R[lo, h], and level j reads C[j, j + 1] (maxima of
+    # steps >= 0, 0 where no run holds the level: the masked maximum's numbers)
+    t_m = t_m.reshape(L1, L1, n_k)
+    R = np.maximum.accumulate(t_m[:, ::-1], axis=1)[:, ::-1]
+    C = np.maximum.accumulate(R, axis=0)
+    lv = np.arange(n_levels)
+    return n, S, C[lv, lv + 1]
 
 
 @lru_cache(maxsize=32)

@@ -103,6 +103,11 @@ def consider(unsplit: Plan, replan) -> Plan:
     K = shapes[:, 2]
     if int(K.max()) < 2 * MIN_SLICE:
         return unsplit
+    # a wave of the used kinds holds at most CUs x the most any kind holds: a plan that
+    # fills that fills its wave, without counting its tiles per kind (a pass per GEMM)
+    most = max((o.active_workgroups for o in unsplit.occupancy.values()), default=1)
+    if unsplit.n_tiles >= int(unsplit.arch.compute_units) * max(most, 1):
+        return unsplit
     wave = wave_slots(unsplit)
     if unsplit.n_tiles >= wave:
         return unsplit

@@ -187,12 +187,17 @@ class BatchTables:
             s = (rows.M, rows.N, rows.K)
         M, N, K = self.M, self.N, self.K = s[0], s[1], s[2]
         self._sums = [] if rows is None else rows._sums   # filled by floor() on first use
-        self._qm = np.divide(M, fk["tm_c"], out=qm)
-        self._qn = np.divide(N, fk["tn_c"], out=qn)
+        inv = fk["inv"]   # reciprocals of power-of-two edges: the same quotients, faster
+        if inv is None:
+            self._qm = np.divide(M, fk["tm_c"], out=qm)
+            self._qn = np.divide(N, fk["tn_c"], out=qn)
+        else:
+            self._qm = np.multiply(M, inv["tm_c"], out=qm)
+            self._qn = np.multiply(N, inv["tn_c"], out=qn)
         self._gm = np.ceil(qm, out=gm)
         self._gn = np.ceil(qn, out=gn)
         self.counts = np.multiply(gm, gn, out=counts)           # (kinds, batch)
-        self.live = (M > 0) & (N > 0) if rows is None else rows.live
+        self.live = np.minimum(M, N) > 0 if rows is None else rows.live   # M > 0 and N > 0
         if fk["nested"]:   # fitting kinds are a prefix: count them per dimension
             fit = np.minimum(count_le(fk["tm"], shapes[:, 0]), count_le(fk["tn"], shapes[:, 1]))
             self._start = np.maximum(fit - 1, 0)               # the largest fitting tile
@@ -214,7 +219,10 @@ class BatchTables:
                                    out=buffer(("penalty", slot), (n_k, B), batch=B))
         if fk["one_tk"]:   # a GEMM's steps are the same for every kind: one row
             steps, steps_live = steps[:1], steps_live[:1]
-        np.divide(K, fk["tk"][:1, None] if fk["one_tk"] else fk["tk_c"], out=steps)
+        if inv is None:
+            np.divide(K, fk["tk"][:1, None] if fk["one_tk"] else fk["tk_c"], out=steps)
+        else:
+            np.multiply(K, inv["tk1"] if fk["one_tk"] else inv["tk_c"], out=steps)
         self.steps = np.ceil(steps, out=steps)[0] if fk["one_tk"] else np.ceil(steps, out=steps)
         # steps are finite and >= 0: x 1 or x 0 is where(live, steps, 0) exactly
         self.steps_live = np.multiply(self.steps, self.live,
@@ -255,7 +263,8 @@ class BatchTables:
                 M, N, K = self.M, self.N, self.K
             else:   # the whole batch's rows, as without classes
                 M, N, K = self._full.T.astype(np.float64)
-            self._sums[:] = [float((M * K + K * N + M * N).sum()), float((M * N * K).sum())]
+            MN = M * N   # the same products, in the same order, as M * K + K * N + M * N
+            self._sums[:] = [float((M * K + K * N + MN).sum()), float((MN * K).sum())]
         elems, fmas = self._sums
         return max(kc.elem * elems / kc.ceil.copy_bytes_per_s, 2.0 * fmas / kc.flops_per_s)
 
@@ -331,7 +340,8 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         cs_w = np.multiply(cs, tabs.weights, out=cs_w)
     else:
         counts_w, cs_w = counts, cs
-    start_counts = counts_w.reshape(-1).take(start * B + cols)
+    start_at = start * B + cols   # each column's start in the flat (kinds, batch) tables
+    start_counts = counts_w.reshape(-1).take(start_at)
     n0 = np.bincount(start, weights=start_counts, minlength=n_k)
     g0 = gate(n0)
     if not B or not live.any():
@@ -339,10 +349,10 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
 
     floor = tabs.floor(kc)
     if g0[0] >= g0[1] * (1 - 1e-9):   # the largest fitting tiles fill the device: kept
-        steps_start = steps_live if fk["one_tk"] else steps_live.reshape(-1).take(start * B + cols)
+        steps_start = steps_live if fk["one_tk"] else steps_live.reshape(-1).take(start_at)
         Mx0 = np.zeros(n_k)
         np.maximum.at(Mx0, start, steps_start)
-        S0 = np.bincount(start, weights=cs_w.reshape(-1).take(start * B + cols), minlength=n_k)
+        S0 = np.bincount(start, weights=cs_w.reshape(-1).take(start_at), minlength=n_k)
         s0, _, two = predict_rows(kc, n0[None], S0[None], Mx0[None], per_kind, floor, lower=True)
         s0 = tile_by_tile(start) if two[0] else float(s0[0])
         notes.append(f"cost model: the largest fitting tiles reach the TLP threshold, kept; "
@@ -368,8 +378,10 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     T_fast = T_allowed.min(axis=0)                         # each GEMM's fastest tile
     fastest = first_kind(T_allowed == T_fast, fk)
     least = first_kind(work == work.min(axis=0), fk)
-    t_fast = float(T_fast[live].max())    # below this cap every GEMM is at its fastest
-    t_long = float(T.reshape(-1).take(start * B + cols)[live].max())
+    # maxima over the live columns: tile times are positive and finite, so x 1 keeps a
+    # live one and x 0 puts the others below every live one (some column is live)
+    t_fast = float((T_fast * live).max())    # below this cap every GEMM is at its fastest
+    t_long = float((T.reshape(-1).take(start_at) * live).max())
     n_caps = MAX_CAPS                         # the longest tiles shrink first
     for j in range(1, MAX_CAPS + 1):
         if t_long / 2.0 ** j < t_fast:
@@ -458,7 +470,8 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
                  f"levels{', each kind alone' if one else ''}), kept {what}; predicted {s_all[best] * 1e3:.4g} ms (largest "
                  f"fitting tiles: {start_s * 1e3:.4g} ms)")
     if t < th * (1 - 1e-9):
-        if (rank[kidx][live] == 0).all():
+        # every live column at the smallest area: no tiles of a larger kind in the row
+        if not n_all[best][rank > 0].any():
             notes.append("threshold not reached: every GEMM already at the smallest tile")
         else:
             notes.append("threshold not reached: cost model predicts no smaller tiles faster "
