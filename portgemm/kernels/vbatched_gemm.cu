@@ -1470,6 +1470,210 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
         }
 }
 
+
+#if PG_WGMMA_KINDS
+#if !PG_WGMMA
+#error "the wgmma kinds (tiles.py wgmma-* families) compile for sm_90a only (kernels/nvrtc.py)"
+#endif
+// One operand's BK x BX stage of the wgmma kinds (pg_tile_wgmma) in wgmma's no-swizzle
+// canonical layout. The operand's stored rows (global memory, row-major) are CONT
+// elements long: BK when k is contiguous (A, B^T: K-major), BX when x is (A^T, B: M- or
+// N-major). Either way a core matrix is 8 stored rows x 8 contiguous elements (128
+// bytes), and the stage holds them in the order of the stored rows: the core matrices of
+// one 8-row group side by side along the row, then the next group. So 16-byte unit u
+// (8 rows of a core matrix, then the row's next core matrix, then the next 8 rows) lives
+// at element 8 u: a warp's 16-byte copies fill 512 contiguous bytes (no bank conflict),
+// and a thread's global reads of consecutive units are 32-byte sectors of one row shared
+// by lanes 8 apart. pos() is additive across 8-row groups and, for row steps that divide
+// 8, within them, as pg_copy_chunks16 needs for the narrow copies of unaligned operands.
+template <int BK, int BX, bool KCONT>
+struct PgWgStage {
+    static constexpr int CONT = KCONT ? BK : BX;
+    static constexpr int ELEMS = BK * BX;           // one stage, no padding
+    static constexpr int UNITS = ELEMS / 8;
+    static constexpr int RG = 8 * CONT;             // elements per 8-row group
+    static constexpr bool SKEW = false;             // (pg_copy_chunks16: no pair skew)
+    static_assert(BK % 16 == 0 && BX % 64 == 0, "whole wgmma k steps and 64-row blocks");
+    // Byte offsets between neighbouring core matrices: along K (the descriptor's leading
+    // byte offset) and along M or N (its stride byte offset).
+    static constexpr unsigned LBO = KCONT ? 128u : 2u * RG;
+    static constexpr unsigned SBO = KCONT ? 2u * RG : 128u;
+
+    // Stored row o, column c.
+    static __device__ __forceinline__ int pos(int o, int c)
+    {
+        return (o >> 3) * RG + (c >> 3) * 64 + (o & 7) * 8 + (c & 7);
+    }
+    // The core matrix holding (x, k), x and k multiples of 8.
+    static __device__ __forceinline__ int at(int x, int k) { return KCONT ? pos(x, k) : pos(k, x); }
+
+    // This thread's copies of the slice (stored rows rbase.. below rlim, columns cbase..
+    // below clim) by the widest width the operand's alignment allows (pg_align_of):
+    // phase 0 the cp.async copies, phase 1 the 2-byte element copies (as pg_copy16).
+    // Copies past the matrix edge are zero-filled.
+    template <int NT>
+    static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
+                                                int rbase, int cbase, int rlim, int clim,
+                                                int align, int tid, int phase)
+    {
+        if (phase == 0) {
+            if (align >= 16) {
+                constexpr int PU = CONT / 8;        // units per stored row
+#pragma unroll
+                for (int l = 0; l < (UNITS + NT - 1) / NT; ++l) {
+                    const int u = tid + l * NT;
+                    if (UNITS % NT != 0 && u >= UNITS) continue;
+                    const int rest = u >> 3;
+                    const int row = rbase + (rest / PU) * 8 + (u & 7);
+                    const int col = cbase + (rest % PU) * 8;
+                    const int n = row < rlim ? max(0, min(8, clim - col)) : 0;
+                    pg_cp_async16(xs + 8 * u, n > 0 ? X + row * ld + col : X, 2 * n);
+                }
+            } else if (align >= 4) {
+                pg_copy_chunks16<2, CONT, ELEMS, NT, PgWgStage>(xs, X, ld, rbase, cbase, rlim,
+                                                                clim, tid);
+            }
+        } else if (align < 4) {
+            pg_copy_chunks16<1, CONT, ELEMS, NT, PgWgStage>(xs, X, ld, rbase, cbase, rlim, clim,
+                                                            tid);
+        }
+    }
+};
+
+// The wgmma kinds (families wgmma-f16 / wgmma-bf16, engine E 6, sm_90a): warpgroups of
+// 128 threads in a (BM / WM) x (BN / WN) grid, each a WM x WN = 64 x 128 sub-tile of C as
+// the fp32 accumulators of m64n128k16 wgmmas (compat.h), A and B read by the tensor cores
+// straight from PG_STAGES cp.async stages (PgWgStage; no ldmatrix, no fragments in
+// registers). A stage is waited for (cp.async.wait_group), fenced into the async proxy
+// and published by one barrier; the warpgroup issues its BK / 16 wgmmas on it as one
+// group, then the copies of the stage PG_STAGES - 1 steps ahead (the one the previous
+// step read, finished by every warpgroup before that barrier), then waits for its group.
+// Epilogue as pg_tile_mma16's: alpha and beta in fp32, beta == 0 never reads C.
+template <int BM, int BN, int BK, int NT, int WM, int WN>
+__device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+{
+    static_assert(sizeof(PG_T) == 2, "the wgmma kinds are float16 / bfloat16");
+    static_assert(WM == 64 && WN == 128, "one m64n128k16 wgmma per warpgroup and k step");
+    constexpr int WGN = BN / WN;
+    static_assert((BM / WM) * WGN * 128 == NT, "one warpgroup per sub-tile");
+    constexpr int ST = PG_STAGES;
+    using SA = PgWgStage<BK, BM, !PG_TRANS_A>;
+    using SB = PgWgStage<BK, BN, (bool)PG_TRANS_B>;
+    static_assert(ST >= 2 && ST * (SA::ELEMS + SB::ELEMS) <= PG_SMEM_TILE,
+                  "shared tiles exceed PG_SMEM_TILE");
+    // wgmma's transpose immediates: 1 where the operand is M- (N-) major in its stage
+    constexpr int TA = PG_TRANS_A ? 1 : 0, TB = PG_TRANS_B ? 0 : 1;
+
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int wm = (wg / WGN) * WM, wn = (wg % WGN) * WN;
+    const int M = gp->M, N = gp->N;
+    const int K = (gp->alpha == 0.0) ? 0 : gp->K;   // alpha == 0 never reads A or B
+    const PG_T* __restrict__ A = gp->A;
+    const PG_T* __restrict__ B = gp->B;
+    const int lda = gp->lda, ldb = gp->ldb;
+    const int align_a = pg_align_of(A, lda, PG_TRANS_A ? m0 : 0);
+    const int align_b = pg_align_of(B, ldb, PG_TRANS_B ? 0 : n0);
+
+    float acc[WN / 2];
+#pragma unroll
+    for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
+
+    PG_T* As = smem;                    // [ST][SA::ELEMS]
+    PG_T* Bs = smem + ST * SA::ELEMS;   // [ST][SB::ELEMS]
+    auto issue = [&](int stage, int k0, int phase) {
+#if PG_TRANS_A
+        SA::template copy<NT>(As + stage * SA::ELEMS, A, lda, k0, m0, K, M, align_a, tid, phase);
+#else
+        SA::template copy<NT>(As + stage * SA::ELEMS, A, lda, m0, k0, M, K, align_a, tid, phase);
+#endif
+#if PG_TRANS_B
+        SB::template copy<NT>(Bs + stage * SB::ELEMS, B, ldb, n0, k0, N, K, align_b, tid, phase);
+#else
+        SB::template copy<NT>(Bs + stage * SB::ELEMS, B, ldb, k0, n0, K, N, align_b, tid, phase);
+#endif
+    };
+    const int nk = (K + BK - 1) / BK;
+    if (nk > 0) {
+#pragma unroll 1
+        for (int s = 0; s < ST - 1; ++s) {
+            if (s < nk) {
+                issue(s, s * BK, 0);
+                issue(s, s * BK, 1);
+            }
+            pg_cp_async_commit();
+        }
+        int rs = 0;                     // the stage read; refilled: the one before it
+#pragma unroll 1
+        for (int kt = 0; kt < nk; ++kt) {
+            pg_cp_async_wait<ST - 2>();
+            pg_fence_proxy_async();
+            __syncthreads();
+            const PG_T* as = As + rs * SA::ELEMS;
+            const PG_T* bs = Bs + rs * SB::ELEMS;
+#pragma unroll
+            for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
+            pg_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 16)
+                pg_wgmma_64x128x16<TA, TB>(acc, pg_wgmma_desc(as + SA::at(wm, kk), SA::LBO, SA::SBO),
+                                           pg_wgmma_desc(bs + SB::at(wn, kk), SB::LBO, SB::SBO), PG_T());
+            pg_wgmma_commit();
+            // the copies run while the tensor cores work on this step
+            const int ws = rs == 0 ? ST - 1 : rs - 1;
+            if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK, 0);
+            pg_cp_async_commit();
+            if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK, 1);
+            pg_wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
+            rs = rs + 1 == ST ? 0 : rs + 1;
+        }
+        pg_cp_async_wait<0>();
+        __syncthreads();
+    }
+
+    // Epilogue: register i holds row g + 8 ((i / 2) % 2) of the warp's 16, column
+    // 8 (i / 4) + 2 (t % 4) + i % 2 (compat.h): pairs of adjacent columns, one 4-byte
+    // access where C and ldc keep it aligned.
+    const float alpha = float(gp->alpha), beta = float(gp->beta);
+    PG_T* __restrict__ C = gp->C;
+    const int ldc = gp->ldc;
+    const bool vec_c = ((unsigned long long)C & 3ull) == 0 && ldc % 2 == 0;
+    const int lane = tid & 31, warp = (tid >> 5) & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = m0 + wm + 16 * warp + (lane >> 2) + 8 * h;
+        if (r >= M) continue;
+        PG_T* crow = C + r * ldc;
+#pragma unroll
+        for (int j = 0; j < WN / 8; ++j) {
+            const int c0 = n0 + wn + 8 * j + 2 * (lane & 3);
+            const float* v = acc + 4 * j + 2 * h;
+            if (vec_c && c0 + 1 < N) {
+                unsigned* p = reinterpret_cast<unsigned*>(crow + c0);
+                float x0 = alpha * v[0], x1 = alpha * v[1];
+                if (beta != 0.0f) {             // beta == 0 never reads C
+                    const unsigned w = *p;
+                    PG_T c[2];
+                    c[0].x = (unsigned short)(w & 0xffffu);
+                    c[1].x = (unsigned short)(w >> 16);
+                    x0 += beta * float(c[0]);
+                    x1 += beta * float(c[1]);
+                }
+                *p = pg_pack2(PG_T(x0).x, PG_T(x1).x);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    if (c0 + q >= N) continue;
+                    float x = alpha * v[q];
+                    if (beta != 0.0f) x += beta * float(crow[c0 + q]);
+                    crow[c0 + q] = PG_T(x);
+                }
+            }
+        }
+    }
+}
+#endif  // PG_WGMMA_KINDS
 #endif  // PG_HALF
 
 #if PG_MFMA_KINDS
@@ -1623,6 +1827,7 @@ __device__ __forceinline__ void pg_tile_mfma(const PgGemm* __restrict__ gp, int 
 #define PG_TILE_E3 pg_tile_tf32     // E 3, 4: fp32 TF32 MMA kinds (PG_TF32)
 #define PG_TILE_E4 pg_tile_3xtf32
 #define PG_TILE_E5 pg_tile_mfma     // the AMD MFMA kinds (PG_MFMA_KINDS)
+#define PG_TILE_E6 pg_tile_wgmma    // the Hopper wgmma kinds (PG_WGMMA_KINDS, sm_90a)
 #define PG_TILE_OF(e) PG_TILE_E##e
 
 #if PG_CARRY_ON
