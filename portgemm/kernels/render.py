@@ -36,6 +36,11 @@ MIN_BLOCKS = {
     # (4 warps) capped at 4 blocks spilled 8-104 bytes there, so it keeps 3 (166).
     **{(fam, "128x128/w64x32", dt): 2
        for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))},
+    # the wgmma kinds (64 accumulators a thread, 161-246 registers with no hint): 128x128
+    # (two warpgroups) capped at 2 resident blocks an SM (128 registers), 64x128 (one) at
+    # 3 (168; under 4 its tn variant spilled 4-12 bytes); no spill on sm_90a
+    **{(fam, kind, dt): n for fam, dt in WGMMA_FAMILIES.items()
+       for kind, n in (("64x128/g64x128", 3), ("128x128/g64x128", 2))},
     # 3xTF32 64x64 (four warps): with no hint ptxas aimed at 168 registers and spilled 4-8
     # bytes on sm_90; 3 blocks (170) does not spill there. sm_80 ignores it (compat.h)
     # and does not spill.

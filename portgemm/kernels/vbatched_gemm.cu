@@ -1486,6 +1486,7 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
 // and a thread's global reads of consecutive units are 32-byte sectors of one row shared
 // by lanes 8 apart. pos() is additive across 8-row groups and, for row steps that divide
 // 8, within them, as pg_copy_chunks16 needs for the narrow copies of unaligned operands.
+#define PG_WG_ELEM_UNROLL _Pragma("unroll 4")
 template <int BK, int BX, bool KCONT>
 struct PgWgStage {
     static constexpr int CONT = KCONT ? BK : BX;
@@ -1534,8 +1535,17 @@ struct PgWgStage {
                                                                 clim, tid);
             }
         } else if (align < 4) {
-            pg_copy_chunks16<1, CONT, ELEMS, NT, PgWgStage>(xs, X, ld, rbase, cbase, rlim, clim,
-                                                            tid);
+            // 2-byte rows: the thread loads and stores each element itself, PG_WG_ELEM_UNROLL
+            // at a time (fully unrolled as pg_copy_chunks16<1>, the loaded elements held
+            // 40-80 registers more and the kinds lost their second resident block)
+            PG_WG_ELEM_UNROLL
+            for (int i = 0; i < ELEMS / NT; ++i) {
+                const int e = tid + i * NT;
+                const int o = e / CONT, c = e % CONT;
+                const int row = rbase + o, col = cbase + c;
+                xs[pos(o, c)].x = row < rlim && col < clim ? PG_LDG(&X[row * ld + col].x)
+                                                           : (unsigned short)0;
+            }
         }
     }
 };
@@ -1546,8 +1556,11 @@ struct PgWgStage {
 // straight from PG_STAGES cp.async stages (PgWgStage; no ldmatrix, no fragments in
 // registers). A stage is waited for (cp.async.wait_group), fenced into the async proxy
 // and published by one barrier; the warpgroup issues its BK / 16 wgmmas on it as one
-// group, then the copies of the stage PG_STAGES - 1 steps ahead (the one the previous
-// step read, finished by every warpgroup before that barrier), then waits for its group.
+// group and, while that group runs, waits for the previous step's, then (after a second
+// barrier where several warpgroups share the block) refills that step's stage with the
+// copies PG_STAGES - 1 steps ahead. So the tensor cores always hold the next group while
+// the block synchronises (one group of 2 wgmmas is only ~128 cycles of an SM's tensor
+// work at BK 32).
 // Epilogue as pg_tile_mma16's: alpha and beta in fp32, beta == 0 never reads C.
 template <int BM, int BN, int BK, int NT, int WM, int WN>
 __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
@@ -1618,16 +1631,23 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
                 pg_wgmma_64x128x16<TA, TB>(acc, pg_wgmma_desc(as + SA::at(wm, kk), SA::LBO, SA::SBO),
                                            pg_wgmma_desc(bs + SB::at(wn, kk), SB::LBO, SB::SBO), PG_T());
             pg_wgmma_commit();
-            // the copies run while the tensor cores work on this step
+            // This step's group stays in flight; the previous step's is finished here, in
+            // every warpgroup once the barrier (one warpgroup: its own wait) has passed,
+            // so its stage takes the copies PG_STAGES - 1 steps ahead while the tensor
+            // cores work on this one.
+            pg_wgmma_wait<1>();
+#pragma unroll
+            for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
+            if (NT > 128) __syncthreads();
             const int ws = rs == 0 ? ST - 1 : rs - 1;
             if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK, 0);
             pg_cp_async_commit();
             if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK, 1);
-            pg_wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
             rs = rs + 1 == ST ? 0 : rs + 1;
         }
+        pg_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
         pg_cp_async_wait<0>();
         __syncthreads();
     }
@@ -1904,10 +1924,21 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
     // writes it to shared memory for the call, and the barrier publishes it.
     __shared__ PgGemm gs;
     __shared__ int origin[2];
+// The wgmma kinds (E 6) run their tile inline: ptxas serializes every wgmma of a
+// pipeline that crosses a call boundary (C7510), and their cap holds them at 128
+// registers either way.
+#define PG_RG_CALL0(tile) pg_ragged_tile16([] { tile; });
+#define PG_RG_CALL1 PG_RG_CALL0
+#define PG_RG_CALL2 PG_RG_CALL0
+#define PG_RG_CALL3 PG_RG_CALL0
+#define PG_RG_CALL4 PG_RG_CALL0
+#define PG_RG_CALL5 PG_RG_CALL0
+#define PG_RG_CALL6(tile) tile;
+#define PG_RG_CALL(e) PG_RG_CALL##e
 #define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e)                                            \
     if (threadIdx.x == 0) { gs = g; origin[0] = m0; origin[1] = n0; }                   \
     __syncthreads();                                                                    \
-    pg_ragged_tile16([] { PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&gs, origin[0], origin[1], smem); });
+    PG_RG_CALL(e)((PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&gs, origin[0], origin[1], smem)))
 #else
 #define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e) PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);
 #endif
