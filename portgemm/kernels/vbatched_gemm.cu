@@ -1554,8 +1554,7 @@ struct PgWgStage {
 // 128 threads in a (BM / WM) x (BN / WN) grid, each a WM x WN = 64 x 128 sub-tile of C as
 // the fp32 accumulators of m64n128k16 wgmmas (compat.h), A and B read by the tensor cores
 // straight from PG_STAGES cp.async stages (PgWgStage; no ldmatrix, no fragments in
-// registers). A stage is waited for (cp.async.wait_group), fenced into the async proxy
-// and published by one barrier; the warpgroup issues its BK / 16 wgmmas on it as one
+// registers). A stage is waited for (cp.async.wait_group) and published by one barrier; the warpgroup issues its BK / 16 wgmmas on it as one
 // group and, while that group runs, waits for the previous step's, then (after a second
 // barrier where several warpgroups share the block) refills that step's stage with the
 // copies PG_STAGES - 1 steps ahead. So the tensor cores always hold the next group while
@@ -1619,7 +1618,11 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
 #pragma unroll 1
         for (int kt = 0; kt < nk; ++kt) {
             pg_cp_async_wait<ST - 2>();
-            pg_fence_proxy_async();
+            // The 2-byte element copies are plain stores: fenced into the async proxy
+            // before the barrier. The cp.async copies are not (as CUTLASS's cp.async
+            // wgmma mainloop): a proxy fence here also waited for the copies still in
+            // flight for later stages and emptied the pipeline at every step.
+            if (min(align_a, align_b) < 4) pg_fence_proxy_async();
             __syncthreads();
             const PG_T* as = As + rs * SA::ELEMS;
             const PG_T* bs = Bs + rs * SB::ELEMS;
