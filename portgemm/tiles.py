@@ -68,6 +68,10 @@ WGMMA_FAMILIES = {"wgmma-f16": "float16", "wgmma-bf16": "bfloat16"}
 WGMMA_GROUP = 128           # lanes sharing one wgmma (a warpgroup)
 WGMMA_SHAPE = (64, 8, 16)   # m, n, k granularity of a wgmma (n: any multiple of 8 to 256)
 FAMILY_ARCHS.update({f: ("sm_90",) for f in WGMMA_FAMILIES})
+# Families whose kinds a plan of another family also weighs, where they are built
+# (FAMILY_ARCHS): the 16-bit families' wgmma kinds on sm_90. The cost model's rate per
+# engine decides per GEMM which kind runs (planner/wavefront_tlp.py).
+WEIGHED_WITH = {"portgemm-f16": ("wgmma-f16",), "portgemm-bf16": ("wgmma-bf16",)}
 
 
 def family_builds_for(family: str, arch: str | None) -> bool:
@@ -75,6 +79,11 @@ def family_builds_for(family: str, arch: str | None) -> bool:
     portable catalogue, the families every target builds)."""
     archs = FAMILY_ARCHS.get(family)
     return archs is None or arch in archs
+
+
+def weighed_families(family: str, arch: str | None) -> tuple[str, ...]:
+    """``family`` and the families of WEIGHED_WITH built for the arch named ``arch``."""
+    return (family,) + tuple(f for f in WEIGHED_WITH.get(family, ()) if family_builds_for(f, arch))
 
 MMA_SHAPE_TF32 = (16, 8, 8)    # m, n, k of the TF32 MMA fragment (fp32 precision modes)
 # float32's tensor-core families, by the precision mode they compute (planner: plan(...,

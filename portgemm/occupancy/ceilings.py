@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import generation
-from ..tiles import MFMA_FAMILIES, mma_products
-from .archs import has_fp64_mma, has_half_mma, has_mfma, has_tf32_mma
+from ..tiles import MFMA_FAMILIES, WGMMA_FAMILIES, mma_products
+from .archs import has_fp64_mma, has_half_mma, has_mfma, has_tf32_mma, has_wgmma
 
 PATH = Path(__file__).with_name("ceilings.json")
 
@@ -94,6 +94,9 @@ class Ceilings:
     mfma_f64_flops_per_s: float = 0.0
     # fp32 as TF32 on tensor cores (mma.sync m16n8k8, one TF32 product); 0: none (archs.TF32_MMA)
     tf32_mma_flops_per_s: float = 0.0
+    # float16 / bfloat16 through the wgmma kinds (Hopper wgmma.mma_async, archs.WGMMA),
+    # measured only; 0: none measured, the kinds are priced at half_mma's rate
+    wgmma_flops_per_s: float = 0.0
     # measured / modelled tile time per kind, ((kind name, factor), ...) sorted by name
     # (a tuple, so a Ceilings stays hashable); () where none was measured
     kind_factors: tuple = ()
@@ -125,12 +128,15 @@ class Ceilings:
 
     def kind_flops_per_s(self, kind, dtype: str) -> float:
         """The rate of one tile kind, by its engine: SIMT (flops_per_s), the NVIDIA MMA
-        kinds (mma_flops_per_s over the MMAs a product takes), or AMD's MFMA kinds (mfma_flops_per_s; where this arch
+        kinds (mma_flops_per_s over the MMAs a product takes; the wgmma kinds their own
+        measured wgmma_flops_per_s where there is one), or AMD's MFMA kinds (mfma_flops_per_s; where this arch
         has none for the dtype, which the planner never asks, the emulation's rate)."""
         if kind.engine != "mma":
             return self.flops_per_s(dtype)
         if kind.family in MFMA_FAMILIES:
             return self.mfma_flops_per_s(dtype) or self.flops_per_s(dtype) * MMA_EMULATION
+        if kind.family in WGMMA_FAMILIES and self.wgmma_flops_per_s > 0:
+            return self.wgmma_flops_per_s
         # over the MMAs it issues per product (3xtf32: three)
         return self.mma_flops_per_s(dtype) / mma_products(kind.family)
 
@@ -268,10 +274,11 @@ def _ceilings_for(arch) -> Ceilings:
             tf32_mma_modelled(arch, half, spec)
         mfma = mfma_modelled(arch, float(row["fp32_flops_per_s"]), fp64, spec)
         mfma.update({f: float(row[f]) for f in MFMA_FIELDS.values() if f in row})
+        wgmma = float(row.get("wgmma_flops_per_s", 0.0)) if has_wgmma(arch) else 0.0
         return Ceilings(arch=arch.name, origin="measured",
                         source=row.get("source", row.get("device", "")),
                         fp64_mma_flops_per_s=mma, half_mma_flops_per_s=half,
-                        tf32_mma_flops_per_s=tf32, **mfma,
+                        tf32_mma_flops_per_s=tf32, wgmma_flops_per_s=wgmma, **mfma,
                         kind_factors=kind_factors(row.get(KIND_FACTORS), arch.name),
                         **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)
