@@ -4,7 +4,14 @@ through one kind alone (a bound plan: the launches only), so the per-kind rates 
 model takes (occupancy/ceilings.py) can be read off. bench/timing.do_bench (CUDA events,
 median); prints one JSON line per case and kind.
 
-    python tools/wgmma_timing.py [--dtype bfloat16,float16] [--out FILE]
+    python tools/wgmma_timing.py [--dtype bfloat16,float16] [--wgmma-only] [--interleaved]
+                                 [--out FILE]
+    python tools/wgmma_timing.py --set-rate FILE
+
+--interleaved renders the wgmma kinds with wgmma's no-swizzle layout (render.WGMMA_SWIZZLE
+False) instead of the swizzled one; --set-rate writes the wgmma kinds' rate into
+occupancy/ceilings.json (measured sm_90 wgmma_flops_per_s): the slower of float16 and
+bfloat16 through 128x128/g64x128 alone on the 4 x 4096^3 case of a timing FILE.
 """
 from __future__ import annotations
 
@@ -38,15 +45,24 @@ def kind_plan(shapes, dtype, arch, family, kind):
 
 
 def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--dtype", default="bfloat16,float16")
+    p.add_argument("--out")
+    p.add_argument("--wgmma-only", action="store_true", help="time the wgmma kinds only")
+    p.add_argument("--interleaved", action="store_true",
+                   help="the wgmma kinds in the no-swizzle layout")
+    p.add_argument("--set-rate", metavar="FILE", help="write the rate measured in FILE")
+    args = p.parse_args()
+    if args.set_rate:
+        return set_rate(Path(args.set_rate))
     import torch
 
     import portgemm
     from portgemm.backends.base import get_backend
     from portgemm.tiles import FAMILIES
-    p = argparse.ArgumentParser()
-    p.add_argument("--dtype", default="bfloat16,float16")
-    p.add_argument("--out")
-    args = p.parse_args()
+    from portgemm.kernels import render
+    if args.interleaved:
+        render.WGMMA_SWIZZLE = False
     be = get_backend("cuda")
     arch = be.arch()
     out = open(args.out, "w") if args.out else None
@@ -61,7 +77,7 @@ def main() -> int:
             shapes = np.tile([M, N, K], (batch, 1))
             times = {"torch_bmm": do_bench(be.cp, lambda: torch.bmm(A, B, out=C)) * 1e-3}
             ref = C.float().clone()
-            for fam in KINDS[dtype]:
+            for fam in KINDS[dtype][1:] if args.wgmma_only else KINDS[dtype]:
                 for k in FAMILIES[fam]:
                     if k.engine != "mma":
                         continue
@@ -71,17 +87,49 @@ def main() -> int:
                     err = float((C.float() - ref).abs().max() / ref.abs().max())
                     times[k.name] = t
                     times[k.name + ":relerr"] = err
-            default = portgemm.plan(shapes, dtype)
-            bound = default.bind(As, Bs, Cs, backend=be)
-            used = [k.name for k, n in zip(default.kinds, default.tile_counts()) if n]
-            times["default:" + ",".join(used)] = do_bench(be.cp, bound) * 1e-3
+            if not args.wgmma_only:
+                default = portgemm.plan(shapes, dtype)
+                bound = default.bind(As, Bs, Cs, backend=be)
+                used = [k.name for k, n in zip(default.kinds, default.tile_counts()) if n]
+                times["default:" + ",".join(used)] = do_bench(be.cp, bound) * 1e-3
             row = {"dtype": dtype, "batch": batch, "M": M, "N": N, "K": K,
+                   "layout": "swizzled" if render.WGMMA_SWIZZLE else "interleaved",
                    "tflops": {n: (flops / t / 1e12 if not n.endswith(":relerr") else t)
                               for n, t in times.items()}}
             line = json.dumps(row)
             print(line, flush=True)
             if out:
                 out.write(line + "\n")
+    return 0
+
+
+def set_rate(path: Path) -> int:
+    """Write the wgmma kinds' rate measured in the timing file ``path`` into
+    occupancy/ceilings.json (see the module docstring)."""
+    from portgemm.occupancy import ceilings
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if (r["batch"], r["M"], r["N"], r["K"]) == (4, 4096, 4096, 4096)]
+    got = {r["dtype"]: r["tflops"][f"{KINDS[r['dtype']][1]}.128x128/g64x128"] for r in rows}
+    if not got:
+        print(f"{path}: no 4 x 4096^3 case", file=sys.stderr)
+        return 1
+    layout = rows[0].get("layout", "swizzled")
+    rate = round(min(got.values()), 1) * 1e12
+    source = ("4 x 4096^3 through our wgmma 128x128/g64x128 kind alone (wgmma.mma_async "
+              f"m64n128k16, fp32 accumulators, cp.async stages in the {layout} layout), "
+              + ", ".join(f"{d} {t:.0f}" for d, t in sorted(got.items()))
+              + " TFLOP/s (the slower taken), measured on the H100 in session 8 "
+              "(tools/wgmma_timing.py)")
+    # a line edit after sm_90's tf32 source, so the file keeps its one-line spec rows
+    lines = [ln for ln in ceilings.PATH.read_text().splitlines()
+             if not ln.lstrip().startswith(('"wgmma_flops_per_s"', '"wgmma_source"'))]
+    at = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith('"tf32_mma_source"'))
+    lines[at] = lines[at].rstrip(",") + ","
+    lines[at + 1:at + 1] = [f'   "wgmma_flops_per_s": {rate!r},',
+                            f'   "wgmma_source": {json.dumps(source)}']
+    ceilings.PATH.write_text("\n".join(lines) + "\n")
+    json.loads(ceilings.PATH.read_text())   # still JSON
+    print(f"wgmma_flops_per_s = {rate:.4g} ({source})")
     return 0
 
 

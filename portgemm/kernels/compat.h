@@ -330,16 +330,18 @@ __device__ __forceinline__ void pg_wgmma_reg_fence(float& x)
 {
     asm volatile("" : "+f"(x) :: "memory");
 }
-// Matrix descriptor of an operand in the no-swizzle ("interleaved") canonical layout:
-// core matrices of 8 rows x 16 bytes, 128 contiguous bytes each; `lbo`: bytes from one
-// core matrix to the next along K, `sbo`: along M (A) or N (B). Start address and both
-// offsets are stored >> 4; swizzle mode bits (62-63) 0.
-__device__ __forceinline__ unsigned long long pg_wgmma_desc(const void* p, unsigned lbo, unsigned sbo)
+// Matrix descriptor of an operand in shared memory (PTX ISA, "Matrix Descriptor Format"):
+// start address, `lbo` (leading byte offset) and `sbo` (stride byte offset) stored >> 4,
+// the layout (swizzle) type `mode` in bits 62-63 (0 none, 1 128 B, 2 64 B, 3 32 B);
+// what lbo and sbo mean per layout: vbatched_gemm.cu, PgWgStage.
+__device__ __forceinline__ unsigned long long pg_wgmma_desc(const void* p, unsigned lbo,
+                                                            unsigned sbo, unsigned mode)
 {
     const unsigned a = pg_smem_addr(p);
     return (unsigned long long)((a & 0x3ffffu) >> 4) |
            ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
-           ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32);
+           ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) |
+           ((unsigned long long)(mode & 3u) << 62);
 }
 #define PG_WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
                     "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])

@@ -36,11 +36,11 @@ MIN_BLOCKS = {
     # (4 warps) capped at 4 blocks spilled 8-104 bytes there, so it keeps 3 (166).
     **{(fam, "128x128/w64x32", dt): 2
        for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))},
-    # the wgmma kinds (64 accumulators a thread, 161-246 registers with no hint): 128x128
-    # (two warpgroups) capped at 2 resident blocks an SM (128 registers), 64x128 (one) at
-    # 3 (168; under 4 its tn variant spilled 4-12 bytes); no spill on sm_90a
+    # the wgmma kinds (64 accumulators a thread, 123-152 registers with no hint): capped
+    # at 128 registers, 128x128 (two warpgroups) keeps 2 resident blocks an SM and 64x128
+    # (one) 4, as their 48 KiB of shared memory allow; no spill on sm_90a
     **{(fam, kind, dt): n for fam, dt in WGMMA_FAMILIES.items()
-       for kind, n in (("64x128/g64x128", 3), ("128x128/g64x128", 2))},
+       for kind, n in (("64x128/g64x128", 4), ("128x128/g64x128", 2))},
     # 3xTF32 64x64 (four warps): with no hint ptxas aimed at 168 registers and spilled 4-8
     # bytes on sm_90; 3 blocks (170) does not spill there. sm_80 ignores it (compat.h)
     # and does not spill.
@@ -199,6 +199,10 @@ def mma_stage_elems(k, dtype: str = "float64") -> int:
 ENGINE_MFMA = 5
 ENGINE_WGMMA = 6
 WGMMA_DEFINE = "PG_WGMMA_KINDS"   # 1: some kind runs pg_tile_wgmma (sm_90a only)
+# The wgmma kinds' shared-memory layout (kernel: PgWgStage): True the swizzled one (32-128
+# byte swizzle), False wgmma's no-swizzle layout, 1.8-2x slower on the H100 and kept to
+# measure against (tools/wgmma_timing.py --interleaved).
+WGMMA_SWIZZLE = True
 
 
 def engine_id(k, dtype: str) -> int:
@@ -273,7 +277,8 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
     tf32 = {"PG_TF32": "1"} if any(e in (3, 4) for e in ids) else {}
     mfma = {"PG_MFMA_KINDS": "1"} if ENGINE_MFMA in ids else {}
     # (kernels/nvrtc.py compiles a source with this define for sm_90a)
-    wgmma = {WGMMA_DEFINE: "1"} if ENGINE_WGMMA in ids else {}
+    wgmma = {WGMMA_DEFINE: "1", "PG_WG_SWIZZLE": str(int(WGMMA_SWIZZLE))} \
+        if ENGINE_WGMMA in ids else {}
     return {
         "PG_T": DTYPES[variant.dtype],
         "PG_HALF": str(int(half)),

@@ -516,6 +516,14 @@ struct PgAsync {
 #define PG_SMEM_TILE PG_SMEM_ELEMS
 #endif
 
+// The shared tiles' alignment: 16 bytes (the 16-byte copies), 1 KiB for the wgmma kinds,
+// whose swizzled stages (PgWgStage) the hardware locates by address bits 7-9.
+#if PG_WGMMA_KINDS
+#define PG_SMEM_ALIGN 1024
+#else
+#define PG_SMEM_ALIGN 16
+#endif
+
 // The carry (PG_CARRY, where compat.h's PG_CARRY_VENDOR allows). Everything below that
 // it needs is compiled only under PG_CARRY_ON, so a variant that does not carry renders
 // to the same code as without the carry (its registers and spills unchanged).
@@ -1475,75 +1483,97 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
 #if !PG_WGMMA
 #error "the wgmma kinds (tiles.py wgmma-* families) compile for sm_90a only (kernels/nvrtc.py)"
 #endif
-// One operand's BK x BX stage of the wgmma kinds (pg_tile_wgmma) in wgmma's no-swizzle
-// canonical layout. The operand's stored rows (global memory, row-major) are CONT
-// elements long: BK when k is contiguous (A, B^T: K-major), BX when x is (A^T, B: M- or
-// N-major). Either way a core matrix is 8 stored rows x 8 contiguous elements (128
-// bytes), and the stage holds them in the order of the stored rows: the core matrices of
-// one 8-row group side by side along the row, then the next group. So 16-byte unit u
-// (8 rows of a core matrix, then the row's next core matrix, then the next 8 rows) lives
-// at element 8 u: a warp's 16-byte copies fill 512 contiguous bytes (no bank conflict),
-// and a thread's global reads of consecutive units are 32-byte sectors of one row shared
-// by lanes 8 apart. pos() is additive across 8-row groups and, for row steps that divide
-// 8, within them, as pg_copy_chunks16 needs for the narrow copies of unaligned operands.
+// One operand's BK x BX stage of the wgmma kinds (pg_tile_wgmma) in one of wgmma's
+// canonical shared-memory layouts. The operand's stored rows (global memory, row-major)
+// are CONT elements long: BK when k is contiguous (A, B^T: K-major), BX when x is (A^T,
+// B: M- or N-major).
+//   PG_WG_SWIZZLE 1 (render.WGMMA_SWIZZLE): K-major stages keep each stored row whole,
+//     BK * 2 bytes (32, 64 or 128: the swizzle width), 8-row groups one after another
+//     (SBO = 8 rows); MN-major stages are atoms of 8 k rows x 64 x (128 bytes a row,
+//     1 KiB), the atoms along x LBO = 1 KiB apart, the 8-row groups along k SBO = BX / 64
+//     KiB apart. The 16-byte chunk j of the 128-byte line L of a stage is stored at
+//     chunk j ^ (L % (width / 16)): the wgmma swizzle modes (32, 64, 128 bytes), which
+//     let the tensor cores read whole 128-byte lines, so the stage base must be 1 KiB
+//     aligned (PG_SMEM_ALIGN). Copies in row order fill whole lines: conflict-free.
+//   PG_WG_SWIZZLE 0: the no-swizzle ("interleaved") layout, core matrices of 8 stored rows
+//     x 16 bytes (128 contiguous bytes) in the order of the stored rows. Measured 1.8-2x
+//     slower on the H100 (bench/NOTES.md, session 8): the tensor cores read it 16 bytes a
+//     row.
 #define PG_WG_ELEM_UNROLL _Pragma("unroll 4")
 template <int BK, int BX, bool KCONT>
 struct PgWgStage {
     static constexpr int CONT = KCONT ? BK : BX;
     static constexpr int ELEMS = BK * BX;           // one stage, no padding
     static constexpr int UNITS = ELEMS / 8;
-    static constexpr int RG = 8 * CONT;             // elements per 8-row group
-    static constexpr bool SKEW = false;             // (pg_copy_chunks16: no pair skew)
+    static constexpr int RG = 8 * CONT;             // interleaved: elements per 8-row group
     static_assert(BK % 16 == 0 && BX % 64 == 0, "whole wgmma k steps and 64-row blocks");
-    // Byte offsets between neighbouring core matrices: along K (the descriptor's leading
-    // byte offset) and along M or N (its stride byte offset).
-    static constexpr unsigned LBO = KCONT ? 128u : 2u * RG;
-    static constexpr unsigned SBO = KCONT ? 2u * RG : 128u;
+    static_assert(!PG_WG_SWIZZLE || !KCONT || BK == 16 || BK == 32 || BK == 64,
+                  "K-major rows of one swizzle width (32, 64 or 128 bytes)");
+    static constexpr unsigned WIDTH = PG_WG_SWIZZLE ? (KCONT ? 2 * BK : 128) : 16;
+    // Descriptor fields: byte offsets between core-matrix groups along K (leading) and
+    // along M or N (stride); layout type (bits 62-63): 0 none, 1 128 B, 2 64 B, 3 32 B.
+    static constexpr unsigned LBO = PG_WG_SWIZZLE ? (KCONT ? 16u : 1024u) : (KCONT ? 128u : 2u * RG);
+    static constexpr unsigned SBO = PG_WG_SWIZZLE ? (KCONT ? 16u * BK : 16u * BX) : (KCONT ? 2u * RG : 128u);
+    static constexpr unsigned MODE = WIDTH == 128 ? 1u : WIDTH == 64 ? 2u : WIDTH == 32 ? 3u : 0u;
 
-    // Stored row o, column c.
-    static __device__ __forceinline__ int pos(int o, int c)
+    // Stored row o, column c: its byte offset before the swizzle.
+    static __device__ __forceinline__ int lin(int o, int c)
     {
-        return (o >> 3) * RG + (c >> 3) * 64 + (o & 7) * 8 + (c & 7);
+        if (!PG_WG_SWIZZLE) return 2 * ((o >> 3) * RG + (c >> 3) * 64 + (o & 7) * 8 + (c & 7));
+        if (KCONT) return o * 2 * BK + 2 * c;
+        return (o >> 3) * (int)SBO + (c >> 6) * 1024 + (o & 7) * 128 + 2 * (c & 63);
     }
-    // The core matrix holding (x, k), x and k multiples of 8.
-    static __device__ __forceinline__ int at(int x, int k) { return KCONT ? pos(x, k) : pos(k, x); }
+    // ... and its element offset where it is stored (swizzled).
+    static __device__ __forceinline__ int off(int o, int c)
+    {
+        const int b = lin(o, c);
+        return (b ^ (((b >> 7) & (int)(WIDTH / 16 - 1)) << 4)) >> 1;
+    }
+    // The descriptor's start of the block of core matrices at (x, k) (x a multiple of 64,
+    // k of 16): its offset before the swizzle, in elements (the hardware swizzles).
+    static __device__ __forceinline__ int at(int x, int k) { return (KCONT ? lin(x, k) : lin(k, x)) >> 1; }
 
     // This thread's copies of the slice (stored rows rbase.. below rlim, columns cbase..
     // below clim) by the widest width the operand's alignment allows (pg_align_of):
-    // phase 0 the cp.async copies, phase 1 the 2-byte element copies (as pg_copy16).
-    // Copies past the matrix edge are zero-filled.
+    // phase 0 the cp.async copies (16 or 4 bytes), phase 1 the 2-byte element copies
+    // (plain loads and stores: pg_tile_wgmma fences them into the async proxy). Copies
+    // past the matrix edge are zero-filled. Consecutive threads take consecutive units
+    // of a stored row, so a warp's global reads are whole sectors.
     template <int NT>
     static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
                                                 int rbase, int cbase, int rlim, int clim,
                                                 int align, int tid, int phase)
     {
-        if (phase == 0) {
-            if (align >= 16) {
-                constexpr int PU = CONT / 8;        // units per stored row
+        if (phase == 0 && align >= 16) {
 #pragma unroll
-                for (int l = 0; l < (UNITS + NT - 1) / NT; ++l) {
-                    const int u = tid + l * NT;
-                    if (UNITS % NT != 0 && u >= UNITS) continue;
-                    const int rest = u >> 3;
-                    const int row = rbase + (rest / PU) * 8 + (u & 7);
-                    const int col = cbase + (rest % PU) * 8;
-                    const int n = row < rlim ? max(0, min(8, clim - col)) : 0;
-                    pg_cp_async16(xs + 8 * u, n > 0 ? X + row * ld + col : X, 2 * n);
-                }
-            } else if (align >= 4) {
-                pg_copy_chunks16<2, CONT, ELEMS, NT, PgWgStage>(xs, X, ld, rbase, cbase, rlim,
-                                                                clim, tid);
+            for (int l = 0; l < (UNITS + NT - 1) / NT; ++l) {
+                const int u = tid + l * NT;
+                if (UNITS % NT != 0 && u >= UNITS) continue;
+                const int o = u / (CONT / 8), c = (u % (CONT / 8)) * 8;
+                const int row = rbase + o, col = cbase + c;
+                const int n = row < rlim ? max(0, min(8, clim - col)) : 0;
+                pg_cp_async16(xs + off(o, c), n > 0 ? X + row * ld + col : X, 2 * n);
             }
-        } else if (align < 4) {
-            // 2-byte rows: the thread loads and stores each element itself, PG_WG_ELEM_UNROLL
-            // at a time (fully unrolled as pg_copy_chunks16<1>, the loaded elements held
-            // 40-80 registers more and the kinds lost their second resident block)
+        } else if (phase == 0 && align >= 4) {
+            // 4-byte rows: pairs of elements by cp.async, PG_WG_ELEM_UNROLL at a time
+            // (fully unrolled, the hoisted addresses cost the kinds their register cap)
+            PG_WG_ELEM_UNROLL
+            for (int i = 0; i < ELEMS / 2 / NT; ++i) {
+                const int e = 2 * (tid + i * NT);
+                const int o = e / CONT, c = e % CONT;
+                const int row = rbase + o, col = cbase + c;
+                const int n = row < rlim ? max(0, min(2, clim - col)) : 0;
+                pg_cp_async_elem<4>(xs + off(o, c), n > 0 ? X + row * ld + col : X, 2 * n);
+            }
+        } else if (phase == 1 && align < 4) {
+            // 2-byte rows: the thread loads and stores each element itself (fully
+            // unrolled, the loaded elements held 40-80 registers more)
             PG_WG_ELEM_UNROLL
             for (int i = 0; i < ELEMS / NT; ++i) {
                 const int e = tid + i * NT;
                 const int o = e / CONT, c = e % CONT;
                 const int row = rbase + o, col = cbase + c;
-                xs[pos(o, c)].x = row < rlim && col < clim ? PG_LDG(&X[row * ld + col].x)
+                xs[off(o, c)].x = row < rlim && col < clim ? PG_LDG(&X[row * ld + col].x)
                                                            : (unsigned short)0;
             }
         }
@@ -1631,8 +1661,9 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
             pg_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BK; kk += 16)
-                pg_wgmma_64x128x16<TA, TB>(acc, pg_wgmma_desc(as + SA::at(wm, kk), SA::LBO, SA::SBO),
-                                           pg_wgmma_desc(bs + SB::at(wn, kk), SB::LBO, SB::SBO), PG_T());
+                pg_wgmma_64x128x16<TA, TB>(
+                    acc, pg_wgmma_desc(as + SA::at(wm, kk), SA::LBO, SA::SBO, SA::MODE),
+                    pg_wgmma_desc(bs + SB::at(wn, kk), SB::LBO, SB::SBO, SB::MODE), PG_T());
             pg_wgmma_commit();
             // This step's group stays in flight; the previous step's is finished here, in
             // every warpgroup once the barrier (one warpgroup: its own wait) has passed,
@@ -1921,7 +1952,7 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
         int ldc, int N, int K, double alpha, double beta, const double* __restrict__ alphas,
         const double* __restrict__ betas)
 {
-    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+    alignas(PG_SMEM_ALIGN) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
 #if PG_HALF
     // The 16-bit kinds (pg_ragged_tile16): every thread finds the same slot; thread 0
     // writes it to shared memory for the call, and the barrier publishes it.
@@ -1966,7 +1997,7 @@ extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
-    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+    alignas(PG_SMEM_ALIGN) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
     const PgGemm* g = gemms + base + blockIdx.z;
     const int kind = 0;
     switch (kind) {
@@ -1987,7 +2018,7 @@ extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
-    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+    alignas(PG_SMEM_ALIGN) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
     const int b = base + blockIdx.x;
     const int t0 = block_ptr[b], t1 = block_ptr[b + 1];
     if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;
