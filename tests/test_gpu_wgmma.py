@@ -70,14 +70,16 @@ def test_every_wgmma_kind(be, torch, dtype, kind, trans, odd):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_default_plan_large_batch(be, torch, dtype):
-    """A batch of large GEMMs through the default plan (which weighs the wgmma kinds on
-    sm_90), every transpose pair."""
+    """A batch of large GEMMs with 16-byte aligned rows through the default plan, which
+    runs wgmma kinds for them on sm_90, every transpose pair."""
     import portgemm
     seed = stable_seed("wgmma-default", dtype)
     rng = np.random.default_rng(seed)
     shapes = [tuple(int(v) for v in s) for s in
-              np.stack([rng.integers(200, 700, 12), rng.integers(200, 700, 12),
-                        rng.integers(100, 900, 12)], axis=1)]
+              np.stack([rng.integers(25, 88, 12) * 8, rng.integers(25, 88, 12) * 8,
+                        rng.integers(13, 112, 12) * 8], axis=1)]
+    used = portgemm.plan(np.array(shapes), dtype, arch=be.arch())
+    assert any(k.family == FAMILY[dtype] and n for k, n in zip(used.kinds, used.tile_counts()))
     for ta, tb in TRANS:
         A, B, C, alpha, beta = make_batch(torch, rng, shapes, dtype, ta, tb, False)
         h = [[host64(x) for x in X] for X in (A, B, C)]

@@ -52,6 +52,8 @@ def main() -> int:
     p.add_argument("--interleaved", action="store_true",
                    help="the wgmma kinds in the no-swizzle layout")
     p.add_argument("--set-rate", metavar="FILE", help="write the rate measured in FILE")
+    p.add_argument("--odd-ld", action="store_true",
+                   help="operands with odd leading dimensions (the 2-byte copy path)")
     args = p.parse_args()
     if args.set_rate:
         return set_rate(Path(args.set_rate))
@@ -69,14 +71,17 @@ def main() -> int:
     for dtype in args.dtype.split(","):
         tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
         for batch, M, N, K in CASES:
-            A = torch.randn(batch, M, K, dtype=tdt, device="cuda")
-            B = torch.randn(batch, K, N, dtype=tdt, device="cuda")
+            pad = 1 if args.odd_ld else 0     # a view of odd row length: 2-byte rows
+            A = torch.randn(batch, M, K + pad, dtype=tdt, device="cuda")[:, :, :K]
+            B = torch.randn(batch, K, N + pad, dtype=tdt, device="cuda")[:, :, :N]
             C = torch.empty(batch, M, N, dtype=tdt, device="cuda")
             As, Bs, Cs = list(A.unbind(0)), list(B.unbind(0)), list(C.unbind(0))
             flops = 2.0 * batch * M * N * K
             shapes = np.tile([M, N, K], (batch, 1))
             times = {"torch_bmm": do_bench(be.cp, lambda: torch.bmm(A, B, out=C)) * 1e-3}
             ref = C.float().clone()
+            if args.odd_ld and (batch, M) not in ((16, 1024), (8, 2048)):
+                continue
             for fam in KINDS[dtype][1:] if args.wgmma_only else KINDS[dtype]:
                 for k in FAMILIES[fam]:
                     if k.engine != "mma":
@@ -94,6 +99,7 @@ def main() -> int:
                 times["default:" + ",".join(used)] = do_bench(be.cp, bound) * 1e-3
             row = {"dtype": dtype, "batch": batch, "M": M, "N": N, "K": K,
                    "layout": "swizzled" if render.WGMMA_SWIZZLE else "interleaved",
+                   "odd_ld": args.odd_ld,
                    "tflops": {n: (flops / t / 1e12 if not n.endswith(":relerr") else t)
                               for n, t in times.items()}}
             line = json.dumps(row)
@@ -108,7 +114,8 @@ def set_rate(path: Path) -> int:
     occupancy/ceilings.json (see the module docstring)."""
     from portgemm.occupancy import ceilings
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if (r["batch"], r["M"], r["N"], r["K"]) == (4, 4096, 4096, 4096)]
+    rows = [r for r in rows if (r["batch"], r["M"], r["N"], r["K"]) == (4, 4096, 4096, 4096)
+            and not r.get("odd_ld")]
     got = {r["dtype"]: r["tflops"][f"{KINDS[r['dtype']][1]}.128x128/g64x128"] for r in rows}
     if not got:
         print(f"{path}: no 4 x 4096^3 case", file=sys.stderr)
