@@ -13,8 +13,7 @@ import pytest
 
 from conftest import backend_or_skip
 from gpu_batches import stable_seed
-from test_gpu_half import TRANS, check, host64, make_batch, operand, tdtype
-from portgemm.planner.tiling import Request, build_tiles, make_plan, pack_blocks
+from test_gpu_half import TRANS, check, check_packed_ragged, host64, kind_plan, make_batch
 from portgemm.tiles import FAMILIES, WGMMA_FAMILIES
 
 pytestmark = pytest.mark.gpu
@@ -40,17 +39,6 @@ def torch():
     return pytest.importorskip("torch")
 
 
-def kind_plan(shapes, dtype, arch, kind):
-    kinds = FAMILIES[FAMILY[dtype]]
-    shapes = np.ascontiguousarray(shapes, dtype=np.int64)
-    shapes.flags.writeable = False
-    kidx = np.full(len(shapes), [k.kind for k in kinds].index(kind), dtype=np.int64)
-    tiles = build_tiles(shapes, kinds, kidx)
-    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]), shapes[:, 2], by_kind=True)
-    return make_plan(Request(shapes, dtype, arch, "per-kind"), "test-" + FAMILY[dtype], kinds,
-                     tiles, block_ptr, 0.0, 0.0, "none", {}, [])
-
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("trans", TRANS, ids=lambda t: ("t" if t[0] else "n") + ("t" if t[1] else "n"))
@@ -61,7 +49,7 @@ def test_every_wgmma_kind(be, torch, dtype, kind, trans, odd):
     rng = np.random.default_rng(seed)
     A, B, C, alpha, beta = make_batch(torch, rng, EDGE, dtype, ta, tb, odd)
     h = [[host64(x) for x in X] for X in (A, B, C)]
-    plan = kind_plan(EDGE, dtype, be.arch(), kind)
+    plan = kind_plan(EDGE, dtype, be.arch(), kind, FAMILY[dtype])
     plan.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
     torch.cuda.synchronize()
     check([host64(c) for c in C], *h, alpha, beta, ta, tb, dtype,
@@ -95,27 +83,8 @@ def test_default_plan_large_batch(be, torch, dtype):
 def test_packed_ragged_device_offsets(be, torch, dtype, kind, monkeypatch):
     """The ragged (device offsets) entry point forced onto each wgmma kind: empty groups,
     rows not a multiple of the tile, an odd ldc, per-group alpha, beta = 0 over NaN."""
-    from portgemm.grouped import gemm_grouped, ragged
+    from portgemm.grouped import ragged
     k = next(t for t in FAMILIES[FAMILY[dtype]] if t.kind == kind)
     monkeypatch.setattr(ragged, "choose_kind", lambda *a, **kw: k)
     monkeypatch.setattr(ragged, "_kinds", {})
-    seed = stable_seed("wgmma-ragged", dtype, kind)
-    rng = np.random.default_rng(seed)
-    G, K, N, T = 8, 200, 136, 700
-    ends = np.sort(rng.integers(0, T - 20, G))
-    ends[2] = ends[1]                                # an empty group
-    ends = np.sort(ends)
-    A = operand(torch, rng, T, K, dtype, False)
-    B = torch.from_numpy(rng.standard_normal((G, K, N)).astype(np.float32)).to(
-        tdtype(torch, dtype)).cuda()
-    C = operand(torch, rng, T, N, dtype, True)      # an odd leading dimension
-    C.fill_(float("nan"))
-    alpha = rng.uniform(-2, 2, G)
-    offs = torch.from_numpy(ends.astype(np.int32)).cuda()
-    gemm_grouped(A, B, C, offs, alpha=alpha, beta=0.0, backend=be)
-    torch.cuda.synchronize()
-    hA, hB, hC = host64(A), [host64(B[g]) for g in range(G)], host64(C)
-    starts = np.concatenate([[0], ends[:-1]])
-    check([hC[s:e] for s, e in zip(starts, ends)], [hA[s:e] for s, e in zip(starts, ends)],
-          hB, [np.zeros((e - s, N)) for s, e in zip(starts, ends)], alpha, np.zeros(G),
-          False, False, dtype, f"seed {seed} {dtype} {kind} packed ragged")
+    check_packed_ragged(be, torch, dtype, True, stable_seed("wgmma-ragged", dtype, kind), kind)

@@ -46,11 +46,12 @@ COPY_FRACTION = 0.9   # device-to-device copy / DRAM spec bandwidth (H100: 0.90)
 # as SIMT would do them plus 16 shuffles; a model figure, not measured.
 MMA_EMULATION = 0.25
 # Optional in a measured entry (else modelled from the spec row's fp64_mma_ratio,
-# half_mma_ratio, TF32_OF_HALF and MFMA_RATIOS).
+# half_mma_ratio, TF32_OF_HALF and MFMA_RATIOS; wgmma_flops_per_s: else 0, the wgmma kinds
+# priced at the mma.sync rate).
 MFMA_FIELDS = {"float16": "mfma_f16_flops_per_s", "bfloat16": "mfma_bf16_flops_per_s",
                "float64": "mfma_f64_flops_per_s"}
 OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", "tf32_mma_flops_per_s",
-                   *MFMA_FIELDS.values())
+                   *MFMA_FIELDS.values(), "wgmma_flops_per_s")
 # The measured per-kind tile-time factors of a measured entry: {kind name: factor}.
 KIND_FACTORS = "kind_factors"
 
