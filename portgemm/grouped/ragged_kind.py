@@ -16,6 +16,7 @@ import numpy as np
 from ..planner.cost_model import floors, kind_costs, predict_rows, steps_of
 from ..planner.parallelism import kind_table
 from ..occupancy.archs import has_mfma
+from ..occupancy.ceilings import ceilings_for
 from ..planner.wavefront_tlp import FAMILY, OUR_FAMILY
 from ..precision import FAMILY as PRECISION_FAMILY
 from ..planner.alignment import aligned_rows
@@ -105,7 +106,14 @@ def _seconds(kc, G, rows, N, K) -> np.ndarray:
 
 
 def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype, precision: str = "ieee"):
-    """The candidate kind with the least predicted time (the first on a tie), or None
-    when no candidate family could be weighed here."""
+    """The candidate kind with the least predicted time, or None when no candidate family
+    could be weighed here. A tie goes to the kind of the faster engine (the mma.sync and
+    wgmma 128x128 tiles of a large MoE layer both sit at the model's memory floor, which
+    charges every tile's loads at DRAM bandwidth; the wgmma one measured 1.6x faster,
+    bench/NOTES.md session 8), then to the first."""
     pred = predicted_seconds(arch, G, rows, N, K, dtype, precision)
-    return min(pred, key=lambda kv: kv[1])[0] if pred else None
+    if not pred:
+        return None
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    c = ceilings_for(arch)
+    return min(pred, key=lambda kv: (kv[1], -c.kind_flops_per_s(kv[0], name)))[0]
