@@ -138,12 +138,18 @@ def run_kind_and_check(be, torch, shapes, A, B, C, alpha, beta, dtype, kind, ta,
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_default_plan_random_batch(be, torch, dtype):
-    import portgemm
     seed = stable_seed("half-default", dtype)
     rng = np.random.default_rng(seed)
     shapes = [tuple(int(v) for v in s) for s in
               np.stack([rng.integers(1, 300, 60), rng.integers(1, 300, 60),
                         rng.integers(0, 400, 60)], axis=1)]
+    check_default_plan(be, torch, rng, shapes, dtype, f"seed {seed}")
+
+
+def check_default_plan(be, torch, rng, shapes, dtype, what):
+    """``shapes`` through gemm_vbatched's default plan in every transpose pair (dense
+    operands: leading dimensions of the stored rows), checked against float64."""
+    import portgemm
     for ta, tb in TRANS:
         A, B, C, alpha, beta = make_batch(torch, rng, shapes, dtype, ta, tb, False)
         h = [[host64(x) for x in X] for X in (A, B, C)]
@@ -151,7 +157,7 @@ def test_default_plan_random_batch(be, torch, dtype):
                                backend=be)
         torch.cuda.synchronize()
         check([host64(c) for c in C], *h, alpha, beta, ta, tb, dtype,
-              f"seed {seed} {dtype} default plan {ta}{tb}")
+              f"{what} {dtype} default plan {ta}{tb}")
 
 
 def test_mixed_half_dtypes_are_a_typed_error(be, torch):

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import backend_or_skip
 from gpu_batches import stable_seed
-from test_gpu_half import TRANS, check, check_packed_ragged, host64, kind_plan, make_batch
+from test_gpu_half import (TRANS, check, check_default_plan, check_packed_ragged, host64,
+                           kind_plan, make_batch)
 from portgemm.tiles import FAMILIES, WGMMA_FAMILIES
 
 pytestmark = pytest.mark.gpu
@@ -68,14 +69,7 @@ def test_default_plan_large_batch(be, torch, dtype):
                         rng.integers(13, 112, 12) * 8], axis=1)]
     used = portgemm.plan(np.array(shapes), dtype, arch=be.arch())
     assert any(k.family == FAMILY[dtype] and n for k, n in zip(used.kinds, used.tile_counts()))
-    for ta, tb in TRANS:
-        A, B, C, alpha, beta = make_batch(torch, rng, shapes, dtype, ta, tb, False)
-        h = [[host64(x) for x in X] for X in (A, B, C)]
-        portgemm.gemm_vbatched(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb,
-                               backend=be)
-        torch.cuda.synchronize()
-        check([host64(c) for c in C], *h, alpha, beta, ta, tb, dtype,
-              f"seed {seed} {dtype} default plan {ta}{tb}")
+    check_default_plan(be, torch, rng, shapes, dtype, f"seed {seed}")
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
