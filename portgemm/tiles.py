@@ -26,6 +26,9 @@ Families:
   the archs of FAMILY_ARCHS only (the 16-bit dtypes' families on AMD).
 - ``portgemm-tf32`` and ``portgemm-3xtf32``: float32 on tensor cores (TF32 m16n8k8),
   what ``precision="tf32"`` / ``"3xtf32"`` plan with (TF32_FAMILIES below).
+- ``wgmma-f16``, ``wgmma-bf16``: Hopper's warpgroup MMA kinds (wgmma.mma_async, A and B
+  from shared memory), named ``<tm>x<tn>/g<rm>x<rn>`` (``g``: a warpgroup's sub-tile),
+  built for sm_90 only (FAMILY_ARCHS), weighed there beside the 16-bit families.
 - ``tune`` (fp32) and ``tune-f64``: the candidates ``python -m portgemm tune`` times on
   a device, named ``<tm>x<tn>/<rm>x<rn>/k<tk>``; the planner uses the tuned subset.
 
@@ -57,11 +60,30 @@ FAMILY_ARCHS = {"mfma-f16": _MFMA_16BIT_ARCHS, "mfma-bf16": _MFMA_16BIT_ARCHS,
                 "mfma-f64": ("gfx90a", "gfx940", "gfx941", "gfx942")}
 
 
+# Hopper's warpgroup MMA families (wgmma.mma_async, kernels/compat.h): a warpgroup of 128
+# threads per 64 x 128 sub-tile of m64n128k16 steps, A and B read from shared memory by
+# the tensor cores; sm_90a only, so built for sm_90 alone (kernels/nvrtc.py compiles them
+# for sm_90a), where the planner weighs them beside the dtype's HALF_FAMILIES kinds.
+WGMMA_FAMILIES = {"wgmma-f16": "float16", "wgmma-bf16": "bfloat16"}
+WGMMA_GROUP = 128           # lanes sharing one wgmma (a warpgroup)
+WGMMA_SHAPE = (64, 8, 16)   # m, n, k granularity of a wgmma (n: any multiple of 8 to 256)
+FAMILY_ARCHS.update({f: ("sm_90",) for f in WGMMA_FAMILIES})
+# Families whose kinds a plan of another family also weighs, where they are built
+# (FAMILY_ARCHS): the 16-bit families' wgmma kinds on sm_90. The cost model's rate per
+# engine decides per GEMM which kind runs (planner/wavefront_tlp.py).
+WEIGHED_WITH = {"portgemm-f16": ("wgmma-f16",), "portgemm-bf16": ("wgmma-bf16",)}
+
+
 def family_builds_for(family: str, arch: str | None) -> bool:
     """Whether ``family``'s kernels are built for the arch named ``arch`` (None: the
     portable catalogue, the families every target builds)."""
     archs = FAMILY_ARCHS.get(family)
     return archs is None or arch in archs
+
+
+def weighed_families(family: str, arch: str | None) -> tuple[str, ...]:
+    """``family`` and the families of WEIGHED_WITH built for the arch named ``arch``."""
+    return (family,) + tuple(f for f in WEIGHED_WITH.get(family, ()) if family_builds_for(f, arch))
 
 MMA_SHAPE_TF32 = (16, 8, 8)    # m, n, k of the TF32 MMA fragment (fp32 precision modes)
 # float32's tensor-core families, by the precision mode they compute (planner: plan(...,
@@ -82,12 +104,16 @@ def mma_shape(family: str) -> tuple[int, int, int]:
         return MFMA_SHAPE_F64 if MFMA_FAMILIES[family] == "float64" else MFMA_SHAPE_HALF
     if family in TF32_FAMILIES:
         return MMA_SHAPE_TF32
+    if family in WGMMA_FAMILIES:
+        return WGMMA_SHAPE
     return MMA_SHAPE_HALF if family in HALF_FAMILIES else MMA_SHAPE
 
 
 def mma_lanes(family: str) -> int:
     """Lanes that share one MMA of a family's MMA kinds: a warp (32), or an AMD wave (64)
     for the MFMA families."""
+    if family in WGMMA_FAMILIES:
+        return WGMMA_GROUP
     return MFMA_WAVE if family in MFMA_FAMILIES else MMA_WARP
 
 
@@ -325,6 +351,19 @@ _HALF_KINDS = [
 PORTGEMM_F16 = _family("portgemm-f16", _HALF_KINDS)
 PORTGEMM_BF16 = _family("portgemm-bf16", _HALF_KINDS)
 
+# The wgmma kinds (WGMMA_FAMILIES; g: a warpgroup's sub-tile, 64 x 128 fp32 accumulators,
+# 64 registers a thread): BK 32 (two k16 wgmmas a stage) so that the cp.async stages fit
+# the kernel's 48 KiB of static shared memory without padding (128x128: 3 stages of 16
+# KiB; 64x128: 4 of 12 KiB; kernels/render.py STAGES). 128x128/g64x128 is two
+# warpgroups (256 threads), 64x128/g64x128 one.
+#            kind               tm   tn  tk  threads rm   rn  engine
+_WGMMA_KINDS = [
+    ("64x128/g64x128",   64, 128, 32, 128, 64, 128, "mma"),
+    ("128x128/g64x128", 128, 128, 32, 256, 64, 128, "mma"),
+]
+WGMMA_F16 = _family("wgmma-f16", _WGMMA_KINDS)
+WGMMA_BF16 = _family("wgmma-bf16", _WGMMA_KINDS)
+
 # AMD's MFMA kinds (MFMA_FAMILIES; 256 threads = 4 waves of 64, w: a wave's sub-tile of
 # 16x16 MFMA blocks), staged like the MMA kinds (register double buffer: AMD has no
 # cp.async). Chosen from compiled register counts and the occupancy model, not timed
@@ -380,6 +419,7 @@ FAMILY_DTYPES = {"portgemm": ("float32",), "portgemm-f64": ("float64",),
                  "tune": ("float32",), "tune-f64": ("float64",),
                  **{f: (d,) for f, d in HALF_FAMILIES.items()},
                  **{f: (d,) for f, d in MFMA_FAMILIES.items()},
+                 **{f: (d,) for f, d in WGMMA_FAMILIES.items()},
                  **{f: ("float32",) for f in TF32_FAMILIES}}
 PAPER_DTYPES = ("float32", "float64")
 
@@ -404,6 +444,8 @@ FAMILIES: dict[str, tuple[TileConfig, ...]] = {
     "mfma-f64": MFMA_F64,
     "portgemm-tf32": PORTGEMM_TF32,
     "portgemm-3xtf32": PORTGEMM_3XTF32,
+    "wgmma-f16": WGMMA_F16,
+    "wgmma-bf16": WGMMA_BF16,
 }
 
 CATALOGUE: dict[str, TileConfig] = {t.name: t for fam in FAMILIES.values() for t in fam}

@@ -101,14 +101,16 @@ def make_batch(torch, rng, shapes, dtype, trans_a, trans_b, odd):
     return A, B, C, alpha, beta
 
 
-def kind_plan(shapes, dtype, arch, kind):
-    kinds = FAMILIES[FAMILY[dtype]]
+def kind_plan(shapes, dtype, arch, kind, family=None):
+    """Every GEMM through kind ``kind`` of ``family`` (default: the dtype's FAMILY)."""
+    family = family or FAMILY[dtype]
+    kinds = FAMILIES[family]
     shapes = np.ascontiguousarray(shapes, dtype=np.int64)
     shapes.flags.writeable = False
     kidx = np.full(len(shapes), [k.kind for k in kinds].index(kind), dtype=np.int64)
     tiles = build_tiles(shapes, kinds, kidx)
     tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]), shapes[:, 2], by_kind=True)
-    return make_plan(Request(shapes, dtype, arch, "per-kind"), "test-" + FAMILY[dtype], kinds,
+    return make_plan(Request(shapes, dtype, arch, "per-kind"), "test-" + family, kinds,
                      tiles, block_ptr, 0.0, 0.0, "none", {}, [])
 
 
@@ -136,12 +138,18 @@ def run_kind_and_check(be, torch, shapes, A, B, C, alpha, beta, dtype, kind, ta,
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_default_plan_random_batch(be, torch, dtype):
-    import portgemm
     seed = stable_seed("half-default", dtype)
     rng = np.random.default_rng(seed)
     shapes = [tuple(int(v) for v in s) for s in
               np.stack([rng.integers(1, 300, 60), rng.integers(1, 300, 60),
                         rng.integers(0, 400, 60)], axis=1)]
+    check_default_plan(be, torch, rng, shapes, dtype, f"seed {seed}")
+
+
+def check_default_plan(be, torch, rng, shapes, dtype, what):
+    """``shapes`` through gemm_vbatched's default plan in every transpose pair (dense
+    operands: leading dimensions of the stored rows), checked against float64."""
+    import portgemm
     for ta, tb in TRANS:
         A, B, C, alpha, beta = make_batch(torch, rng, shapes, dtype, ta, tb, False)
         h = [[host64(x) for x in X] for X in (A, B, C)]
@@ -149,7 +157,7 @@ def test_default_plan_random_batch(be, torch, dtype):
                                backend=be)
         torch.cuda.synchronize()
         check([host64(c) for c in C], *h, alpha, beta, ta, tb, dtype,
-              f"seed {seed} {dtype} default plan {ta}{tb}")
+              f"{what} {dtype} default plan {ta}{tb}")
 
 
 def test_mixed_half_dtypes_are_a_typed_error(be, torch):
@@ -170,8 +178,14 @@ def test_mixed_half_dtypes_are_a_typed_error(be, torch):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("device_offs", [False, True], ids=["host-offs", "device-offs"])
 def test_packed_ragged_api(be, torch, dtype, device_offs):
+    check_packed_ragged(be, torch, dtype, device_offs,
+                        stable_seed("half-ragged", dtype, device_offs), "")
+
+
+def check_packed_ragged(be, torch, dtype, device_offs, seed, what):
+    """8 groups of one packed batch (an empty group, an odd ldc, per-group alpha, beta = 0
+    over NaN) through gemm_grouped, checked against float64."""
     from portgemm.grouped import gemm_grouped
-    seed = stable_seed("half-ragged", dtype, device_offs)
     rng = np.random.default_rng(seed)
     G, K, N, T = 8, 200, 136, 700
     ends = np.sort(rng.integers(0, T - 20, G))
@@ -190,4 +204,4 @@ def test_packed_ragged_api(be, torch, dtype, device_offs):
     starts = np.concatenate([[0], ends[:-1]])
     check([hC[s:e] for s, e in zip(starts, ends)], [hA[s:e] for s, e in zip(starts, ends)],
           hB, [np.zeros((e - s, N)) for s, e in zip(starts, ends)], alpha, np.zeros(G),
-          False, False, dtype, f"seed {seed} {dtype} packed ragged device_offs={device_offs}")
+          False, False, dtype, f"seed {seed} {dtype} packed ragged device_offs={device_offs} {what}")

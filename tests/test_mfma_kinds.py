@@ -183,9 +183,9 @@ def test_amd_16bit_refusals_are_typed_and_name_the_arch():
         planner.plan([[64, 64, 64]], "float16", "gfx90a", family="portgemm-f16")
     with pytest.raises(ValidationError, match="per-kind"):
         planner.plan([[64, 64, 64]], "bfloat16", "gfx908", mode="fused")
-    # NVIDIA keeps its own family
+    # NVIDIA keeps its own family (with its wgmma kinds on sm_90, tiles.WEIGHED_WITH)
     assert {k.family for k in planner.plan([[64, 64, 64]], "float16", "sm_90").kinds} == \
-        {"portgemm-f16"}
+        {"portgemm-f16", "wgmma-f16"}
 
 
 def test_mfma_rates_are_per_engine_and_per_dtype():
@@ -276,7 +276,8 @@ def test_device_offsets_calls_weigh_the_mfma_families_on_amd():
             assert choose_kind(a, 64, 4096, 256, 256, dt).engine == "mma"
         f64 = set(candidate_families("float64", a))
         assert f64 == ({"zhang2025", "portgemm-f64"} if arch == "gfx908" else {"zhang2025", "mfma-f64"})
-    assert candidate_families("float16", get_arch("sm_90")) == ("portgemm-f16",)
+    assert candidate_families("float16", get_arch("sm_90")) == ("portgemm-f16", "wgmma-f16")
+    assert candidate_families("float16", get_arch("sm_80")) == ("portgemm-f16",)
 
 
 def test_vendor_matrix_compiles_the_mfma_ragged_entry_points():

@@ -25,9 +25,10 @@ def test_the_f64_family_and_its_tuning_space_hold_the_mma_kinds():
     assert [k.kind for k in MMA] == ["32x32/w16x16", "64x32/w32x16", "64x64/w32x32"]
     tune = {k.kind for k in FAMILIES["tune-f64"] if k.engine == "mma"}
     assert tune == {k.kind + f"/k{k.tk}" for k in MMA}
-    for fam, kinds in FAMILIES.items():   # only fp64, 16-bit, TF32 and MFMA families have MMA kinds
+    for fam, kinds in FAMILIES.items():   # only fp64, 16-bit, TF32, MFMA, wgmma families have MMA kinds
         if fam not in ("portgemm-f64", "tune-f64", "portgemm-f16", "portgemm-bf16",
-                       "portgemm-tf32", "portgemm-3xtf32", "mfma-f16", "mfma-bf16", "mfma-f64"):
+                       "portgemm-tf32", "portgemm-3xtf32", "mfma-f16", "mfma-bf16", "mfma-f64",
+                       "wgmma-f16", "wgmma-bf16"):
             assert all(k.engine == "simt" for k in kinds), fam
 
 

@@ -7,7 +7,7 @@ group sizes are on the device, so every candidate is weighed on G groups of the 
 size m = T / G, each wasting half a row tile on average (the sizes are unknown, so their
 remainders are taken as spread evenly), plus one latency per empty slot. The candidates
 are the kinds the bound call's plans choose from: the paper's and ours for the dtype,
-each in its own per-kind launch.
+each in its own per-kind launch (16 bits on sm_90: the mma.sync and wgmma kinds).
 """
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ import numpy as np
 from ..planner.cost_model import floors, kind_costs, predict_rows, steps_of
 from ..planner.parallelism import kind_table
 from ..occupancy.archs import has_mfma
+from ..occupancy.ceilings import ceilings_for
 from ..planner.wavefront_tlp import FAMILY, OUR_FAMILY
 from ..precision import FAMILY as PRECISION_FAMILY
-from ..tiles import FAMILIES, HALF_FAMILIES, MFMA_FAMILIES
+from ..planner.alignment import aligned_rows
+from ..tiles import FAMILIES, HALF_FAMILIES, MFMA_FAMILIES, weighed_families
 
 # The families a device-offsets call picks from, per dtype: the two the default planner
 # weighs, the paper's kinds and our own.
@@ -42,17 +44,23 @@ def _kinds_of(fam: str) -> tuple:
     return tuple(k for k in FAMILIES[fam] if k.name not in RAGGED_SPILLS)
 
 
-def candidate_families(name: str, arch=None, precision: str = "ieee") -> tuple:
+def candidate_families(name: str, arch=None, precision: str = "ieee",
+                       aligned: bool = True) -> tuple:
     """The families a device-offsets call of dtype ``name`` weighs on ``arch`` (an Arch,
     its name, or None: the portable ones) in a precision mode: a tensor-core mode's own
     family (planner: precision=), else CANDIDATE_FAMILIES, with the arch's MFMA family in
-    place of ours where it has one."""
+    place of ours where it has one, and the families weighed with them there
+    (tiles.weighed_families: the wgmma kinds on sm_90) where the operands' rows are
+    16-byte ``aligned`` (as the planner, alignment.aligned_batch)."""
     if precision != "ieee":
         return (PRECISION_FAMILY[precision],)
     fams = CANDIDATE_FAMILIES[name]
     if arch is not None and name in MFMA_FAMILY and has_mfma(arch, name):
         swap = (OUR_FAMILY.get(name), *HALF_FAMILIES)
         fams = tuple(MFMA_FAMILY[name] if f in swap else f for f in fams)
+    if arch is not None and aligned:
+        where = arch if isinstance(arch, str) else arch.name
+        fams = tuple(g for f in fams for g in weighed_families(f, where))
     return fams
 
 
@@ -65,10 +73,13 @@ def candidate_kinds(dtype, arch=None, precision: str = "ieee") -> tuple:
 
 def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype,
                       precision: str = "ieee") -> list:
-    """[(kind, predicted seconds of its GEMM launch)] for every candidate kind."""
+    """[(kind, predicted seconds of its GEMM launch)] for every candidate kind. The
+    packed operands' rows are K (A) and N (B) elements long: 16-byte aligned where both
+    are multiples of 16 bytes."""
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     out = []
-    for fam in candidate_families(name, arch, precision):
+    aligned = bool(aligned_rows(np.array([[1, N, K]]), name).all())
+    for fam in candidate_families(name, arch, precision, aligned):
         kinds = _kinds_of(fam)
         try:
             kc = kind_costs(arch, kinds, kind_table(arch, kinds, "per-kind", name), name)
@@ -95,7 +106,14 @@ def _seconds(kc, G, rows, N, K) -> np.ndarray:
 
 
 def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype, precision: str = "ieee"):
-    """The candidate kind with the least predicted time (the first on a tie), or None
-    when no candidate family could be weighed here."""
+    """The candidate kind with the least predicted time, or None when no candidate family
+    could be weighed here. A tie goes to the kind of the faster engine (the mma.sync and
+    wgmma 128x128 tiles of a large MoE layer both sit at the model's memory floor, which
+    charges every tile's loads at DRAM bandwidth; the wgmma one measured 1.6x faster,
+    bench/NOTES.md session 8), then to the first."""
     pred = predicted_seconds(arch, G, rows, N, K, dtype, precision)
-    return min(pred, key=lambda kv: kv[1])[0] if pred else None
+    if not pred:
+        return None
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    c = ceilings_for(arch)
+    return min(pred, key=lambda kv: (kv[1], -c.kind_flops_per_s(kv[0], name)))[0]

@@ -293,6 +293,89 @@ __device__ __forceinline__ void pg_mma_16x8x16(float (&c)[4], const unsigned (&a
 #define PG_RAGGED_TILE_CALL __noinline__
 #endif
 
+// ---- Hopper warpgroup MMA (wgmma.mma_async, sm_90a): the wgmma-* families' kinds ----
+// One MMA is a whole warpgroup's (128 threads): D(64 x N, fp32, registers) += A(64 x 16)
+// B(16 x N), A and B read from shared memory through matrix descriptors, asynchronously:
+// issued after wgmma.fence, grouped by commit_group, waited for by wait_group. Only
+// sm_90a has it (NVRTC -arch=sm_90a defines __CUDA_ARCH_FEAT_SM90_ALL; kernels/nvrtc.py
+// picks that arch for these kinds alone), so no other target ever sees the PTX below.
+// Accumulator register i of thread t of the warpgroup (PTX ISA, "wgmma D matrix
+// fragment", m64nNk16 f32): row 16 (t / 32) + (t % 32) / 4 + 8 ((i / 2) % 2), column
+// 8 (i / 4) + 2 (t % 4) + i % 2.
+#if !PG_HIP && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PG_WGMMA 1
+__device__ __forceinline__ void pg_wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void pg_wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void pg_wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+// Shared memory written by this thread in the generic proxy (cp.async, plain stores)
+// made visible to the async proxy that wgmma reads it through; a barrier after it
+// publishes every thread's writes.
+__device__ __forceinline__ void pg_fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// An accumulator register the compiler must treat as rewritten here: wgmma writes it
+// asynchronously, so no read of it may move above the wait_group that completes it.
+__device__ __forceinline__ void pg_wgmma_reg_fence(float& x)
+{
+    asm volatile("" : "+f"(x) :: "memory");
+}
+// Matrix descriptor of an operand in shared memory (PTX ISA, "Matrix Descriptor Format"):
+// start address, `lbo` (leading byte offset) and `sbo` (stride byte offset) stored >> 4,
+// the layout (swizzle) type `mode` in bits 62-63 (0 none, 1 128 B, 2 64 B, 3 32 B);
+// what lbo and sbo mean per layout: vbatched_gemm.cu, PgWgStage.
+__device__ __forceinline__ unsigned long long pg_wgmma_desc(const void* p, unsigned lbo,
+                                                            unsigned sbo, unsigned mode)
+{
+    const unsigned a = pg_smem_addr(p);
+    return (unsigned long long)((a & 0x3ffffu) >> 4) |
+           ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
+           ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) |
+           ((unsigned long long)(mode & 3u) << 62);
+}
+#define PG_WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
+                    "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+// D(64 x 128) += A B with the operands' majorness as immediates: TA (TB) 0: A (B) is
+// K-major in shared memory, 1: M-major (N-major), the "transpose" of the 16-bit types.
+#define PG_WGMMA_64X128(TY)                                                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                             \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "             \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "\
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "\
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "\
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "\
+                 "%64, %65, p, 1, 1, %67, %68;\n}\n"                                      \
+                 : PG_WG_D8(0), PG_WG_D8(8), PG_WG_D8(16), PG_WG_D8(24), PG_WG_D8(32),    \
+                   PG_WG_D8(40), PG_WG_D8(48), PG_WG_D8(56)                               \
+                 : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB) : "memory")
+template <int TA, int TB>
+__device__ __forceinline__ void pg_wgmma_64x128x16(float (&d)[64], unsigned long long a,
+                                                   unsigned long long b, PgHalf)
+{
+    PG_WGMMA_64X128("f16");
+}
+template <int TA, int TB>
+__device__ __forceinline__ void pg_wgmma_64x128x16(float (&d)[64], unsigned long long a,
+                                                   unsigned long long b, PgBf16)
+{
+    PG_WGMMA_64X128("bf16");
+}
+#undef PG_WGMMA_64X128
+#undef PG_WG_D8
+#else
+#define PG_WGMMA 0
+#endif
+
 // Read-only loads of one element: __ldg has no overload for the 16-bit structs.
 template <class T>
 __device__ __forceinline__ T pg_ldg(const T* p)

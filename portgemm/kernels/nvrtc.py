@@ -13,6 +13,7 @@ import re
 from ..errors import CompileError, DeviceUnavailable
 from ..occupancy.resources import KernelResources
 from . import compile_cache, cubin as cubin_reader
+from .render import WGMMA_DEFINE
 
 OPTIONS = ("-std=c++17", "--ptxas-options=-v")
 # Warnings as errors, asked for through the environment so the tools reach every compile
@@ -79,10 +80,21 @@ def parse_ptxas_log(log: str, name: str) -> dict | None:
             "spill_bytes": int(spill.group(1)) if spill else 0}
 
 
+def target_arch(source: str, arch: str) -> str:
+    """The NVRTC target for ``source`` on ``arch``: "sm_90a" for a variant with wgmma
+    kinds (render.WGMMA_DEFINE; those instructions exist on sm_90a only, and its cubins
+    run on sm_90 devices alone), else ``arch`` itself."""
+    if arch == "sm_90" and f"#define {WGMMA_DEFINE} 1\n" in source:
+        return "sm_90a"
+    return arch
+
+
 def compile(source: str, name: str, arch: str = "sm_90", refresh: bool = False
             ) -> tuple[bytes, KernelResources]:
-    """Compile to a cubin for ``arch`` (e.g. "sm_90"); returns it with its resources.
-    ``refresh`` skips the cache lookup (the fresh result overwrites the entry)."""
+    """Compile to a cubin for ``arch`` (e.g. "sm_90"; target_arch may make it the
+    arch-specific "sm_90a"); returns it with its resources. ``refresh`` skips the cache
+    lookup (the fresh result overwrites the entry)."""
+    arch = target_arch(source, arch)
     nvrtc = _nvrtc()
     ver = version()
     strict = werror()

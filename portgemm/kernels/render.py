@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tiles import MFMA_FAMILIES, TF32_FAMILIES, mma_products
+from ..tiles import MFMA_FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, mma_products
 from .variants import DTYPES, HALF_DTYPES, ITEMSIZE, SplitReduce, TileExpand, Variant
 
 HERE = Path(__file__).parent
@@ -36,6 +36,11 @@ MIN_BLOCKS = {
     # (4 warps) capped at 4 blocks spilled 8-104 bytes there, so it keeps 3 (166).
     **{(fam, "128x128/w64x32", dt): 2
        for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))},
+    # the wgmma kinds (64 accumulators a thread, 123-152 registers with no hint): capped
+    # at 128 registers, 128x128 (two warpgroups) keeps 2 resident blocks an SM and 64x128
+    # (one) 4, as their 48 KiB of shared memory allow; no spill on sm_90a
+    **{(fam, kind, dt): n for fam, dt in WGMMA_FAMILIES.items()
+       for kind, n in (("64x128/g64x128", 4), ("128x128/g64x128", 2))},
     # 3xTF32 64x64 (four warps): with no hint ptxas aimed at 168 registers and spilled 4-8
     # bytes on sm_90; 3 blocks (170) does not spill there. sm_80 ignores it (compat.h)
     # and does not spill.
@@ -71,6 +76,10 @@ STAGES = {
     # for 128x64 and 2 for 128x128); not timed against fewer yet
     **{(fam, kind, dt): 4 for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))
        for kind in ("32x32/w16x16", "64x64/w32x32", "128x64/w64x32", "128x128/w64x32")},
+    # the wgmma kinds: 4 stages of BK 32 where 48 KiB allow (stages() drops to 3 for
+    # 128x128)
+    **{(fam, kind, dt): 4 for fam, dt in WGMMA_FAMILIES.items()
+       for kind in ("64x128/g64x128", "128x128/g64x128")},
     # the TF32 kinds: 4 stages of BK 16 where 48 KiB allow (stages() drops to 3 for
     # 128x64 and 2 for 128x128); not timed against fewer yet
     **{(fam, kind, "float32"): 4 for fam in TF32_FAMILIES
@@ -181,19 +190,30 @@ def mma_stage_elems(k, dtype: str = "float64") -> int:
     """One stage of an MMA kind's A and B (kernel: PgMmaStage, PgTf32Stage), each the
     larger of its x-major (tm or tn rows of tk + pad) and k-major (tk rows of tm or tn +
     pad) layouts."""
+    if k.family in WGMMA_FAMILIES:    # PgWgStage: core matrices, no padding
+        return k.tk * (k.tm + k.tn)
     px, pk = TF32_PAD if k.family in TF32_FAMILIES else (mma_pad(dtype),) * 2
     return sum(max(x * (k.tk + px), k.tk * (x + pk)) for x in (k.tm, k.tn))
 
 
 ENGINE_MFMA = 5
+ENGINE_WGMMA = 6
+WGMMA_DEFINE = "PG_WGMMA_KINDS"   # 1: some kind runs pg_tile_wgmma (sm_90a only)
+# The wgmma kinds' shared-memory layout (kernel: PgWgStage): True the swizzled one (32-128
+# byte swizzle), False wgmma's no-swizzle layout, 1.8-2x slower on the H100 and kept to
+# measure against (tools/wgmma_timing.py --interleaved).
+WGMMA_SWIZZLE = True
 
 
 def engine_id(k, dtype: str) -> int:
     """The kernel's E of kind ``k`` (PG_KINDS): 0 SIMT (pg_tile), 1 fp64 MMA
     (pg_tile_mma), 2 16-bit MMA (pg_tile_mma16), 3 TF32 and 4 3xTF32 (pg_tile_tf32),
-    5 AMD MFMA (pg_tile_mfma: the MFMA families' MMA kinds)."""
+    5 AMD MFMA (pg_tile_mfma: the MFMA families' MMA kinds), 6 Hopper wgmma
+    (pg_tile_wgmma: the wgmma families' kinds)."""
     if k.engine == "simt":
         return 0
+    if k.family in WGMMA_FAMILIES:
+        return ENGINE_WGMMA
     if k.family in TF32_FAMILIES:
         return 4 if mma_products(k.family) > 1 else 3
     if k.family in MFMA_FAMILIES:
@@ -256,6 +276,9 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
     # only a variant with TF32 or MFMA kinds gets its define: every other renders as before
     tf32 = {"PG_TF32": "1"} if any(e in (3, 4) for e in ids) else {}
     mfma = {"PG_MFMA_KINDS": "1"} if ENGINE_MFMA in ids else {}
+    # (kernels/nvrtc.py compiles a source with this define for sm_90a)
+    wgmma = {WGMMA_DEFINE: "1", "PG_WG_SWIZZLE": str(int(WGMMA_SWIZZLE))} \
+        if ENGINE_WGMMA in ids else {}
     return {
         "PG_T": DTYPES[variant.dtype],
         "PG_HALF": str(int(half)),
@@ -277,6 +300,7 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
         "PG_CARRY": str(int(carry(variant))),
         **tf32,
         **mfma,
+        **wgmma,
     }
 
 

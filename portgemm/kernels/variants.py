@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..tiles import (FAMILIES, HALF_FAMILIES, ITEMSIZE, MFMA_FAMILIES, PER_KIND_ONLY, TF32_FAMILIES,
-                     TileConfig, family_builds_for, family_dtypes)
+                     WGMMA_FAMILIES, TileConfig, family_builds_for, family_dtypes)
 
 # numpy dtype name -> the kernel's element type (PG_T; the 16-bit ones are compat.h's
 # storage structs) and the short name in entry points.
@@ -118,7 +118,8 @@ def catalogue_variants(dtypes=tuple(DTYPES), trans=((False, False),),
     """Every variant the catalogue defines: per-kind for each tile, a fused kernel for
     each tile-list family (but tiles.PER_KIND_ONLY), grid-z for MAGMA's configs; each
     family only in its dtypes (tiles.family_dtypes). ``arch`` (a name): the variants
-    built for it, the arch-specific families (tiles.FAMILY_ARCHS: AMD's MFMA kinds)
+    built for it, the arch-specific families (tiles.FAMILY_ARCHS: AMD's MFMA kinds, the
+    wgmma kinds on sm_90)
     included where they exist; None: the portable catalogue every target builds."""
     out = []
     for dtype in dtypes:
@@ -130,11 +131,12 @@ def catalogue_variants(dtypes=tuple(DTYPES), trans=((False, False),),
                     out += variants_for(kinds, "grid-z", dtype, ta, tb)
                     continue
                 out += variants_for(kinds, "per-kind", dtype, ta, tb)
-                # no fused kernel: see tiles.PER_KIND_ONLY; the 16-bit, TF32 and MFMA
-                # families run per kind only (planner), so a fused kernel would be
+                # no fused kernel: see tiles.PER_KIND_ONLY; the 16-bit, TF32, MFMA and
+                # wgmma families run per kind only (planner), so a fused kernel would be
                 # compiled for nothing
                 if fam not in PER_KIND_ONLY and fam not in HALF_FAMILIES \
-                        and fam not in TF32_FAMILIES and fam not in MFMA_FAMILIES:
+                        and fam not in TF32_FAMILIES and fam not in MFMA_FAMILIES \
+                        and fam not in WGMMA_FAMILIES:
                     out += variants_for(kinds, "fused", dtype, ta, tb)
     return out
 

@@ -516,6 +516,14 @@ struct PgAsync {
 #define PG_SMEM_TILE PG_SMEM_ELEMS
 #endif
 
+// The shared tiles' alignment: 16 bytes (the 16-byte copies), 1 KiB for the wgmma kinds,
+// whose swizzled stages (PgWgStage) the hardware locates by address bits 7-9.
+#if PG_WGMMA_KINDS
+#define PG_SMEM_ALIGN 1024
+#else
+#define PG_SMEM_ALIGN 16
+#endif
+
 // The carry (PG_CARRY, where compat.h's PG_CARRY_VENDOR allows). Everything below that
 // it needs is compiled only under PG_CARRY_ON, so a variant that does not carry renders
 // to the same code as without the carry (its registers and spills unchanged).
@@ -1470,6 +1478,256 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
         }
 }
 
+
+#if PG_WGMMA_KINDS
+#if !PG_WGMMA
+#error "the wgmma kinds (tiles.py wgmma-* families) compile for sm_90a only (kernels/nvrtc.py)"
+#endif
+// One operand's BK x BX stage of the wgmma kinds (pg_tile_wgmma) in one of wgmma's
+// canonical shared-memory layouts. The operand's stored rows (global memory, row-major)
+// are CONT elements long: BK when k is contiguous (A, B^T: K-major), BX when x is (A^T,
+// B: M- or N-major).
+//   PG_WG_SWIZZLE 1 (render.WGMMA_SWIZZLE): K-major stages keep each stored row whole,
+//     BK * 2 bytes (32, 64 or 128: the swizzle width), 8-row groups one after another
+//     (SBO = 8 rows); MN-major stages are atoms of 8 k rows x 64 x (128 bytes a row,
+//     1 KiB), the atoms along x LBO = 1 KiB apart, the 8-row groups along k SBO = BX / 64
+//     KiB apart. The 16-byte chunk j of the 128-byte line L of a stage is stored at
+//     chunk j ^ (L % (width / 16)): the wgmma swizzle modes (32, 64, 128 bytes), which
+//     let the tensor cores read whole 128-byte lines, so the stage base must be 1 KiB
+//     aligned (PG_SMEM_ALIGN). Copies in row order fill whole lines: conflict-free.
+//   PG_WG_SWIZZLE 0: the no-swizzle ("interleaved") layout, core matrices of 8 stored rows
+//     x 16 bytes (128 contiguous bytes) in the order of the stored rows. Measured 1.8-2x
+//     slower on the H100 (bench/NOTES.md, session 8): the tensor cores read it 16 bytes a
+//     row.
+#define PG_WG_ELEM_UNROLL _Pragma("unroll 4")
+template <int BK, int BX, bool KCONT>
+struct PgWgStage {
+    static constexpr int CONT = KCONT ? BK : BX;
+    static constexpr int ELEMS = BK * BX;           // one stage, no padding
+    static constexpr int UNITS = ELEMS / 8;
+    static constexpr int RG = 8 * CONT;             // interleaved: elements per 8-row group
+    static_assert(BK % 16 == 0 && BX % 64 == 0, "whole wgmma k steps and 64-row blocks");
+    static_assert(!PG_WG_SWIZZLE || !KCONT || BK == 16 || BK == 32 || BK == 64,
+                  "K-major rows of one swizzle width (32, 64 or 128 bytes)");
+    static constexpr unsigned WIDTH = PG_WG_SWIZZLE ? (KCONT ? 2 * BK : 128) : 16;
+    // Descriptor fields: byte offsets between core-matrix groups along K (leading) and
+    // along M or N (stride); layout type (bits 62-63): 0 none, 1 128 B, 2 64 B, 3 32 B.
+    static constexpr unsigned LBO = PG_WG_SWIZZLE ? (KCONT ? 16u : 1024u) : (KCONT ? 128u : 2u * RG);
+    static constexpr unsigned SBO = PG_WG_SWIZZLE ? (KCONT ? 16u * BK : 16u * BX) : (KCONT ? 2u * RG : 128u);
+    static constexpr unsigned MODE = WIDTH == 128 ? 1u : WIDTH == 64 ? 2u : WIDTH == 32 ? 3u : 0u;
+
+    // Stored row o, column c: its byte offset before the swizzle.
+    static __device__ __forceinline__ int lin(int o, int c)
+    {
+        if (!PG_WG_SWIZZLE) return 2 * ((o >> 3) * RG + (c >> 3) * 64 + (o & 7) * 8 + (c & 7));
+        if (KCONT) return o * 2 * BK + 2 * c;
+        return (o >> 3) * (int)SBO + (c >> 6) * 1024 + (o & 7) * 128 + 2 * (c & 63);
+    }
+    // ... and its element offset where it is stored (swizzled).
+    static __device__ __forceinline__ int off(int o, int c)
+    {
+        const int b = lin(o, c);
+        return (b ^ (((b >> 7) & (int)(WIDTH / 16 - 1)) << 4)) >> 1;
+    }
+    // The descriptor's start of the block of core matrices at (x, k) (x a multiple of 64,
+    // k of 16): its offset before the swizzle, in elements (the hardware swizzles).
+    static __device__ __forceinline__ int at(int x, int k) { return (KCONT ? lin(x, k) : lin(k, x)) >> 1; }
+
+    // This thread's copies of the slice (stored rows rbase.. below rlim, columns cbase..
+    // below clim) by the widest width the operand's alignment allows (pg_align_of):
+    // phase 0 the cp.async copies (16 or 4 bytes), phase 1 the 2-byte element copies
+    // (plain loads and stores: pg_tile_wgmma fences them into the async proxy). Copies
+    // past the matrix edge are zero-filled. Consecutive threads take consecutive units
+    // of a stored row, so a warp's global reads are whole sectors.
+    template <int NT>
+    static __device__ __forceinline__ void copy(PG_T* xs, const PG_T* __restrict__ X, int ld,
+                                                int rbase, int cbase, int rlim, int clim,
+                                                int align, int tid, int phase)
+    {
+        if (phase == 0 && align >= 16) {
+#pragma unroll
+            for (int l = 0; l < (UNITS + NT - 1) / NT; ++l) {
+                const int u = tid + l * NT;
+                if (UNITS % NT != 0 && u >= UNITS) continue;
+                const int o = u / (CONT / 8), c = (u % (CONT / 8)) * 8;
+                const int row = rbase + o, col = cbase + c;
+                const int n = row < rlim ? max(0, min(8, clim - col)) : 0;
+                pg_cp_async16(xs + off(o, c), n > 0 ? X + row * ld + col : X, 2 * n);
+            }
+        } else if (phase == 0 && align >= 4) {
+            // 4-byte rows: pairs of elements by cp.async, PG_WG_ELEM_UNROLL at a time
+            // (fully unrolled, the hoisted addresses cost the kinds their register cap)
+            PG_WG_ELEM_UNROLL
+            for (int i = 0; i < ELEMS / 2 / NT; ++i) {
+                const int e = 2 * (tid + i * NT);
+                const int o = e / CONT, c = e % CONT;
+                const int row = rbase + o, col = cbase + c;
+                const int n = row < rlim ? max(0, min(2, clim - col)) : 0;
+                pg_cp_async_elem<4>(xs + off(o, c), n > 0 ? X + row * ld + col : X, 2 * n);
+            }
+        } else if (phase == 1 && align < 4) {
+            // 2-byte rows: the thread loads and stores each element itself (fully
+            // unrolled, the loaded elements held 40-80 registers more)
+            PG_WG_ELEM_UNROLL
+            for (int i = 0; i < ELEMS / NT; ++i) {
+                const int e = tid + i * NT;
+                const int o = e / CONT, c = e % CONT;
+                const int row = rbase + o, col = cbase + c;
+                xs[off(o, c)].x = row < rlim && col < clim ? PG_LDG(&X[row * ld + col].x)
+                                                           : (unsigned short)0;
+            }
+        }
+    }
+};
+
+// The wgmma kinds (families wgmma-f16 / wgmma-bf16, engine E 6, sm_90a): warpgroups of
+// 128 threads in a (BM / WM) x (BN / WN) grid, each a WM x WN = 64 x 128 sub-tile of C as
+// the fp32 accumulators of m64n128k16 wgmmas (compat.h), A and B read by the tensor cores
+// straight from PG_STAGES cp.async stages (PgWgStage; no ldmatrix, no fragments in
+// registers). A stage is waited for (cp.async.wait_group) and published by one barrier; the warpgroup issues its BK / 16 wgmmas on it as one
+// group and, while that group runs, waits for the previous step's, then (after a second
+// barrier where several warpgroups share the block) refills that step's stage with the
+// copies PG_STAGES - 1 steps ahead. So the tensor cores always hold the next group while
+// the block synchronises (one group of 2 wgmmas is only ~128 cycles of an SM's tensor
+// work at BK 32).
+// Epilogue as pg_tile_mma16's: alpha and beta in fp32, beta == 0 never reads C.
+template <int BM, int BN, int BK, int NT, int WM, int WN>
+__device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+{
+    static_assert(sizeof(PG_T) == 2, "the wgmma kinds are float16 / bfloat16");
+    static_assert(WM == 64 && WN == 128, "one m64n128k16 wgmma per warpgroup and k step");
+    constexpr int WGN = BN / WN;
+    static_assert((BM / WM) * WGN * 128 == NT, "one warpgroup per sub-tile");
+    constexpr int ST = PG_STAGES;
+    using SA = PgWgStage<BK, BM, !PG_TRANS_A>;
+    using SB = PgWgStage<BK, BN, (bool)PG_TRANS_B>;
+    static_assert(ST >= 2 && ST * (SA::ELEMS + SB::ELEMS) <= PG_SMEM_TILE,
+                  "shared tiles exceed PG_SMEM_TILE");
+    // wgmma's transpose immediates: 1 where the operand is M- (N-) major in its stage
+    constexpr int TA = PG_TRANS_A ? 1 : 0, TB = PG_TRANS_B ? 0 : 1;
+
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int wm = (wg / WGN) * WM, wn = (wg % WGN) * WN;
+    const int M = gp->M, N = gp->N;
+    const int K = (gp->alpha == 0.0) ? 0 : gp->K;   // alpha == 0 never reads A or B
+    const PG_T* __restrict__ A = gp->A;
+    const PG_T* __restrict__ B = gp->B;
+    const int lda = gp->lda, ldb = gp->ldb;
+    const int align_a = pg_align_of(A, lda, PG_TRANS_A ? m0 : 0);
+    const int align_b = pg_align_of(B, ldb, PG_TRANS_B ? 0 : n0);
+
+    float acc[WN / 2];
+#pragma unroll
+    for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
+
+    PG_T* As = smem;                    // [ST][SA::ELEMS]
+    PG_T* Bs = smem + ST * SA::ELEMS;   // [ST][SB::ELEMS]
+    auto issue = [&](int stage, int k0, int phase) {
+#if PG_TRANS_A
+        SA::template copy<NT>(As + stage * SA::ELEMS, A, lda, k0, m0, K, M, align_a, tid, phase);
+#else
+        SA::template copy<NT>(As + stage * SA::ELEMS, A, lda, m0, k0, M, K, align_a, tid, phase);
+#endif
+#if PG_TRANS_B
+        SB::template copy<NT>(Bs + stage * SB::ELEMS, B, ldb, n0, k0, N, K, align_b, tid, phase);
+#else
+        SB::template copy<NT>(Bs + stage * SB::ELEMS, B, ldb, k0, n0, K, N, align_b, tid, phase);
+#endif
+    };
+    const int nk = (K + BK - 1) / BK;
+    if (nk > 0) {
+#pragma unroll 1
+        for (int s = 0; s < ST - 1; ++s) {
+            if (s < nk) {
+                issue(s, s * BK, 0);
+                issue(s, s * BK, 1);
+            }
+            pg_cp_async_commit();
+        }
+        int rs = 0;                     // the stage read; refilled: the one before it
+#pragma unroll 1
+        for (int kt = 0; kt < nk; ++kt) {
+            pg_cp_async_wait<ST - 2>();
+            // The 2-byte element copies are plain stores: fenced into the async proxy
+            // before the barrier. The cp.async copies are not (as CUTLASS's cp.async
+            // wgmma mainloop): a proxy fence here also waited for the copies still in
+            // flight for later stages and emptied the pipeline at every step.
+            if (min(align_a, align_b) < 4) pg_fence_proxy_async();
+            __syncthreads();
+            const PG_T* as = As + rs * SA::ELEMS;
+            const PG_T* bs = Bs + rs * SB::ELEMS;
+#pragma unroll
+            for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
+            pg_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 16)
+                pg_wgmma_64x128x16<TA, TB>(
+                    acc, pg_wgmma_desc(as + SA::at(wm, kk), SA::LBO, SA::SBO, SA::MODE),
+                    pg_wgmma_desc(bs + SB::at(wn, kk), SB::LBO, SB::SBO, SB::MODE), PG_T());
+            pg_wgmma_commit();
+            // This step's group stays in flight; the previous step's is finished here, in
+            // every warpgroup once the barrier (one warpgroup: its own wait) has passed,
+            // so its stage takes the copies PG_STAGES - 1 steps ahead while the tensor
+            // cores work on this one.
+            pg_wgmma_wait<1>();
+#pragma unroll
+            for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
+            if (NT > 128) __syncthreads();
+            const int ws = rs == 0 ? ST - 1 : rs - 1;
+            if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK, 0);
+            pg_cp_async_commit();
+            if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK, 1);
+            rs = rs + 1 == ST ? 0 : rs + 1;
+        }
+        pg_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
+        pg_cp_async_wait<0>();
+        __syncthreads();
+    }
+
+    // Epilogue: register i holds row g + 8 ((i / 2) % 2) of the warp's 16, column
+    // 8 (i / 4) + 2 (t % 4) + i % 2 (compat.h): pairs of adjacent columns, one 4-byte
+    // access where C and ldc keep it aligned.
+    const float alpha = float(gp->alpha), beta = float(gp->beta);
+    PG_T* __restrict__ C = gp->C;
+    const int ldc = gp->ldc;
+    const bool vec_c = ((unsigned long long)C & 3ull) == 0 && ldc % 2 == 0;
+    const int lane = tid & 31, warp = (tid >> 5) & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = m0 + wm + 16 * warp + (lane >> 2) + 8 * h;
+        if (r >= M) continue;
+        PG_T* crow = C + r * ldc;
+#pragma unroll
+        for (int j = 0; j < WN / 8; ++j) {
+            const int c0 = n0 + wn + 8 * j + 2 * (lane & 3);
+            const float* v = acc + 4 * j + 2 * h;
+            if (vec_c && c0 + 1 < N) {
+                unsigned* p = reinterpret_cast<unsigned*>(crow + c0);
+                float x0 = alpha * v[0], x1 = alpha * v[1];
+                if (beta != 0.0f) {             // beta == 0 never reads C
+                    const unsigned w = *p;
+                    PG_T c[2];
+                    c[0].x = (unsigned short)(w & 0xffffu);
+                    c[1].x = (unsigned short)(w >> 16);
+                    x0 += beta * float(c[0]);
+                    x1 += beta * float(c[1]);
+                }
+                *p = pg_pack2(PG_T(x0).x, PG_T(x1).x);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    if (c0 + q >= N) continue;
+                    float x = alpha * v[q];
+                    if (beta != 0.0f) x += beta * float(crow[c0 + q]);
+                    crow[c0 + q] = PG_T(x);
+                }
+            }
+        }
+    }
+}
+#endif  // PG_WGMMA_KINDS
 #endif  // PG_HALF
 
 #if PG_MFMA_KINDS
@@ -1623,6 +1881,7 @@ __device__ __forceinline__ void pg_tile_mfma(const PgGemm* __restrict__ gp, int 
 #define PG_TILE_E3 pg_tile_tf32     // E 3, 4: fp32 TF32 MMA kinds (PG_TF32)
 #define PG_TILE_E4 pg_tile_3xtf32
 #define PG_TILE_E5 pg_tile_mfma     // the AMD MFMA kinds (PG_MFMA_KINDS)
+#define PG_TILE_E6 pg_tile_wgmma    // the Hopper wgmma kinds (PG_WGMMA_KINDS, sm_90a)
 #define PG_TILE_OF(e) PG_TILE_E##e
 
 #if PG_CARRY_ON
@@ -1693,16 +1952,27 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
         int ldc, int N, int K, double alpha, double beta, const double* __restrict__ alphas,
         const double* __restrict__ betas)
 {
-    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+    alignas(PG_SMEM_ALIGN) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
 #if PG_HALF
     // The 16-bit kinds (pg_ragged_tile16): every thread finds the same slot; thread 0
     // writes it to shared memory for the call, and the barrier publishes it.
     __shared__ PgGemm gs;
     __shared__ int origin[2];
+// The wgmma kinds (E 6) run their tile inline: ptxas serializes every wgmma of a
+// pipeline that crosses a call boundary (C7510), and their cap holds them at 128
+// registers either way.
+#define PG_RG_CALL0(tile) pg_ragged_tile16([] { tile; });
+#define PG_RG_CALL1 PG_RG_CALL0
+#define PG_RG_CALL2 PG_RG_CALL0
+#define PG_RG_CALL3 PG_RG_CALL0
+#define PG_RG_CALL4 PG_RG_CALL0
+#define PG_RG_CALL5 PG_RG_CALL0
+#define PG_RG_CALL6(tile) tile;
+#define PG_RG_CALL(e) PG_RG_CALL##e
 #define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e)                                            \
     if (threadIdx.x == 0) { gs = g; origin[0] = m0; origin[1] = n0; }                   \
     __syncthreads();                                                                    \
-    pg_ragged_tile16([] { PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&gs, origin[0], origin[1], smem); });
+    PG_RG_CALL(e)((PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&gs, origin[0], origin[1], smem)))
 #else
 #define PG_RG_RUN(bm, bn, bk, nt, rm, rn, e) PG_TILE_OF(e)<bm, bn, bk, nt, rm, rn>(&g, m0, n0, smem);
 #endif
@@ -1727,7 +1997,7 @@ extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
-    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+    alignas(PG_SMEM_ALIGN) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
     const PgGemm* g = gemms + base + blockIdx.z;
     const int kind = 0;
     switch (kind) {
@@ -1748,7 +2018,7 @@ extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
-    alignas(16) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+    alignas(PG_SMEM_ALIGN) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
     const int b = base + blockIdx.x;
     const int t0 = block_ptr[b], t1 = block_ptr[b + 1];
     if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ..errors import UnknownArch
-from ..tiles import FAMILY_ARCHS, MFMA_FAMILIES
+from ..tiles import FAMILY_ARCHS, MFMA_FAMILIES, WGMMA_FAMILIES
 
 KiB = 1024
 
@@ -154,6 +154,17 @@ MFMA = {dtype: frozenset(a for a in FAMILY_ARCHS[fam] if a in ARCHS)
 HALF_MMA_NOT_BUILT = {
     "gfx1100": "RDNA3 has WMMA, not MFMA, and no 16-bit kernels are built for it",
 }
+
+
+# Hopper's warpgroup MMA (wgmma.mma_async, kernels/compat.h; tiles.WGMMA_FAMILIES): the
+# archs whose wgmma kinds are built (sm_90, compiled for sm_90a), where the planner weighs
+# them beside the 16-bit MMA kinds; tiles.FAMILY_ARCHS is the one list.
+WGMMA = frozenset(a for fam in WGMMA_FAMILIES for a in FAMILY_ARCHS[fam] if a in ARCHS)
+
+
+def has_wgmma(arch) -> bool:
+    """Whether ``arch`` (an Arch or its name) runs the wgmma kinds."""
+    return (arch.name if isinstance(arch, Arch) else get_arch(arch).name) in WGMMA
 
 
 def has_mfma(arch, dtype: str) -> bool:

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import generation
-from ..tiles import MFMA_FAMILIES, mma_products
-from .archs import has_fp64_mma, has_half_mma, has_mfma, has_tf32_mma
+from ..tiles import MFMA_FAMILIES, WGMMA_FAMILIES, mma_products
+from .archs import has_fp64_mma, has_half_mma, has_mfma, has_tf32_mma, has_wgmma
 
 PATH = Path(__file__).with_name("ceilings.json")
 
@@ -46,11 +46,12 @@ COPY_FRACTION = 0.9   # device-to-device copy / DRAM spec bandwidth (H100: 0.90)
 # as SIMT would do them plus 16 shuffles; a model figure, not measured.
 MMA_EMULATION = 0.25
 # Optional in a measured entry (else modelled from the spec row's fp64_mma_ratio,
-# half_mma_ratio, TF32_OF_HALF and MFMA_RATIOS).
+# half_mma_ratio, TF32_OF_HALF and MFMA_RATIOS; wgmma_flops_per_s: else 0, the wgmma kinds
+# priced at the mma.sync rate).
 MFMA_FIELDS = {"float16": "mfma_f16_flops_per_s", "bfloat16": "mfma_bf16_flops_per_s",
                "float64": "mfma_f64_flops_per_s"}
 OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", "tf32_mma_flops_per_s",
-                   *MFMA_FIELDS.values())
+                   *MFMA_FIELDS.values(), "wgmma_flops_per_s")
 # The measured per-kind tile-time factors of a measured entry: {kind name: factor}.
 KIND_FACTORS = "kind_factors"
 
@@ -94,6 +95,9 @@ class Ceilings:
     mfma_f64_flops_per_s: float = 0.0
     # fp32 as TF32 on tensor cores (mma.sync m16n8k8, one TF32 product); 0: none (archs.TF32_MMA)
     tf32_mma_flops_per_s: float = 0.0
+    # float16 / bfloat16 through the wgmma kinds (Hopper wgmma.mma_async, archs.WGMMA),
+    # measured only; 0: none measured, the kinds are priced at half_mma's rate
+    wgmma_flops_per_s: float = 0.0
     # measured / modelled tile time per kind, ((kind name, factor), ...) sorted by name
     # (a tuple, so a Ceilings stays hashable); () where none was measured
     kind_factors: tuple = ()
@@ -125,12 +129,15 @@ class Ceilings:
 
     def kind_flops_per_s(self, kind, dtype: str) -> float:
         """The rate of one tile kind, by its engine: SIMT (flops_per_s), the NVIDIA MMA
-        kinds (mma_flops_per_s over the MMAs a product takes), or AMD's MFMA kinds (mfma_flops_per_s; where this arch
+        kinds (mma_flops_per_s over the MMAs a product takes; the wgmma kinds their own
+        measured wgmma_flops_per_s where there is one), or AMD's MFMA kinds (mfma_flops_per_s; where this arch
         has none for the dtype, which the planner never asks, the emulation's rate)."""
         if kind.engine != "mma":
             return self.flops_per_s(dtype)
         if kind.family in MFMA_FAMILIES:
             return self.mfma_flops_per_s(dtype) or self.flops_per_s(dtype) * MMA_EMULATION
+        if kind.family in WGMMA_FAMILIES and self.wgmma_flops_per_s > 0:
+            return self.wgmma_flops_per_s
         # over the MMAs it issues per product (3xtf32: three)
         return self.mma_flops_per_s(dtype) / mma_products(kind.family)
 
@@ -268,10 +275,11 @@ def _ceilings_for(arch) -> Ceilings:
             tf32_mma_modelled(arch, half, spec)
         mfma = mfma_modelled(arch, float(row["fp32_flops_per_s"]), fp64, spec)
         mfma.update({f: float(row[f]) for f in MFMA_FIELDS.values() if f in row})
+        wgmma = float(row.get("wgmma_flops_per_s", 0.0)) if has_wgmma(arch) else 0.0
         return Ceilings(arch=arch.name, origin="measured",
                         source=row.get("source", row.get("device", "")),
                         fp64_mma_flops_per_s=mma, half_mma_flops_per_s=half,
-                        tf32_mma_flops_per_s=tf32, **mfma,
+                        tf32_mma_flops_per_s=tf32, wgmma_flops_per_s=wgmma, **mfma,
                         kind_factors=kind_factors(row.get(KIND_FACTORS), arch.name),
                         **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)

@@ -138,3 +138,25 @@ def _shared_tiles(arch_name: str, dtype: str, kinds):
 def share_of(req, kinds):
     """:func:`share_for` of a planner Request (its shapes, dtype, arch and aligned)."""
     return share_for(req.arch, req.dtype, kinds, req.shapes, req.aligned)
+
+
+# The share of a batch's multiply-adds whose GEMMs have both operands' rows 16-byte aligned
+# from which the kinds that stage only such rows fast are weighed (aligned_batch).
+ALIGNED_SHARE = 0.9
+
+
+def aligned_batch(shapes: np.ndarray, dtype: str, aligned=None) -> bool:
+    """Whether at least ALIGNED_SHARE of the batch's M N K sits in GEMMs whose A and B rows
+    are both 16-byte aligned (aligned_rows; ``aligned``: the batch's, None: dense
+    row-major). The wgmma kinds (tiles.WEIGHED_WITH) are weighed only for such batches:
+    their copies of unaligned rows (4- and 2-byte, kernels/vbatched_gemm.cu PgWgStage) ran
+    the H100 grid's large random GEMMs 12-28 % slower than the mma.sync kinds (bench/
+    NOTES.md, session 8), which the cost model, pricing every kind's aligned rate, did
+    not see."""
+    s = np.asarray(shapes, dtype=np.float64)
+    if s.size == 0:
+        return True
+    rows = aligned_rows(shapes, dtype) if aligned is None else np.asarray(aligned)
+    work = s[:, 0] * s[:, 1] * s[:, 2]
+    total = float(work.sum())
+    return total == 0.0 or float(work[rows.all(axis=1)].sum()) >= ALIGNED_SHARE * total

@@ -53,7 +53,8 @@ import numpy as np
 from ..errors import ValidationError
 from ..occupancy.archs import has_mfma
 from ..occupancy.tuned import tuned_family
-from ..tiles import FAMILIES, ZHANG2025, family_dtypes
+from ..tiles import FAMILIES, WEIGHED_WITH, ZHANG2025, family_dtypes, weighed_families
+from .alignment import aligned_batch
 from . import register
 from ..occupancy.vector_path import SWITCH_MARGIN
 from .alignment import share_of
@@ -639,9 +640,25 @@ class _Choice:
 
 
 def _kinds(req, kinds=None) -> tuple:
-    """``kinds`` as a tuple, or the ``family`` option's (else FAMILY)."""
-    return tuple(family_option(req.options.get("family"), req.dtype) if kinds is None
-                 else kinds)
+    """``kinds`` as a tuple, or the ``family`` option's (else FAMILY) with the kinds of
+    the families weighed with it on the request's arch (tiles.weighed_families: the wgmma
+    kinds beside the 16-bit families on sm_90) where the batch's rows are aligned
+    (aligned_batch)."""
+    if kinds is not None:
+        return tuple(kinds)
+    name = req.options.get("family")
+    if name not in WEIGHED_WITH or not aligned_batch(req.shapes, req.dtype, req.aligned):
+        return family_option(name, req.dtype)
+    key = (name, req.dtype, req.arch.name)
+    hit = _weighed.get(key)
+    if hit is None:
+        fams = weighed_families(name, req.arch.name)
+        hit = _weighed[key] = tuple(sorted((k for f in fams for k in family_option(f, req.dtype)),
+                                           key=lambda k: k.area))
+    return hit
+
+
+_weighed: dict = {}   # (family, dtype, arch name) -> its kinds and its partners', small -> large
 
 
 def _choose(req, tlp_formula: str, kinds=None, tabs=None) -> _Choice:
