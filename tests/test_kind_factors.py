@@ -249,3 +249,27 @@ def test_default_fp64_plans_on_the_device(seed, lo, hi, k_hi):
     worst = max(float(np.linalg.norm(cp.asnumpy(c) - a @ b) / max(np.linalg.norm(a @ b), 1e-300))
                 for a, b, c in zip(A, B, dC))
     assert worst < 1e-12, (p.tiles_per_kind(), worst)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed,lo,hi,k_hi", [(8, 16, 1025, 513), (1, 8, 33, 129),
+                                             (3, 16, 513, 129), (5, 1, 130, 40)])
+def test_default_fp32_plans_on_the_device(seed, lo, hi, k_hi):
+    """The default fp32 plan (with the fp32 kind factors where measured: per-kind
+    launches of our family, or the paper's fused launch) against float64, C
+    NaN-poisoned."""
+    from conftest import backend_or_skip
+    be = backend_or_skip("cuda")
+    cp = be.cp
+    s = batch(seed, 200, lo, hi, k_hi)
+    p = portgemm.plan(s, "float32", arch=be.arch())
+    rng = np.random.default_rng(seed)
+    A = [(rng.random((m, k)) - 0.5).astype(np.float32) for m, _, k in s]
+    B = [(rng.random((k, n)) - 0.5).astype(np.float32) for _, n, k in s]
+    dA, dB = [cp.asarray(a) for a in A], [cp.asarray(b) for b in B]
+    dC = [cp.full((m, n), cp.nan, dtype=cp.float32) for m, n, _ in s]
+    p.run(dA, dB, dC, backend=be)
+    worst = max(float(np.linalg.norm(cp.asnumpy(c) - a.astype(np.float64) @ b) /
+                      max(np.linalg.norm(a.astype(np.float64) @ b), 1e-300))
+                for a, b, c in zip(A, B, dC))
+    assert worst < 1e-5, (p.tiles_per_kind(), worst)

@@ -5,7 +5,12 @@ Each kind of the family (default: the dtype's, planner OUR_FAMILY) runs alone, o
 launch, on the tuning sweep's uniform sizes (tuning/space.py: M = N in 32..1024, K in
 32..1024, aligned and odd) and is checked against float64 as in ``tune``
 (tuning/sweep.py); its factor is the geometric mean over the sizes of measured /
-modelled tile time (DtypeSweep.factors). Unlike ``tune``, the family stays the one the
+modelled tile time (DtypeSweep.factors). Where a kind has measured path efficiencies
+(occupancy/vector_path.py: fp32's 128 x 128 kinds on the H100), which the cost model
+multiplies with the kind factor, each size's factor is divided by the kind's path
+figure at that size's vector share first (:func:`path_adjusted`): the aligned half of
+the sweep runs the 16-byte path, the odd half the scalar one, and the stored factor is
+what the path figures leave unexplained, not counted twice. Unlike ``tune``, the family stays the one the
 planner uses and the factors go into the arch's measured ceilings (ceilings.json
 ``kind_factors``), which do not go stale with the kernel source's hash: they say how
 the model errs per kind (bandwidth of small tiles' loads, the MMA kinds' issue), not
@@ -51,6 +56,7 @@ def run(args, timer=None) -> int:
     from ..planner.wavefront_tlp import our_family
     from ..tiles import family
     from . import space
+    from .choose import geometric_mean
     from .sweep import device_timer, sweep_dtype
 
     dev = open_device(args.backend)
@@ -61,7 +67,10 @@ def run(args, timer=None) -> int:
     sw = sweep_dtype(dev, args.dtype, space.sizes(arch.compute_units, args.dtype, args.quick),
                      kinds=kinds, timer=timer or device_timer, deadline=t0 + args.budget,
                      show_progress=False)
-    factors, per_size = sw.factors(), sw.size_factors()
+    raw = sw.size_factors()
+    per_size = path_adjusted(raw, sw.sizes, kinds, arch, args.dtype)
+    factors = {n: g for n, g in ((n, geometric_mean(fs)) for n, fs in per_size.items())
+               if g is not None}
     names = [s.name for s in sw.sizes]
     print(f"{fam} on {dev.name()} ({arch.name}): measured / modelled tile time, "
           f"{time.monotonic() - t0:.0f} s{' (budget ran out)' if sw.stopped else ''}")
@@ -80,6 +89,7 @@ def run(args, timer=None) -> int:
             "arch": arch.name, "device": dev.name(), "family": fam, "dtype": args.dtype,
             "factors": factors, "sizes": names, "ms": sw.ms.tolist(),
             "predicted_ms": sw.predicted_ms.tolist(), "per_size_factors": per_size,
+            "per_size_factors_before_path": raw,
             "excluded": sw.excluded, "kinds": [k.name for k in kinds]}, indent=1) + "\n")
     if args.write:
         if dev.kind == "host" and args.ceilings is None:
@@ -95,6 +105,27 @@ def run(args, timer=None) -> int:
             "/ modelled"))
         print(f"wrote {len(factors)} kind factors into {path}")
     return 0
+
+
+def path_adjusted(per_size: dict, sizes, kinds, arch, dtype: str) -> dict:
+    """``per_size`` (kind name -> per size, measured / modelled tile time or None) with
+    each factor divided by the kind's measured path efficiency at the size's vector
+    share (occupancy/vector_path.py), as the cost model will multiply the two; unchanged
+    where the family has no path efficiencies (fp64, other archs)."""
+    from ..occupancy import vector_path
+    from ..planner.alignment import aligned_rows, vector_share
+    eff = vector_path.efficiencies(arch.name, dtype, kinds)
+    if eff is None:
+        return per_size
+    tm, tn, tk = ([getattr(k, a) for k in kinds] for a in ("tm", "tn", "tk"))
+    path = []   # per size, the path factor per kind
+    for s in sizes:
+        shapes = s.shapes()
+        path.append(vector_path.factor(eff, vector_share(shapes, aligned_rows(shapes, dtype),
+                                                         tm, tn, tk)))
+    index = {k.name: i for i, k in enumerate(kinds)}
+    return {name: [None if f is None else f / float(path[j][index[name]])
+                   for j, f in enumerate(fs)] for name, fs in per_size.items()}
 
 
 if __name__ == "__main__":
