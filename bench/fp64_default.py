@@ -129,12 +129,19 @@ def main(argv=None):
     dtype = args.dtype
     fam, forced_kind = FORCED[dtype]
     row = dict(ceilings._load()["measured"][arch.name])
-    # old: without the factors of the dtype's family (those of other families stay)
-    others = {n: f for n, f in (row.get(ceilings.KIND_FACTORS) or {}).items()
-              if not n.startswith(fam + ".")}
+    # old: without the factors of the dtype's family (those of other families stay);
+    # flat, where the family has factors per depth: its one factor per kind only
+    def without(key):
+        return {n: f for n, f in (row.get(key) or {}).items() if not n.startswith(fam + ".")}
+    others = without(ceilings.KIND_FACTORS)
     if others == (row.get(ceilings.KIND_FACTORS) or {}):
         print(f"note: no kind_factors of {fam} on {arch.name}: old and new are the same plan")
-    entries = {"old": {**row, ceilings.KIND_FACTORS: others}, "new": row}
+    flat = {**row, ceilings.KIND_DEPTH_FACTORS: without(ceilings.KIND_DEPTH_FACTORS)}
+    entries = {"old": {**row, ceilings.KIND_FACTORS: others,
+                       ceilings.KIND_DEPTH_FACTORS: flat[ceilings.KIND_DEPTH_FACTORS]},
+               "new": row}
+    if flat != row:
+        entries["flat"] = flat
     forced = next(k for k in tiles.FAMILIES[fam] if k.kind == forced_kind)
     rows, raw = [], []
     for group, name, shapes, A, B, C in all_cases(cp, args.quick, dtype):
@@ -165,6 +172,9 @@ def main(argv=None):
                     **{f"{m}_pred_ms": r[2] for m, r in res.items() if r[2] is not None},
                     "old_tiles": res["old"][3], "new_tiles": res["new"][3],
                     "err": max(r[1] for r in res.values())})
+        if "flat" in res:
+            raw[-1].update(flat_tiles=res["flat"][3])
+            print(f"{name}: flat x cuBLAS {cub / res['flat'][0]:.3f} ({res['flat'][3]})")
         print(f"{name}: {res['old'][3]} -> {res['new'][3]}; x cuBLAS old {rows[-1][4]:.3f} new {rows[-1][5]:.3f} forced "
               f"{rows[-1][6]:.3f}", flush=True)
     ceilings.use_in_memory(arch.name, entries["new"])
@@ -176,6 +186,10 @@ def main(argv=None):
 
     def geo(xs):
         return float(np.exp(np.mean(np.log(xs)))) if len(xs) else float("nan")
+
+    def flat_geo(sel):
+        names = {r[1] for r in sel}
+        return geo([x["cublas_ms"] / x["flat_ms"] for x in raw if x["case"] in names])
     for group in ("grid", "grid-lost", "grid-won", "off-grid", "broad", None):
         sel = [r for r in rows if group is None or r[0] == group]
         if sel:
@@ -183,7 +197,9 @@ def main(argv=None):
                          f"{geo([r[4] for r in sel]):.3f}, new {geo([r[5] for r in sel]):.3f}, "
                          f"{forced_kind} {geo([r[6] for r in sel]):.3f}; new/old "
                          f"{geo([r[7] for r in sel]):.3f}, new slower than old by > 2 % in "
-                         f"{sum(r[7] < 0.98 for r in sel)}")
+                         f"{sum(r[7] < 0.98 for r in sel)}"
+                         + (f"; flat (one factor per kind) {flat_geo(sel):.3f}"
+                            if "flat" in entries else ""))
     bad = [r for r in rows if not r[9] < TOLERANCE[dtype]]
     lines.append("max error: " + (f"{max(r[9] for r in rows):.2e}" if not bad else
                                   "FAILED " + "; ".join(f"{r[1]} {r[9]}" for r in bad)))

@@ -58,8 +58,8 @@ from . import register
 from ..occupancy.vector_path import SWITCH_MARGIN
 from .alignment import share_of
 from .classes import batch_classes
-from .cost_model import (kind_costs, predict_assignment, predict_gemms, predict_rows,
-                         resource_bound, start_stage_times)
+from .cost_model import (batch_depth, kind_costs, predict_assignment, predict_gemms,
+                         predict_rows, resource_bound, start_stage_times)
 from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
                            family_keys, first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity,
@@ -144,7 +144,8 @@ def paper_rule(req, tlp_formula: str, kinds, table):
     notes.append(f"{rounds} shrink round(s) after the initial scheme (Eq. 10)")
     predicted = predict_assignment(shapes, counts, kidx,
                                    kind_costs(arch, kinds, table, req.dtype,
-                                              share=share_of(req, kinds)),
+                                              share=share_of(req, kinds),
+                                              depth=batch_depth(arch, req.shapes)),
                                    req.mode == "per-kind") if live.any() else 0.0
     return kidx, t, threshold, notes, predicted
 
@@ -278,14 +279,15 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     # B: the tables' columns (GEMMs, or classes of GEMMs: tabs.classes)
     n_k, rank, B = fk["n"], fk["rank"], counts.shape[1]
     inverse = tabs.inverse
-    kc = kind_costs(arch, kinds, table, req.dtype, share=share_of(req, kinds))
+    depth = batch_depth(arch, req.shapes)   # for kind factors measured per depth
+    kc = kind_costs(arch, kinds, table, req.dtype, share=share_of(req, kinds), depth=depth)
     # the ladders of candidates are built from the tile times without the measured path
     # efficiencies (occupancy/vector_path.py), which only price them: the candidates are
     # those of the model the ladders were tuned on (levels at powers of two of the
     # longest start tile), and an efficiency changes which of them wins, not which exist
     # (scaling one kind's tiles moved the levels, and the search then missed plans it
     # priced better; bench/NOTES.md, session 7)
-    kc_ladder = kind_costs(arch, kinds, table, req.dtype)
+    kc_ladder = kind_costs(arch, kinds, table, req.dtype, depth=depth)
     per_kind = req.mode == "per-kind"
 
     given = req.options.get("tlp_threshold")
@@ -605,9 +607,10 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
         return 0.0
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
-    kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds))
+    depth = batch_depth(req.arch, req.shapes)
+    kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds), depth=depth)
     # the rule's one-kind candidates may put a GEMM on a tile that does not fit it
-    one_kind = kind_costs(req.arch, kinds, table, req.dtype).factor is not None
+    one_kind = kind_costs(req.arch, kinds, table, req.dtype, depth=depth).factor is not None
     return resource_bound(kc, tabs.counts, tabs.steps, 0.0 if one_kind else tabs.penalty,
                           req.mode == "per-kind", tabs.floor(kc), tabs.inverse)
 

@@ -10,7 +10,10 @@ modelled tile time (DtypeSweep.factors). Where a kind has measured path efficien
 multiplies with the kind factor, each size's factor is divided by the kind's path
 figure at that size's vector share first (:func:`path_adjusted`): the aligned half of
 the sweep runs the 16-byte path, the odd half the scalar one, and the stored factor is
-what the path figures leave unexplained, not counted twice. Unlike ``tune``, the family stays the one the
+what the path figures leave unexplained, not counted twice. Each kind's factor per depth
+(the sizes of one K, aligned and odd: K = 32, 256, 1024) goes beside it
+(:func:`depth_factors`, ceilings.json ``kind_depth_factors``), for the cost model to read
+at a batch's K. Unlike ``tune``, the family stays the one the
 planner uses and the factors go into the arch's measured ceilings (ceilings.json
 ``kind_factors``), which do not go stale with the kernel source's hash: they say how
 the model errs per kind (bandwidth of small tiles' loads, the MMA kinds' issue), not
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -71,6 +75,7 @@ def run(args, timer=None) -> int:
     per_size = path_adjusted(raw, sw.sizes, kinds, arch, args.dtype)
     factors = {n: g for n, g in ((n, geometric_mean(fs)) for n, fs in per_size.items())
                if g is not None}
+    depths = depth_factors(per_size, sw.sizes)
     names = [s.name for s in sw.sizes]
     print(f"{fam} on {dev.name()} ({arch.name}): measured / modelled tile time, "
           f"{time.monotonic() - t0:.0f} s{' (budget ran out)' if sw.stopped else ''}")
@@ -82,14 +87,15 @@ def run(args, timer=None) -> int:
         shown = [f for f in row if f is not None]
         print(f"  {k.kind:16s} factor {factors.get(k.name, float('nan')):.3f}  "
               f"(sizes {len(shown)}, min {min(shown, default=float('nan')):.2f}, "
-              f"max {max(shown, default=float('nan')):.2f})")
+              f"max {max(shown, default=float('nan')):.2f}; per K "
+              + ", ".join(f"{d}: {f:.3f}" for d, f in depths.get(k.name, ())) + ")")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({
             "arch": arch.name, "device": dev.name(), "family": fam, "dtype": args.dtype,
             "factors": factors, "sizes": names, "ms": sw.ms.tolist(),
             "predicted_ms": sw.predicted_ms.tolist(), "per_size_factors": per_size,
-            "per_size_factors_before_path": raw,
+            "per_size_factors_before_path": raw, "depth_factors": depths,
             "excluded": sw.excluded, "kinds": [k.name for k in kinds]}, indent=1) + "\n")
     if args.write:
         if dev.kind == "host" and args.ceilings is None:
@@ -99,12 +105,28 @@ def run(args, timer=None) -> int:
             print("error: not every kind has a factor; nothing written", file=sys.stderr)
             return 1
         path = ceilings.PATH if args.ceilings is None else args.ceilings
-        ceilings.write_kind_factors(arch.name, factors, path=path, source=(
+        ceilings.write_kind_factors(arch.name, factors, path=path, depth_factors=depths, source=(
             f"python -m portgemm.tuning.kind_factors --dtype {args.dtype} on {dev.name()}: "
             f"{fam}'s kinds alone on {len(names)} uniform sizes, geometric mean of measured "
-            "/ modelled"))
+            "/ modelled, and per K"))
         print(f"wrote {len(factors)} kind factors into {path}")
     return 0
+
+
+def depth_factors(per_size: dict, sizes) -> dict:
+    """kind name -> [[K, factor], ...]: the geometric mean of the kind's factors over the
+    sizes of each depth (K rounded to a power of two: the aligned size and its odd
+    neighbour together), K ascending; kinds with no factor left out."""
+    from .choose import geometric_mean
+    depth = [2 ** round(math.log2(max(s.k, 1))) for s in sizes]
+    out = {}
+    for name, fs in per_size.items():
+        rows = [[d, geometric_mean([f for f, e in zip(fs, depth) if e == d])]
+                for d in sorted(set(depth))]
+        rows = [r for r in rows if r[1] is not None]
+        if rows:
+            out[name] = rows
+    return out
 
 
 def path_adjusted(per_size: dict, sizes, kinds, arch, dtype: str) -> dict:
