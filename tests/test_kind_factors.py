@@ -237,7 +237,7 @@ def test_one_mma_kind_on_every_gemm_beats_a_mix_of_launches(restore_ceilings):
 @pytest.mark.parametrize("seed,hi", [(3, 1025), (5, 513)])
 def test_short_gemms_leave_128x64_where_depth_factors_price_it(restore_ceilings, seed, hi):
     """K up to 128: with one fp32 figure per kind the rule put 128x64/8x8 alone on such
-    batches, and the H100 ran it 4-9 % slower than the old mixes (bench/NOTES.md, session
+    batches, and the H100 ran it 2-9 % slower than the old mixes (bench/NOTES.md, session
     8). Read at the batch's K its factor is the highest of the family (1.16 at K = 32
     against 1.04 for 64x64/8x4 and 1.10 for 64x128/8x8), and the plan leaves it."""
     s = batch(seed, 512, 16, hi, 129)

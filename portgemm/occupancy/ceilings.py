@@ -28,8 +28,8 @@ the sweep ([[K, factor], ...], the geometric mean over that depth's sizes). Wher
 kind of a family has one, the cost model reads the kind's factor at the batch's depth
 (:meth:`Ceilings.kind_factors_of` with ``depth``: piecewise linear in log K, constant
 beyond the ends) instead of the one figure: on the H100 the fp32 kinds with tk 8 run
-16-32 % over the model at K = 32 and 5-11 % under it at K = 1024, while the tk 16 kinds
-stay within 5 % at every depth, so one figure per kind priced the 8-deep tiles as
+10-32 % over the model at K = 32 and up to 11 % under it at K = 1024, while the tk 16
+kinds' factors vary by under 3 % with K, so one figure per kind priced the 8-deep tiles as
 cheaply on short GEMMs as on long ones (bench/NOTES.md, session 8).
 """
 from __future__ import annotations
