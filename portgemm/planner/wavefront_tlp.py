@@ -573,12 +573,12 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     lb_o = least_possible(ours_req, ours_kinds, tabs_o)
     # ours is weighed against the paper's kinds as they are priced: without the device's
     # measured kind factors, which the paper's fused launch has none of (like_for_like)
-    alike = like_for_like(ours_req, ours_kinds, {k.engine for k in kinds}) \
-        if req.dtype in LIKE_FOR_LIKE else (lambda choice: 1.0)
-    lb_o *= alike(None)
+    lo, alike = like_for_like(ours_req, ours_kinds, {k.engine for k in kinds}) \
+        if req.dtype in LIKE_FOR_LIKE else (1.0, lambda choice, against: choice.predicted * 1e3)
+    lb_o *= lo
     if lb_o < lb_p:
         ours = _choose(ours_req, tlp_formula, ours_kinds, tabs_o)
-        o_ms, o_cmp = ours.predicted * 1e3, ours.predicted * 1e3 * alike(ours)
+        o_ms, o_cmp = ours.predicted * 1e3, alike(ours, lb_p * 1e3 / (1 + 1e-6))
         if lb_p * 1e3 > o_cmp * (1 + 1e-6):
             return _build(ours_req, strategy, tlp_formula, ours, (
                 f"launch structure: {name} per-kind predicted {o_ms:.4g} ms"
@@ -593,8 +593,8 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
                 f"launch structure: {paper} predicted {p_ms:.4g} ms, faster than {name} "
                 f"per-kind can be (at least {lb_o * 1e3:.4g} ms: not planned)",) + after)
         ours = _choose(ours_req, tlp_formula, ours_kinds, tabs_o)
-        o_cmp = ours.predicted * 1e3 * alike(ours)
     p_ms, o_ms = chosen.predicted * 1e3, ours.predicted * 1e3
+    o_cmp = alike(ours, p_ms)
     if o_cmp < p_ms:
         return _build(ours_req, strategy, tlp_formula, ours, (
             f"launch structure: {name} per-kind predicted {o_ms:.4g} ms"
@@ -614,39 +614,46 @@ LIKE_FOR_LIKE = ("float32",)
 
 
 def like_for_like(req, kinds, engines):
-    """``alike(choice)``: how much longer ``choice`` (a _Choice of ``kinds``) is predicted
-    without the device's measured kind factors of its kinds on ``engines`` (those of the
-    paper's family) than with them (1 where there are none); ``alike(None)``: the least
-    that ratio can be, for a lower bound. The paper's family runs fused, where no factor
-    was measured (a fused kernel's tiles run with other figures), so our kinds of its
-    engine are weighed against it with the model both are priced by, and the factors
-    choose among our kinds; kinds of another engine (fp64's MMA kinds) keep theirs,
-    which correct how the model prices that engine. On the H100, fp32 (bench/NOTES.md,
-    session 8): the 32x32 kind's factor (0.92) alone moved two small batches from the
-    paper's fused tiles to ours, measured 6-8 % slower."""
+    """(lo, price): ``price(choice, against)``, the milliseconds of ``choice`` (a _Choice of
+    ``kinds``) predicted without the device's measured kind factors of its kinds on
+    ``engines`` (those of the paper's family), exact where that decides whether it is
+    below ``against`` (ms), else a figure on the same side of it; ``lo``: the least ratio
+    of that price to the factored one, for a lower bound. The paper's family runs fused,
+    where no factor was measured (a fused kernel's tiles run with other figures), so our
+    kinds of its engine are weighed against it with the model both are priced by, and
+    the factors choose among our kinds; kinds of another engine (fp64's MMA kinds) keep
+    theirs, which correct how the model prices that engine. On the H100, fp32
+    (bench/NOTES.md, session 8): the 32x32 kind's factor (0.92) alone moved two small
+    batches from the paper's fused tiles to ours, measured 6-8 % slower."""
+    def factored(choice, against):
+        return choice.predicted * 1e3
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
     depth = batch_depth(req.arch, req.shapes)
     with_f = kind_costs(req.arch, kinds, table, req.dtype, depth=depth).factor
     if with_f is None:
-        return lambda choice: 1.0
+        return 1.0, factored
     without = kind_costs(req.arch, kinds, table, req.dtype, depth=depth,
                          kind_factors=False).factor
     kf = with_f / (1.0 if without is None else without)   # the device's kind factors
     kf = np.where([k.engine in engines for k in kinds], kf, 1.0)
     if (kf == 1.0).all():
-        return lambda choice: 1.0
-    kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds), depth=depth)
-    plain = dataclasses.replace(kc, factor=kc.factor / kf)
+        return 1.0, factored
+    # tile times scale by 1 / kf, launches and floors not: the price lies between
+    lo, hi = min(1.0, 1.0 / float(kf.max())), max(1.0, 1.0 / float(kf.min()))
 
-    def alike(choice):
-        if choice is None:   # tile times shrink by at most 1 / max(factor); launches not
-            return min(1.0, 1.0 / float(kf.max()))
+    def price(choice, against):
+        o_ms = choice.predicted * 1e3
+        if o_ms * hi < against or o_ms * lo >= against:   # decided without pricing it
+            return o_ms * hi if o_ms * hi < against else o_ms * lo
+        kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds),
+                        depth=depth)
+        plain = dataclasses.replace(kc, factor=kc.factor / kf)
         counts = tile_counts(req.shapes, kinds)
         t = predict_assignment(req.shapes, counts, choice.kidx, kc, True)
-        return predict_assignment(req.shapes, counts, choice.kidx, plain, True) / t \
-            if t > 0 else 1.0
-    return alike
+        return o_ms * predict_assignment(req.shapes, counts, choice.kidx, plain, True) / t \
+            if t > 0 else o_ms
+    return lo, price
 
 
 def unfactored(o_cmp: float, same: bool, before: str, after: str = "") -> str:
