@@ -6,8 +6,9 @@ the grid).
 For each case, bound calls (bench/timing.do_bench) of: cuBLAS grouped (arrays
 prepared), the default plan without the dtype's family's kind factors ("old": the
 measured entry held in memory without them, ceilings.use_in_memory; other families'
-factors stay), the default plan with them ("new"), and one kind forced on every GEMM
-(FORCED). Every plan's output is checked once against a float64 reference
+factors stay), the default plan with them ("new"), where the family has factors per
+depth the default with its one factor per kind only ("flat"), and one kind forced on
+every GEMM (FORCED). Every plan's output is checked once against a float64 reference
 (NaN-poisoned C, a few GEMMs). Cases per dtype:
 
 - float64: the kernel bench's four fp64 cases, OFF_GRID, planner_proof's broad fp64
@@ -109,7 +110,8 @@ def all_cases(cp, quick, dtype="float64"):
             s = s[(s > 0).all(axis=1)]    # cuBLAS grouped takes no empty GEMM
             if d != dtype or not len(s):
                 continue
-            if np.dtype(dtype).itemsize * float((s[:, 0] * s[:, 2] + s[:, 2] * s[:, 1] + s[:, 0] * s[:, 1]).sum()) > MAX_BYTES:
+            elems = float((s[:, 0] * s[:, 2] + s[:, 2] * s[:, 1] + s[:, 0] * s[:, 1]).sum())
+            if np.dtype(dtype).itemsize * elems > MAX_BYTES:
                 continue
             yield ("broad", f"{SHORT[dtype]} {name}", *shapes_batch(cp, rng, s, dtype))
 
@@ -175,7 +177,8 @@ def main(argv=None):
         if "flat" in res:
             raw[-1].update(flat_tiles=res["flat"][3])
             print(f"{name}: flat x cuBLAS {cub / res['flat'][0]:.3f} ({res['flat'][3]})")
-        print(f"{name}: {res['old'][3]} -> {res['new'][3]}; x cuBLAS old {rows[-1][4]:.3f} new {rows[-1][5]:.3f} forced "
+        print(f"{name}: {res['old'][3]} -> {res['new'][3]}; x cuBLAS old {rows[-1][4]:.3f} "
+              f"new {rows[-1][5]:.3f} forced "
               f"{rows[-1][6]:.3f}", flush=True)
     ceilings.use_in_memory(arch.name, entries["new"])
     lines = [f"device: {be.device_name()}; bound calls; x cuBLAS grouped {dtype} (higher is "

@@ -607,9 +607,9 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
 
 
 # dtypes whose launch-structure choice weighs ours without the measured kind factors
-# (like_for_like): fp32, where the factored choice was measured worse (session 8). fp64's
-# factored choice was measured in its own session (bench/fp64_default.py: no batch moved
-# to ours and lost), and its non-default configurations would move: it keeps it.
+# (like_for_like): fp32, where the factored choice was measured worse (session 8). fp64
+# keeps the factored choice its own session measured (bench/fp64_default.py); like for
+# like would move plans of its non-default configurations that no one has timed.
 LIKE_FOR_LIKE = ("float32",)
 
 
