@@ -1,7 +1,8 @@
 """Measured per-kind factors (ceilings.json ``kind_factors``): the data, the cost model
 that scales a kind's tile time by them, the device rule's one-kind candidates they
 enable, the command that measures them (on the numpy backend with a fake timer) and,
-on a GPU (marker ``gpu``), the default fp64 plans they give.
+on a GPU (marker ``gpu``), the default fp64 and fp32 plans they give. fp32's factors
+are also measured per depth K (``kind_depth_factors``), read at the batch's K.
 
 Which kind wins where is asserted on shapes chosen for the reason the kind should win
 (tiny GEMMs: the smallest MMA tile; large ones: the largest), not on the bench grid."""
@@ -16,13 +17,14 @@ import pytest
 import portgemm
 from portgemm.occupancy import ceilings, get_arch
 from portgemm.occupancy.ceilings import ceilings_for, kind_factors
-from portgemm.planner.cost_model import kind_costs
+from portgemm.planner.cost_model import batch_depth, depth_of, kind_costs
 from portgemm.planner.parallelism import kind_table
 from portgemm.planner.tiling import Request
 from portgemm.planner.wavefront_tlp import BatchTables, device_rule, least_possible
 from portgemm.tiles import FAMILIES
 
 F64 = FAMILIES["portgemm-f64"]
+F32 = FAMILIES["portgemm"]
 MMA = {k.kind for k in F64 if k.engine == "mma"}
 H100 = get_arch("sm_90")
 
@@ -33,10 +35,15 @@ def restore_ceilings():
     ceilings.reload()
 
 
-def without_factors():
-    """Plan with the H100's measured ceilings minus the kind factors (this process)."""
+def without_factors(family="portgemm-f64", depth_only=False):
+    """Plan with the H100's measured ceilings minus ``family``'s kind factors (or only its
+    factors per depth), in this process."""
     row = dict(ceilings._load()["measured"]["sm_90"])
-    row.pop(ceilings.KIND_FACTORS)
+    keys = (ceilings.KIND_DEPTH_FACTORS,) if depth_only else (
+        ceilings.KIND_FACTORS, ceilings.KIND_DEPTH_FACTORS)
+    for key in keys:
+        row[key] = {n: f for n, f in row.get(key, {}).items()
+                    if not n.startswith(family + ".")}
     ceilings.use_in_memory("sm_90", row)
 
 
@@ -54,25 +61,80 @@ def test_the_h100_has_a_measured_factor_for_every_fp64_kind():
     assert f is not None and f.shape == (len(F64),)
     assert ((f > 0.3) & (f < 1.5)).all()        # a correction, not a new model
     raw = json.loads(ceilings.PATH.read_text())["measured"]["sm_90"]
-    assert raw[ceilings.KIND_FACTORS] == {k.name: pytest.approx(x) for k, x in zip(F64, f)}
-    assert "portgemm.tuning.kind_factors" in raw[ceilings.KIND_FACTORS + "_source"]
+    assert {n: x for n, x in raw[ceilings.KIND_FACTORS].items() if n.startswith("portgemm-f64.")} \
+        == {k.name: pytest.approx(x) for k, x in zip(F64, f)}
+    assert "portgemm.tuning.kind_factors" in raw[ceilings.KIND_FACTORS + "_source"]["portgemm-f64"]
     # the small MMA kinds are the ones the model priced furthest off
     by = dict(zip((k.kind for k in F64), f))
     assert by["32x32/w16x16"] < by["64x32/w32x16"] < by["64x64/w32x32"]
+
+
+def test_the_h100_has_fp32_factors_overall_and_per_depth():
+    """fp32 (session 8): one factor per kind near 1, and per K the tk 8 kinds dearer on
+    short GEMMs than on long ones, the tk 16 kinds flat within 5 %."""
+    c = ceilings_for(H100)
+    f = c.kind_factors_of(F32)
+    assert f is not None and ((f > 0.8) & (f < 1.2)).all()
+    raw = json.loads(ceilings.PATH.read_text())["measured"]["sm_90"]
+    assert "float32" in raw[ceilings.KIND_FACTORS + "_source"]["portgemm"]
+    prof = dict(c.kind_depth_factors)
+    assert set(prof) == {k.name for k in F32}
+    for k in F32:
+        ks = [d for d, _ in prof[k.name]]
+        assert ks == [32, 256, 1024]
+        short, long_ = prof[k.name][0][1], prof[k.name][-1][1]
+        if k.tk == 8:
+            assert short > 1.05 * long_, k.kind
+        else:
+            assert abs(short / long_ - 1) < 0.05, k.kind
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "gfx90a", "gfx942"])
 def test_other_archs_have_none(arch):
     c = ceilings_for(get_arch(arch))
     assert c.kind_factors == () and c.kind_factors_of(F64) is None
+    assert c.kind_depth_factors == () and c.kind_factors_of(F32, 100.0) is None
+    assert batch_depth(get_arch(arch), np.array([[64, 64, 64]])) is None
 
 
 def test_a_family_is_corrected_whole_or_not_at_all():
     c = ceilings_for(H100)
-    assert c.kind_factors_of(FAMILIES["portgemm"]) is None            # fp32: not measured
-    assert c.kind_factors_of(F64[4:]).shape == (3,)                    # all measured
-    assert c.kind_factors_of(F64[:1] + FAMILIES["portgemm"][:1]) is None   # one is not
+    assert c.kind_factors_of(F32).shape == (len(F32),)                 # all measured
+    assert c.kind_factors_of(F64[4:]).shape == (3,)
+    assert c.kind_factors_of(F64[:1] + FAMILIES["zhang2025"][:1]) is None   # one is not
     assert c.kind_factors_of(()) is None
+
+
+def test_factors_per_depth_are_read_at_the_batchs_k():
+    """Piecewise linear in log K between the measured depths, constant beyond; only
+    where every kind has a profile (fp64's kinds have one figure each)."""
+    c = ceilings_for(H100)
+    prof = dict(c.kind_depth_factors)
+    for depth, want in ((32, 0), (1024, -1), (8, 0), (4096, -1)):
+        np.testing.assert_allclose(c.kind_factors_of(F32, depth),
+                                   [prof[k.name][want][1] for k in F32])
+    mid = c.kind_factors_of(F32, 2 ** 6.5)   # half way from 32 to 256 in log K
+    np.testing.assert_allclose(mid, [np.sqrt(prof[k.name][0][1] * prof[k.name][1][1])
+                                     for k in F32])
+    np.testing.assert_allclose(c.kind_factors_of(F64, 32.0), c.kind_factors_of(F64))
+
+
+def test_the_batch_depth_weighs_k_by_work():
+    s = np.array([[1024, 1024, 512], [16, 16, 16], [0, 5, 7]])
+    assert depth_of(s) == pytest.approx(512, rel=0.05)   # the small GEMM barely counts
+    assert depth_of(np.array([[0, 4, 4]])) is None
+    assert depth_of(np.array([[4, 4, 100]])) == pytest.approx(100, rel=0.05)
+    assert batch_depth(H100, s) == depth_of(s)
+
+
+@pytest.mark.parametrize("bad", [{"portgemm.nope": [[32, 1.0]]}, {"portgemm.32x32/4x4": [[32, 0]]},
+                                 {"portgemm.32x32/4x4": [[256, 1.0], [32, 1.0]]},
+                                 {"portgemm.32x32/4x4": [[0, 1.0]]},
+                                 {"portgemm.32x32/4x4": []}, {"portgemm.32x32/4x4": [1.0]},
+                                 {"portgemm.32x32/4x4": [[32, True]]}, ["x"]])
+def test_the_reader_refuses_bad_depth_factors(bad):
+    with pytest.raises(ValueError):
+        ceilings.kind_depth_factors(bad, "sm_90")
 
 
 @pytest.mark.parametrize("bad", [{"portgemm-f64.nope": 0.5}, {"portgemm-f64.32x32/4x4": 0.0},
@@ -98,10 +160,20 @@ def test_writing_ceilings_keeps_the_factors(tmp_path):
         row = json.loads(path.read_text())["measured"]["sm_90"]
         assert row[ceilings.KIND_FACTORS]["portgemm-f64.64x64/w32x32"] > 0
         assert row["fp64_mma_flops_per_s"] > 0 and row["copy_bytes_per_s"] == 1.0
+        assert row[ceilings.KIND_DEPTH_FACTORS]["portgemm.64x64/8x4"][0][0] == 32
         ceilings.write_kind_factors("sm_90", {"portgemm-f64.32x32/4x4": 0.5}, "test", path)
         row = json.loads(path.read_text())["measured"]["sm_90"]
-        assert row[ceilings.KIND_FACTORS] == {"portgemm-f64.32x32/4x4": 0.5}
-        assert row[ceilings.KIND_FACTORS + "_source"] == "test"
+        # one family's factors replace that family's; the other family's stay
+        assert {n: f for n, f in row[ceilings.KIND_FACTORS].items()
+                if n.startswith("portgemm-f64.")} == {"portgemm-f64.32x32/4x4": 0.5}
+        assert row[ceilings.KIND_FACTORS]["portgemm.64x64/8x4"] > 0
+        assert row[ceilings.KIND_FACTORS + "_source"]["portgemm-f64"] == "test"
+        assert "float32" in row[ceilings.KIND_FACTORS + "_source"]["portgemm"]
+        ceilings.write_kind_factors("sm_90", {"portgemm.32x32/4x4": 0.7}, "t32", path,
+                                    depth_factors={"portgemm.32x32/4x4": [[32, 0.6]]})
+        row = json.loads(path.read_text())["measured"]["sm_90"]
+        assert row[ceilings.KIND_DEPTH_FACTORS] == {"portgemm.32x32/4x4": [[32, 0.6]]}
+        assert row[ceilings.KIND_FACTORS]["portgemm-f64.32x32/4x4"] == 0.5
         with pytest.raises(ValueError, match="measure them first"):
             ceilings.write_kind_factors("gfx90a", {"portgemm-f64.32x32/4x4": 0.5}, "t", path)
         with pytest.raises(ValueError, match="unknown kind"):
@@ -122,9 +194,15 @@ def test_the_cost_model_scales_per_kind_launches_by_them():
         a = get_arch(arch)
         assert kind_costs(a, F64, kind_table(a, F64, "per-kind", "float64"),
                           "float64").factor is None
-    fp32 = FAMILIES["portgemm"]
-    assert kind_costs(H100, fp32, kind_table(H100, fp32, "per-kind", "float32"),
-                      "float32").factor is None
+    # fp32: the factors per depth where the batch's K is given, else the one figure
+    t32 = kind_table(H100, F32, "per-kind", "float32")
+    c = ceilings_for(H100)
+    np.testing.assert_allclose(kind_costs(H100, F32, t32, "float32").factor,
+                               c.kind_factors_of(F32))
+    np.testing.assert_allclose(kind_costs(H100, F32, t32, "float32", depth=40.0).factor,
+                               c.kind_factors_of(F32, 40.0))
+    assert kind_costs(H100, F32, kind_table(H100, F32, "fused", "float32"), "float32",
+                      depth=40.0).factor is None
 
 
 # --- which kind wins where -----------------------------------------------------------
@@ -156,9 +234,33 @@ def test_one_mma_kind_on_every_gemm_beats_a_mix_of_launches(restore_ceilings):
     assert not any("each kind alone" in n for n in q.notes)
 
 
+@pytest.mark.parametrize("seed,hi", [(3, 1025), (5, 513)])
+def test_short_gemms_leave_128x64_where_depth_factors_price_it(restore_ceilings, seed, hi):
+    """K up to 128: with one fp32 figure per kind the rule put 128x64/8x8 alone on such
+    batches, and the H100 ran it 2-9 % slower than the old mixes (bench/NOTES.md, session
+    8). Read at the batch's K its factor is the highest of the family (1.16 at K = 32
+    against 1.04 for 64x64/8x4 and 1.10 for 64x128/8x8), and the plan leaves it."""
+    s = batch(seed, 512, 16, hi, 129)
+    p = portgemm.plan(s, "float32", arch="sm_90")
+    assert "128x64/8x8" not in p.tiles_per_kind()
+    assert len(p.tiles_per_kind()) == 1 and any("on every GEMM" in n for n in p.notes)
+    without_factors("portgemm", depth_only=True)
+    q = portgemm.plan(s, "float32", arch="sm_90")
+    assert q.tiles_per_kind().keys() == {"128x64/8x8"}
+
+
+def test_fp32_plans_without_the_factors_are_the_old_ones(restore_ceilings):
+    """Without fp32's factors no one-kind candidate is weighed (as before session 8)."""
+    s = batch(8, 256, 16, 1025, 257)
+    assert any("each kind alone" in n for n in portgemm.plan(s, "float32", arch="sm_90").notes)
+    without_factors("portgemm")
+    assert not any("each kind alone" in n
+                   for n in portgemm.plan(s, "float32", arch="sm_90").notes)
+
+
 def test_other_archs_and_dtypes_weigh_no_one_kind_candidates():
     s = batch(8, 256, 16, 513, 257)
-    for arch, dtype in (("sm_80", "float64"), ("gfx90a", "float64"), ("sm_90", "float32")):
+    for arch, dtype in (("sm_80", "float64"), ("gfx90a", "float64"), ("sm_80", "float32")):
         p = portgemm.plan(s, dtype, arch=arch)
         assert not any("each kind alone" in n for n in p.notes), (arch, dtype)
 
@@ -219,7 +321,9 @@ def test_the_command_fits_and_writes_factors(tmp_path, monkeypatch, capsys):
     text = capsys.readouterr().out
     assert "portgemm-f64" in text and "wrote 7 kind factors" in text
     got = json.loads(path.read_text())["measured"]["sm_90"][ceilings.KIND_FACTORS]
-    assert got == {n: pytest.approx(f, rel=1e-3) for n, f in half.items()}
+    assert {n: f for n, f in got.items() if n.startswith("portgemm-f64.")} == \
+        {n: pytest.approx(f, rel=1e-3) for n, f in half.items()}
+    assert any(n.startswith("portgemm.") for n in got)   # fp32's stay
     table = json.loads(out.read_text())
     assert table["factors"].keys() == half.keys() and len(table["sizes"]) == 2
     # host timings never go into the package's file
@@ -249,3 +353,108 @@ def test_default_fp64_plans_on_the_device(seed, lo, hi, k_hi):
     worst = max(float(np.linalg.norm(cp.asnumpy(c) - a @ b) / max(np.linalg.norm(a @ b), 1e-300))
                 for a, b, c in zip(A, B, dC))
     assert worst < 1e-12, (p.tiles_per_kind(), worst)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed,lo,hi,k_hi", [(8, 16, 1025, 513), (1, 8, 33, 129),
+                                             (3, 16, 513, 129), (5, 1, 130, 40)])
+def test_default_fp32_plans_on_the_device(seed, lo, hi, k_hi):
+    """The default fp32 plan (with the fp32 kind factors where measured: per-kind
+    launches of our family, or the paper's fused launch) against float64, C
+    NaN-poisoned."""
+    from conftest import backend_or_skip
+    be = backend_or_skip("cuda")
+    cp = be.cp
+    s = batch(seed, 200, lo, hi, k_hi)
+    p = portgemm.plan(s, "float32", arch=be.arch())
+    rng = np.random.default_rng(seed)
+    A = [(rng.random((m, k)) - 0.5).astype(np.float32) for m, _, k in s]
+    B = [(rng.random((k, n)) - 0.5).astype(np.float32) for _, n, k in s]
+    dA, dB = [cp.asarray(a) for a in A], [cp.asarray(b) for b in B]
+    dC = [cp.full((m, n), cp.nan, dtype=cp.float32) for m, n, _ in s]
+    p.run(dA, dB, dC, backend=be)
+    worst = max(float(np.linalg.norm(cp.asnumpy(c) - a.astype(np.float64) @ b) /
+                      max(np.linalg.norm(a.astype(np.float64) @ b), 1e-300))
+                for a, b, c in zip(A, B, dC))
+    assert worst < 1e-5, (p.tiles_per_kind(), worst)
+
+
+def test_the_command_divides_out_the_path_efficiencies_for_fp32(tmp_path, monkeypatch):
+    """fp32 on the H100: the 128 x 128 kinds have measured vector-path efficiencies, which
+    the cost model multiplies with the kind factor. A device whose kinds run the model's
+    time x a known factor x their path figure at each size's vector share must give back
+    the known factors (not counted twice), and per depth the same."""
+    from portgemm.occupancy import vector_path
+    from portgemm.planner.alignment import aligned_rows, vector_share
+    from portgemm.tuning import kind_factors as cmd
+    from portgemm.tuning import space
+    from portgemm.tuning.model import predicted_seconds
+    monkeypatch.setattr(space, "sizes", lambda cus, dtype, quick=False: [
+        space.Size(256, 256, 32, 2), space.Size(255, 255, 31, 2), space.Size(256, 256, 256, 2)])
+    known = {k.name: 0.7 + 0.1 * i for i, k in enumerate(F32)}
+    eff = vector_path.efficiencies("sm_90", "float32", F32)
+    assert eff is not None
+
+    def timer(dev, bound):
+        k = bound.plan.kinds[0]
+        i = next(j for j, x in enumerate(F32) if x.name == k.name)
+        sh = bound.plan.shapes
+        share = vector_share(sh, aligned_rows(sh, "float32"), [k.tm], [k.tn], [k.tk])
+        path = vector_path.factor((eff[0][i:i + 1], eff[1][i:i + 1]), share)[0]
+        return 1e3 * predicted_seconds(sh, k, "float32", H100, known[k.name] * path)
+
+    path = tmp_path / "ceilings.json"
+    shutil.copy(ceilings.PATH, path)
+    out = tmp_path / "kf.json"
+    args = cmd.parser().parse_args(["--dtype", "float32", "--backend", "numpy", "--out",
+                                    str(out), "--write", "--ceilings", str(path)])
+    try:
+        assert cmd.run(args, timer=timer) == 0
+    finally:
+        ceilings.reload()
+    row = json.loads(path.read_text())["measured"]["sm_90"]
+    got = {n: f for n, f in row[ceilings.KIND_FACTORS].items() if n.startswith("portgemm.")}
+    assert got == {n: pytest.approx(f, rel=2e-3) for n, f in known.items()}
+    deep = row[ceilings.KIND_DEPTH_FACTORS]
+    assert {n: [d for d, _ in r] for n, r in deep.items()} == {n: [32, 256] for n in known}
+    for n, r in deep.items():
+        assert [f for _, f in r] == [pytest.approx(known[n], rel=2e-3)] * 2
+    # the path figures did move the raw fits of the 128 x 128 kinds (the test means it)
+    table = json.loads(out.read_text())
+    raw = table["per_size_factors_before_path"]["portgemm.128x128/16x8"]
+    assert max(raw) / min(raw) > 1.1
+    assert row[ceilings.KIND_FACTORS]["portgemm-f64.64x64/w32x32"] > 0   # fp64's stay
+
+
+# --- the launch structure: ours weighed against the paper's kinds like for like -------
+
+def test_the_32x32_factor_alone_does_not_move_a_small_batch_off_the_papers_tiles(monkeypatch):
+    """The grid's 1024/512 b8: priced with fp32's factors, 32x32/4x4 on every GEMM beat
+    the paper's fused tiles by 3 % (its factor is 0.92) and ran 6 % slower on the H100
+    (bench/NOTES.md, session 8). Weighed without the factors, as the paper's kinds are
+    priced, the fused plan stays; the note says why where the two prices disagree."""
+    from portgemm.benchmark.workloads import random_case
+    from portgemm.planner import wavefront_tlp
+    s = random_case(8, 1024, 512, seed=(0, 1024, 512, 8)).shapes
+    p = portgemm.plan(s, "float32", arch="sm_90")
+    assert p.mode == "fused" and p.kinds[0].family == "zhang2025"
+    assert any("without the measured kind factors" in n for n in p.notes)
+    monkeypatch.setattr(wavefront_tlp, "LIKE_FOR_LIKE", ())
+    q = portgemm.plan(s, "float32", arch="sm_90", use_cache=False)
+    assert q.mode == "per-kind" and q.tiles_per_kind().keys() == {"32x32/4x4"}
+
+
+def test_a_kind_dearer_than_modelled_still_wins_like_for_like():
+    """Wide GEMMs of short K, 8 of them: 64x64/8x4 on every GEMM (factor 1.04, so dearer
+    with it than without) is ours whichever way it is priced; on a like batch (MoE, 8
+    GEMMs, K <= 128) the H100 ran it 14 % faster than the paper's fused tiles."""
+    s = np.array([[136, 300, 69], [681, 711, 127], [412, 729, 41], [863, 277, 109],
+                  [639, 40, 38], [204, 629, 33], [499, 870, 91], [147, 332, 98]])
+    p = portgemm.plan(s, "float32", arch="sm_90")
+    assert p.mode == "per-kind" and p.tiles_per_kind().keys() == {"64x64/8x4"}
+    assert not any("without the measured kind factors" in n for n in p.notes)
+
+
+def test_fp64_weighs_its_structures_with_its_factors():
+    from portgemm.planner.wavefront_tlp import LIKE_FOR_LIKE
+    assert "float64" not in LIKE_FOR_LIKE

@@ -20,7 +20,7 @@ from portgemm import planner
 from portgemm.occupancy import ceilings, get_arch
 from portgemm.errors import ValidationError
 from portgemm.planner import level_search, wavefront_tlp
-from portgemm.planner.cost_model import BatchModel, kind_costs
+from portgemm.planner.cost_model import BatchModel, batch_depth, kind_costs
 from portgemm.planner.parallelism import (device_threads, kind_table, launch_capacity,
                                           resident_tlp, workgroup_tlp)
 from portgemm.planner.tiling import Request, kind_counts, tile_grid
@@ -45,7 +45,8 @@ def frozen_device_rule(req, tlp_formula: str, kinds, table):
     predicted seconds)."""
     arch, shapes = req.arch, req.shapes
     n_k = len(kinds)
-    kc = kind_costs(arch, kinds, table, req.dtype)
+    # the measured kind factors at the batch's depth, as the rule reads them (session 8)
+    kc = kind_costs(arch, kinds, table, req.dtype, depth=batch_depth(arch, req.shapes))
     per_kind = req.mode == "per-kind"
     gm, gn = tile_grid(shapes, kinds)
     counts = gm * gn

@@ -22,6 +22,15 @@ cost model multiplies the kind's tile time by it, as it does a tuned family's fa
 but only for a family every kind of which has one (:meth:`Ceilings.kind_factors_of`):
 a half-corrected family would weigh corrected kinds against uncorrected ones. Where
 none is measured (other archs, other families) nothing changes.
+
+An entry may also carry ``kind_depth_factors``: per kind, the factor at each depth K of
+the sweep ([[K, factor], ...], the geometric mean over that depth's sizes). Where every
+kind of a family has one, the cost model reads the kind's factor at the batch's depth
+(:meth:`Ceilings.kind_factors_of` with ``depth``: piecewise linear in log K, constant
+beyond the ends) instead of the one figure: on the H100 the fp32 kinds with tk 8 run
+10-32 % over the model at K = 32 and up to 11 % under it at K = 1024, while the tk 16
+kinds' factors vary by under 3 % with K, so one figure per kind priced the 8-deep tiles as
+cheaply on short GEMMs as on long ones (bench/NOTES.md, session 8).
 """
 from __future__ import annotations
 
@@ -54,6 +63,8 @@ OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", "tf32_mma_flo
                    *MFMA_FIELDS.values(), "wgmma_flops_per_s")
 # The measured per-kind tile-time factors of a measured entry: {kind name: factor}.
 KIND_FACTORS = "kind_factors"
+# ... and per depth: {kind name: [[K, factor], ...]} (K ascending)
+KIND_DEPTH_FACTORS = "kind_depth_factors"
 
 # AMD matrix cores (MFMA kinds, tiles.MFMA_FAMILIES): the spec row's key per dtype. The
 # 16-bit ratios are to the fp32 SIMT rate, fp64's to the fp64 SIMT rate, each the
@@ -101,15 +112,28 @@ class Ceilings:
     # measured / modelled tile time per kind, ((kind name, factor), ...) sorted by name
     # (a tuple, so a Ceilings stays hashable); () where none was measured
     kind_factors: tuple = ()
+    # per kind, the factor per depth: ((kind name, ((K, factor), ...)), ...); () if none
+    kind_depth_factors: tuple = ()
 
-    def kind_factors_of(self, kinds):
+    def kind_factors_of(self, kinds, depth: float | None = None):
         """The measured factor of each of ``kinds`` (a float64 array, in their order), or
-        None unless every one of them has one (module docstring)."""
+        None unless every one of them has one (module docstring). ``depth``: the batch's
+        K (cost_model.depth_of); where every kind has factors per depth, each kind's
+        factor at that K."""
         if not self.kind_factors:
             return None
         by_name = dict(self.kind_factors)
         got = [by_name.get(k.name) for k in kinds]
-        return None if not got or None in got else np.array(got, dtype=np.float64)
+        if not got or None in got:
+            return None
+        if depth is not None and self.kind_depth_factors:
+            prof = dict(self.kind_depth_factors)
+            rows = [prof.get(k.name) for k in kinds]
+            if None not in rows:
+                x = math.log(max(float(depth), 1.0))
+                got = [math.exp(float(np.interp(x, [math.log(d) for d, _ in r],
+                                                [math.log(f) for _, f in r]))) for r in rows]
+        return np.array(got, dtype=np.float64)
 
     def flops_per_s(self, dtype: str) -> float:
         return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
@@ -153,17 +177,36 @@ _lock = threading.Lock()
 _data: dict | None = None
 
 
-def write_kind_factors(arch_name: str, factors: dict, source: str, path: Path = PATH) -> None:
-    """Put measured per-kind factors ({kind name: factor}) into measured[arch] (which
-    must exist: they correct a model whose ceilings were measured) and reload."""
+def write_kind_factors(arch_name: str, factors: dict, source: str, path: Path = PATH,
+                       depth_factors: dict | None = None) -> None:
+    """Put measured per-kind factors ({kind name: factor}) and, if given, their values
+    per depth ({kind name: [[K, factor], ...]}) into measured[arch] (which must exist:
+    they correct a model whose ceilings were measured) and reload. The factors of the
+    families named replace theirs; other families' factors stay (another dtype's
+    measurement), and their source lines with them."""
     kind_factors(factors, arch_name)   # refuse what the reader would refuse
+    kind_depth_factors(depth_factors, arch_name)
     data = json.loads(Path(path).read_text())
     row = data.get("measured", {}).get(arch_name)
     if row is None:
         raise ValueError(f"no measured ceilings for {arch_name}: measure them first "
                          "(python -m portgemm bench --ceilings)")
-    row[KIND_FACTORS] = {n: round(float(f), 4) for n, f in sorted(factors.items())}
-    row[KIND_FACTORS + "_source"] = source
+    families = {n.split(".", 1)[0] for n in factors}
+    for key, new in ((KIND_FACTORS, {n: round(float(f), 4) for n, f in factors.items()}),
+                     (KIND_DEPTH_FACTORS, {n: [[int(d), round(float(f), 4)] for d, f in r]
+                                           for n, r in (depth_factors or {}).items()})):
+        kept = {n: v for n, v in (row.get(key) or {}).items()
+                if n.split(".", 1)[0] not in families}
+        merged = dict(sorted({**kept, **new}.items()))
+        if merged:
+            row[key] = merged
+        else:
+            row.pop(key, None)
+    sources = row.get(KIND_FACTORS + "_source")
+    sources = dict(sources) if isinstance(sources, dict) else (
+        {} if sources is None else {"portgemm-f64": sources})
+    sources.update({f: source for f in families})
+    row[KIND_FACTORS + "_source"] = dict(sorted(sources.items()))
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
     reload()
 
@@ -281,6 +324,8 @@ def _ceilings_for(arch) -> Ceilings:
                         fp64_mma_flops_per_s=mma, half_mma_flops_per_s=half,
                         tf32_mma_flops_per_s=tf32, wgmma_flops_per_s=wgmma, **mfma,
                         kind_factors=kind_factors(row.get(KIND_FACTORS), arch.name),
+                        kind_depth_factors=kind_depth_factors(row.get(KIND_DEPTH_FACTORS),
+                                                              arch.name),
                         **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)
 
@@ -302,6 +347,33 @@ def kind_factors(table, arch_name: str = "") -> tuple:
             raise ValueError(f"ceilings {arch_name}: factor of {name} is {f!r}, "
                              "not a positive number")
     return tuple(sorted((str(n), float(f)) for n, f in table.items()))
+
+
+def kind_depth_factors(table, arch_name: str = "") -> tuple:
+    """A measured entry's ``kind_depth_factors`` ({kind name: [[K, factor], ...]}) as
+    Ceilings holds them; () where absent. Unknown names, K not positive and ascending,
+    or factors that are not positive numbers are a ValueError, as for kind_factors."""
+    if not table:
+        return ()
+    if not isinstance(table, dict):
+        raise ValueError(f"ceilings {arch_name}: {KIND_DEPTH_FACTORS} must map kind names "
+                         "to [[K, factor], ...]")
+    out = []
+    for name, rows in table.items():
+        kind_factors({name: 1.0}, arch_name)   # the name
+        try:
+            pairs = [(float(d), float(f)) for d, f in rows]
+        except (TypeError, ValueError):
+            raise ValueError(f"ceilings {arch_name}: {KIND_DEPTH_FACTORS} of {name} must be "
+                             "[[K, factor], ...]") from None
+        ks = [d for d, _ in pairs]
+        if not pairs or ks != sorted(set(ks)) or ks[0] <= 0:
+            raise ValueError(f"ceilings {arch_name}: depths of {name} must be positive and "
+                             "ascending")
+        for (_, f), (_, raw) in zip(pairs, rows):
+            kind_factors({name: raw}, arch_name)   # a positive number, not a bool
+        out.append((str(name), tuple(pairs)))
+    return tuple(sorted(out))
 
 
 def use_in_memory(arch_name: str, entry: dict) -> None:

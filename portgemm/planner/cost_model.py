@@ -126,21 +126,25 @@ _memo: dict = {}
 
 
 def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None,
-               share: tuple | None = None) -> KindCosts:
+               share: tuple | None = None, depth: float | None = None,
+               kind_factors: bool = True) -> KindCosts:
     """The model's per-kind constants from the tile shapes and a KindTable (memoised
     per table, dtype, ceilings and share: KindTables are shared and read-only).
     ``share``: per kind, the batch's share of staged loads on the kernel's vector path
     (planner/alignment.share_for); the kinds with measured path efficiencies
     (occupancy/vector_path.py) have their tile time scaled by it. None: the model's
-    time (with the measured kind factors, :func:`measured_factor`, either way)."""
+    time (with the measured kind factors, :func:`measured_factor`, either way).
+    ``depth``: the batch's K (:func:`depth_of`), for kind factors measured per depth;
+    ``kind_factors`` False: without the device's measured kind factors (a tuned family's
+    stay), to price a family as one without them is priced."""
     c = ceilings_for(arch) if ceil is None else ceil
     # keyed by identity (a Ceilings hashes all its fields, slowly), confirmed on a hit
     key = (id(table), dtype if isinstance(dtype, str) else np.dtype(dtype).name, id(c),
-           tuned.version(), share)
+           tuned.version(), share, depth, kind_factors)
     hit = _memo.get(key)
     if hit is not None and hit[0] is table and hit[1] is c:
         return hit[2]
-    kc = _kind_costs(arch, kinds, table, dtype, c)
+    kc = _kind_costs(arch, kinds, table, dtype, c, depth, kind_factors)
     eff = None if share is None else vector_path.efficiencies(
         arch.name, dtype if isinstance(dtype, str) else np.dtype(dtype).name, kinds)
     if eff is not None:
@@ -152,7 +156,8 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None,
     return kc
 
 
-def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
+def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings, depth=None,
+                measured: bool = True) -> KindCosts:
     f = lambda name: np.array([getattr(k, name) for k in kinds], dtype=np.float64)  # noqa: E731
     tm, tn, tk, threads = (f(n) for n in ("tm", "tn", "tk", "threads"))
     dt = dtype if isinstance(dtype, str) else np.dtype(dtype).name   # bfloat16: a name
@@ -170,19 +175,56 @@ def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings) -> KindCosts:
                      ceil=c, elem=e, flops_per_s=float(rate.max()),
                      active_max=float(active.max()), tile_warps_max=float(tile_warps.max()),
                      slots=cus * active, slots_max=cus * float(active.max()),
-                     factor=measured_factor(fam, c, kinds, table))
+                     factor=measured_factor(fam, c, kinds, table, depth, measured))
 
 
-def measured_factor(fam, c: Ceilings, kinds, table):
+def measured_factor(fam, c: Ceilings, kinds, table, depth=None, measured: bool = True):
     """Per kind, measured / modelled tile time, or None (the model's own time): the tuned
     family's factors where ``kinds`` are that family; else the device's measured kind
     factors (ceilings.json ``kind_factors``: each kind run alone, one launch per kind)
     where every kind has one and the table launches them so (not fused: a fused
-    kernel's tiles run with other figures); else None, as on any arch without them."""
+    kernel's tiles run with other figures), at the batch's ``depth`` where they were
+    measured per depth; else None, as on any arch without them. ``measured`` False: the
+    tuned family's factors only."""
     f = fam.factor_of(kinds) if fam else None
-    if f is None and all(len(v.kinds) == 1 for v in getattr(table, "variants", ())):
-        f = c.kind_factors_of(kinds)
+    if f is None and measured and all(len(v.kinds) == 1 for v in getattr(table, "variants", ())):
+        f = c.kind_factors_of(kinds, depth)
     return f
+
+
+# depth_of rounds to this ratio (kind_costs memoises per depth): 2^(1/8), a factor
+# measured at 32, 256 and 1024 moves by well under 1 % within a step
+DEPTH_STEP = 2.0 ** 0.125
+
+
+_last_depth: list = [None]   # (shapes, depth) of the latest ask: a plan asks several times
+
+
+def batch_depth(arch, shapes) -> float | None:
+    """:func:`depth_of` ``shapes`` where ``arch``'s measured ceilings have kind factors
+    per depth, else None (nothing computed: no other arch's plans see it)."""
+    if not ceilings_for(arch).kind_depth_factors:
+        return None
+    hit = _last_depth[0]
+    if hit is not None and hit[0] is shapes:
+        return hit[1]
+    d = depth_of(shapes)
+    _last_depth[0] = (shapes, d)
+    return d
+
+
+def depth_of(shapes) -> float | None:
+    """The batch's K for kind factors measured per depth: the geometric mean of K
+    weighted by each GEMM's FMAs (where the time goes), rounded to DEPTH_STEP; None for
+    a batch without work."""
+    s = np.asarray(shapes, dtype=np.float64).reshape(-1, 3)
+    w = s[:, 0] * s[:, 1] * s[:, 2]
+    total = float(w.sum())
+    if not total > 0:
+        return None
+    mean = float(np.dot(w, np.log(np.maximum(s[:, 2], 1.0)))) / total
+    step = math.log(DEPTH_STEP)
+    return float(math.exp(round(mean / step) * step))
 
 
 def sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
@@ -435,7 +477,8 @@ def predict(plan, ceil: Ceilings | None = None, aligned: np.ndarray | None = Non
         return 0.0
     table = kind_table(plan.arch, plan.kinds, plan.mode, plan.dtype.name)
     kc = kind_costs(plan.arch, plan.kinds, table, plan.dtype.name, ceil,
-                    share=share_for(plan.arch, plan.dtype.name, plan.kinds, plan.shapes, aligned))
+                    share=share_for(plan.arch, plan.dtype.name, plan.kinds, plan.shapes, aligned),
+                    depth=batch_depth(plan.arch, plan.shapes))
     tiles = plan.tiles
     kind = tiles["kind"].astype(np.int64)
     starts = plan.block_ptr[:-1]

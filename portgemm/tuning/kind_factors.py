@@ -5,7 +5,15 @@ Each kind of the family (default: the dtype's, planner OUR_FAMILY) runs alone, o
 launch, on the tuning sweep's uniform sizes (tuning/space.py: M = N in 32..1024, K in
 32..1024, aligned and odd) and is checked against float64 as in ``tune``
 (tuning/sweep.py); its factor is the geometric mean over the sizes of measured /
-modelled tile time (DtypeSweep.factors). Unlike ``tune``, the family stays the one the
+modelled tile time (DtypeSweep.factors). Where a kind has measured path efficiencies
+(occupancy/vector_path.py: fp32's 128 x 128 kinds on the H100), which the cost model
+multiplies with the kind factor, each size's factor is divided by the kind's path
+figure at that size's vector share first (:func:`path_adjusted`): the aligned half of
+the sweep runs the 16-byte path, the odd half the scalar one, and the stored factor is
+what the path figures leave unexplained, not counted twice. Each kind's factor per depth
+(the sizes of one K, aligned and odd: K = 32, 256, 1024) goes beside it
+(:func:`depth_factors`, ceilings.json ``kind_depth_factors``), for the cost model to read
+at a batch's K. Unlike ``tune``, the family stays the one the
 planner uses and the factors go into the arch's measured ceilings (ceilings.json
 ``kind_factors``), which do not go stale with the kernel source's hash: they say how
 the model errs per kind (bandwidth of small tiles' loads, the MMA kinds' issue), not
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -51,6 +60,7 @@ def run(args, timer=None) -> int:
     from ..planner.wavefront_tlp import our_family
     from ..tiles import family
     from . import space
+    from .choose import geometric_mean
     from .sweep import device_timer, sweep_dtype
 
     dev = open_device(args.backend)
@@ -61,7 +71,11 @@ def run(args, timer=None) -> int:
     sw = sweep_dtype(dev, args.dtype, space.sizes(arch.compute_units, args.dtype, args.quick),
                      kinds=kinds, timer=timer or device_timer, deadline=t0 + args.budget,
                      show_progress=False)
-    factors, per_size = sw.factors(), sw.size_factors()
+    raw = sw.size_factors()
+    per_size = path_adjusted(raw, sw.sizes, kinds, arch, args.dtype)
+    factors = {n: g for n, g in ((n, geometric_mean(fs)) for n, fs in per_size.items())
+               if g is not None}
+    depths = depth_factors(per_size, sw.sizes)
     names = [s.name for s in sw.sizes]
     print(f"{fam} on {dev.name()} ({arch.name}): measured / modelled tile time, "
           f"{time.monotonic() - t0:.0f} s{' (budget ran out)' if sw.stopped else ''}")
@@ -73,13 +87,15 @@ def run(args, timer=None) -> int:
         shown = [f for f in row if f is not None]
         print(f"  {k.kind:16s} factor {factors.get(k.name, float('nan')):.3f}  "
               f"(sizes {len(shown)}, min {min(shown, default=float('nan')):.2f}, "
-              f"max {max(shown, default=float('nan')):.2f})")
+              f"max {max(shown, default=float('nan')):.2f}; per K "
+              + ", ".join(f"{d}: {f:.3f}" for d, f in depths.get(k.name, ())) + ")")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({
             "arch": arch.name, "device": dev.name(), "family": fam, "dtype": args.dtype,
             "factors": factors, "sizes": names, "ms": sw.ms.tolist(),
             "predicted_ms": sw.predicted_ms.tolist(), "per_size_factors": per_size,
+            "per_size_factors_before_path": raw, "depth_factors": depths,
             "excluded": sw.excluded, "kinds": [k.name for k in kinds]}, indent=1) + "\n")
     if args.write:
         if dev.kind == "host" and args.ceilings is None:
@@ -89,12 +105,49 @@ def run(args, timer=None) -> int:
             print("error: not every kind has a factor; nothing written", file=sys.stderr)
             return 1
         path = ceilings.PATH if args.ceilings is None else args.ceilings
-        ceilings.write_kind_factors(arch.name, factors, path=path, source=(
+        ceilings.write_kind_factors(arch.name, factors, path=path, depth_factors=depths, source=(
             f"python -m portgemm.tuning.kind_factors --dtype {args.dtype} on {dev.name()}: "
             f"{fam}'s kinds alone on {len(names)} uniform sizes, geometric mean of measured "
-            "/ modelled"))
+            "/ modelled, and per K"))
         print(f"wrote {len(factors)} kind factors into {path}")
     return 0
+
+
+def depth_factors(per_size: dict, sizes) -> dict:
+    """kind name -> [[K, factor], ...]: the geometric mean of the kind's factors over the
+    sizes of each depth (K rounded to a power of two: the aligned size and its odd
+    neighbour together), K ascending; kinds with no factor left out."""
+    from .choose import geometric_mean
+    depth = [2 ** round(math.log2(max(s.k, 1))) for s in sizes]
+    out = {}
+    for name, fs in per_size.items():
+        rows = [[d, geometric_mean([f for f, e in zip(fs, depth) if e == d])]
+                for d in sorted(set(depth))]
+        rows = [r for r in rows if r[1] is not None]
+        if rows:
+            out[name] = rows
+    return out
+
+
+def path_adjusted(per_size: dict, sizes, kinds, arch, dtype: str) -> dict:
+    """``per_size`` (kind name -> per size, measured / modelled tile time or None) with
+    each factor divided by the kind's measured path efficiency at the size's vector
+    share (occupancy/vector_path.py), as the cost model will multiply the two; unchanged
+    where the family has no path efficiencies (fp64, other archs)."""
+    from ..occupancy import vector_path
+    from ..planner.alignment import aligned_rows, vector_share
+    eff = vector_path.efficiencies(arch.name, dtype, kinds)
+    if eff is None:
+        return per_size
+    tm, tn, tk = ([getattr(k, a) for k in kinds] for a in ("tm", "tn", "tk"))
+    path = []   # per size, the path factor per kind
+    for s in sizes:
+        shapes = s.shapes()
+        path.append(vector_path.factor(eff, vector_share(shapes, aligned_rows(shapes, dtype),
+                                                         tm, tn, tk)))
+    index = {k.name: i for i, k in enumerate(kinds)}
+    return {name: [None if f is None else f / float(path[j][index[name]])
+                   for j, f in enumerate(fs)] for name, fs in per_size.items()}
 
 
 if __name__ == "__main__":
