@@ -35,7 +35,7 @@ for part in "$@"; do
     grid) bash bench/device_bench.sh grid 2>&1 | tail -40 ;;
     kernel) python3 bench/kernel_bench.py --out "$OUT" 2>&1 | tail -60 ;;
     fp64) python3 bench/kernel_bench.py --dtype float64 --out "$OUT" > "$OUT/fp64.log" 2>&1
-          python3 bench/fp64_default.py --out "$OUT" >> "$OUT/fp64.log" 2>&1; tail -20 "$OUT/fp64_default.txt"
+          python3 bench/fp64_default.py --out "$OUT" >> "$OUT/fp64.log" 2>&1; tail -20 "$OUT/f64_default.txt"
           grep -a -E "geomean" "$OUT/fp64.log" | tail -5 ;;
     splitk) python3 bench/split_k_bench.py --out "$OUT" 2>&1 | tee "$OUT/split_k.txt" | tail -40 ;;
     half) python3 bench/kernel_bench.py --dtype "${HALF_DTYPES:-float16,bfloat16,tf32,3xtf32}" ${HALF_ARGS:-} \
