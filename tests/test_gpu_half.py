@@ -25,8 +25,8 @@ import pytest
 
 from conftest import backend_or_skip
 from gpu_batches import stable_seed
-from portgemm.planner.tiling import Request, build_tiles, make_plan, pack_blocks
 from portgemm.tiles import FAMILIES
+from portgemm.tuning.model import family_kind_plan
 
 pytestmark = pytest.mark.gpu
 
@@ -103,15 +103,7 @@ def make_batch(torch, rng, shapes, dtype, trans_a, trans_b, odd):
 
 def kind_plan(shapes, dtype, arch, kind, family=None):
     """Every GEMM through kind ``kind`` of ``family`` (default: the dtype's FAMILY)."""
-    family = family or FAMILY[dtype]
-    kinds = FAMILIES[family]
-    shapes = np.ascontiguousarray(shapes, dtype=np.int64)
-    shapes.flags.writeable = False
-    kidx = np.full(len(shapes), [k.kind for k in kinds].index(kind), dtype=np.int64)
-    tiles = build_tiles(shapes, kinds, kidx)
-    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]), shapes[:, 2], by_kind=True)
-    return make_plan(Request(shapes, dtype, arch, "per-kind"), "test-" + family, kinds,
-                     tiles, block_ptr, 0.0, 0.0, "none", {}, [])
+    return family_kind_plan(shapes, dtype, arch, family or FAMILY[dtype], kind, "test")
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -26,7 +26,7 @@ def main() -> int:
 
     import portgemm
     from portgemm.backends.base import get_backend
-    from portgemm.planner.tiling import Request, build_tiles, make_plan, pack_blocks
+    from portgemm.tuning.model import family_kind_plan
     from portgemm.tiles import FAMILIES
     p = argparse.ArgumentParser()
     p.add_argument("--out")
@@ -68,15 +68,11 @@ def main() -> int:
         c = torch.empty(n, n, dtype=tdt, device="cuda")
         shapes = np.array([[n, n, n]], np.int64)
         shapes.flags.writeable = False
-        fam = FAMILIES["portgemm-f16" if dtype == "float16" else "portgemm-bf16"]
-        for k in fam:
+        family = "portgemm-f16" if dtype == "float16" else "portgemm-bf16"
+        for k in FAMILIES[family]:
             if k.engine != "mma":
                 continue
-            kidx = np.array([fam.index(k)])
-            tiles = build_tiles(shapes, fam, kidx)
-            tiles, bp = pack_blocks(tiles, np.arange(tiles.shape[0]), shapes[:, 2], by_kind=True)
-            pl = make_plan(Request(shapes, dtype, be.arch(), "per-kind"), "timing", fam, tiles,
-                           bp, 0.0, 0.0, "none", {}, [])
+            pl = family_kind_plan(shapes, dtype, be.arch(), family, k.kind, "timing")
             t = timed(torch, lambda: pl.run([a], [b], [c], backend=be))
             row = {"dtype": dtype, "single": n, "kind": k.kind, "tflops": 2.0 * n ** 3 / t / 1e12}
             rows.append(row)

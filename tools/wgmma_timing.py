@@ -31,19 +31,6 @@ CASES = [(16, 1024, 1024, 1024), (64, 512, 512, 512), (256, 256, 256, 256),
 KINDS = {"float16": ("portgemm-f16", "wgmma-f16"), "bfloat16": ("portgemm-bf16", "wgmma-bf16")}
 
 
-def kind_plan(shapes, dtype, arch, family, kind):
-    from portgemm.planner.tiling import Request, build_tiles, make_plan, pack_blocks
-    from portgemm.tiles import FAMILIES
-    kinds = FAMILIES[family]
-    shapes = np.ascontiguousarray(shapes, dtype=np.int64)
-    shapes.flags.writeable = False
-    kidx = np.full(len(shapes), [k.kind for k in kinds].index(kind), dtype=np.int64)
-    tiles = build_tiles(shapes, kinds, kidx)
-    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]), shapes[:, 2], by_kind=True)
-    return make_plan(Request(shapes, dtype, arch, "per-kind"), "timing-" + family, kinds,
-                     tiles, block_ptr, 0.0, 0.0, "none", {}, [])
-
-
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--dtype", default="bfloat16,float16")
@@ -62,6 +49,7 @@ def main() -> int:
     import portgemm
     from portgemm.backends.base import get_backend
     from portgemm.tiles import FAMILIES
+    from portgemm.tuning.model import family_kind_plan
     from portgemm.kernels import render
     if args.interleaved:
         render.WGMMA_SWIZZLE = False
@@ -86,7 +74,7 @@ def main() -> int:
                 for k in FAMILIES[fam]:
                     if k.engine != "mma":
                         continue
-                    plan = kind_plan(shapes, dtype, arch, fam, k.kind)
+                    plan = family_kind_plan(shapes, dtype, arch, fam, k.kind, "timing")
                     bound = plan.bind(As, Bs, Cs, backend=be)
                     t = do_bench(be.cp, bound) * 1e-3
                     err = float((C.float() - ref).abs().max() / ref.abs().max())

@@ -10,8 +10,9 @@ import numpy as np
 
 from ..planner.cost_model import kind_costs, predict_assignment
 from ..planner.parallelism import kind_table
-from ..planner.tiling import Request, tile_counts
+from ..planner.tiling import Request, build_tiles, make_plan, pack_blocks, tile_counts
 from ..planner.wavefront_tlp import algorithm1
+from ..tiles import FAMILIES
 
 FACTOR_RANGE = (1 / 32, 32.0)   # the factors a fit may return
 
@@ -26,6 +27,20 @@ def one_kind_plan(shapes, kind, dtype: str, arch, resources=None):
     """A per-kind plan of ``shapes`` that tiles every GEMM with ``kind``."""
     req = Request(_shapes(shapes), dtype, arch, "per-kind", {}, resources, mode_given=True)
     return algorithm1(req, "wavefront-tlp", "wavefront", kinds=(kind,))
+
+
+def family_kind_plan(shapes, dtype: str, arch, family: str, kind: str, label: str = "forced"):
+    """A per-kind plan that runs every GEMM on kind ``kind`` of ``family``, built over
+    the whole family's kinds (so it runs on the family's one variant, as the planner's
+    plans do, where one_kind_plan's runs on a variant of that kind alone): for tests and
+    timing tools that force a kind."""
+    kinds = FAMILIES[family]
+    s = _shapes(shapes)
+    kidx = np.full(len(s), [k.kind for k in kinds].index(kind), dtype=np.int64)
+    tiles = build_tiles(s, kinds, kidx)
+    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]), s[:, 2], by_kind=True)
+    return make_plan(Request(s, dtype, arch, "per-kind"), f"{label}-{family}", kinds,
+                     tiles, block_ptr, 0.0, 0.0, "none", {}, [])
 
 
 def predicted_seconds(shapes, kind, dtype: str, arch, factor: float = 1.0,
