@@ -54,10 +54,9 @@ from ..errors import ValidationError
 from ..occupancy.archs import has_mfma
 from ..occupancy.tuned import tuned_family
 from ..tiles import FAMILIES, WEIGHED_WITH, ZHANG2025, family_dtypes, weighed_families
-from .alignment import aligned_batch
 from . import register
 from ..occupancy.vector_path import SWITCH_MARGIN
-from .alignment import share_of
+from .alignment import aligned_batch, share_of
 from .classes import batch_classes
 from .cost_model import (batch_depth, kind_costs, predict_assignment, predict_gemms,
                          predict_rows, resource_bound, start_stage_times)
