@@ -1146,6 +1146,52 @@ __device__ __forceinline__ void pg_tile_mma(const PgGemm* __restrict__ gp, int m
 
 #endif  // !PG_HALF
 
+// The MMA epilogues' store of one lane's two adjacent accumulators v[0], v[1] to columns
+// c0, c0 + 1 of C's row crow, in fp32, rounded once to T: one 8-byte (fp32) or 4-byte
+// (16-bit) access where pg_pair_aligned(C, ldc) and both columns are in the tile, else
+// element by element. beta == 0 never reads C.
+template <typename T>
+__device__ __forceinline__ bool pg_pair_aligned(const T* C, int ldc)
+{
+    return ((unsigned long long)C & (2 * sizeof(T) - 1)) == 0 && ldc % 2 == 0;
+}
+template <typename T>
+__device__ __forceinline__ void pg_store_pair(T* crow, int c0, int N, const float* v,
+                                              float alpha, float beta, bool vec_c)
+{
+    if (vec_c && c0 + 1 < N) {
+        float x0 = alpha * v[0], x1 = alpha * v[1];
+        if constexpr (sizeof(T) == 4) {
+            float2* p = reinterpret_cast<float2*>(crow + c0);
+            if (beta != 0.0f) {                 // beta == 0 never reads C
+                const float2 c = *p;
+                x0 += beta * c.x;
+                x1 += beta * c.y;
+            }
+            *p = make_float2(x0, x1);
+        } else {
+            unsigned* p = reinterpret_cast<unsigned*>(crow + c0);
+            if (beta != 0.0f) {                 // beta == 0 never reads C
+                const unsigned w = *p;
+                T c[2];
+                c[0].x = (unsigned short)(w & 0xffffu);
+                c[1].x = (unsigned short)(w >> 16);
+                x0 += beta * float(c[0]);
+                x1 += beta * float(c[1]);
+            }
+            *p = pg_pack2(T(x0).x, T(x1).x);
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            if (c0 + q >= N) continue;
+            float x = alpha * v[q];
+            if (beta != 0.0f) x += beta * float(crow[c0 + q]);
+            crow[c0 + q] = T(x);
+        }
+    }
+}
+
 #if PG_TF32
 // The TF32 kinds (fp32, precision "tf32" and "3xtf32", tiles.TF32_FAMILIES): as
 // pg_tile_mma16, warps in a (BM / WTM) x (BN / WTN) grid, each a WTM x WTN sub-tile of C
@@ -1295,7 +1341,7 @@ __device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int
     const float alpha = float(gp->alpha), beta = float(gp->beta);
     PG_T* __restrict__ C = gp->C;
     const int ldc = gp->ldc;
-    const bool vec_c = ((unsigned long long)C & 7ull) == 0 && ldc % 2 == 0;
+    const bool vec_c = pg_pair_aligned(C, ldc);
     // the lane's place read afresh (compat.h pg_thread_index): kept from the prologue, it
     // was spilled (4-16 bytes) by the 128-thread 3xTF32 kinds on sm_80 and sm_90
     {
@@ -1311,25 +1357,7 @@ __device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int
 #pragma unroll
             for (int j = 0; j < FN; ++j) {
                 const int c0 = n0 + wn + j * F::N + F::c_col(lane, 0);
-                const float* v = acc[i][j] + 2 * h;
-                if (vec_c && c0 + 1 < N) {
-                    float2* p = reinterpret_cast<float2*>(crow + c0);
-                    float2 x = make_float2(alpha * v[0], alpha * v[1]);
-                    if (beta != 0.0f) {         // beta == 0 never reads C
-                        const float2 c = *p;
-                        x.x += beta * c.x;
-                        x.y += beta * c.y;
-                    }
-                    *p = x;
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 2; ++q) {
-                        if (c0 + q >= N) continue;
-                        float x = alpha * v[q];
-                        if (beta != 0.0f) x += beta * float(crow[c0 + q]);
-                        crow[c0 + q] = PG_T(x);
-                    }
-                }
+                pg_store_pair(crow, c0, N, acc[i][j] + 2 * h, alpha, beta, vec_c);
             }
         }
     }
@@ -1441,7 +1469,7 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
     const float alpha = float(gp->alpha), beta = float(gp->beta);
     PG_T* __restrict__ C = gp->C;
     const int ldc = gp->ldc;
-    const bool vec_c = ((unsigned long long)C & 3ull) == 0 && ldc % 2 == 0;
+    const bool vec_c = pg_pair_aligned(C, ldc);
 #pragma unroll
     for (int i = 0; i < FM; ++i)
 #pragma unroll
@@ -1452,28 +1480,7 @@ __device__ __forceinline__ void pg_tile_mma16(const PgGemm* __restrict__ gp, int
 #pragma unroll
             for (int j = 0; j < FN; ++j) {
                 const int c0 = n0 + wn + j * F::N + F::c_col(lane, 0);
-                const float* v = acc[i][j] + 2 * h;
-                if (vec_c && c0 + 1 < N) {
-                    unsigned* p = reinterpret_cast<unsigned*>(crow + c0);
-                    PG_T x0 = PG_T(alpha * v[0]), x1 = PG_T(alpha * v[1]);
-                    if (beta != 0.0f) {         // beta == 0 never reads C
-                        PG_T c[2];
-                        const unsigned w = *p;
-                        c[0].x = (unsigned short)(w & 0xffffu);
-                        c[1].x = (unsigned short)(w >> 16);
-                        x0 = PG_T(alpha * v[0] + beta * float(c[0]));
-                        x1 = PG_T(alpha * v[1] + beta * float(c[1]));
-                    }
-                    *p = pg_pack2(x0.x, x1.x);
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 2; ++q) {
-                        if (c0 + q >= N) continue;
-                        float x = alpha * v[q];
-                        if (beta != 0.0f) x += beta * float(crow[c0 + q]);
-                        crow[c0 + q] = PG_T(x);
-                    }
-                }
+                pg_store_pair(crow, c0, N, acc[i][j] + 2 * h, alpha, beta, vec_c);
             }
         }
 }
@@ -1692,7 +1699,7 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
     const float alpha = float(gp->alpha), beta = float(gp->beta);
     PG_T* __restrict__ C = gp->C;
     const int ldc = gp->ldc;
-    const bool vec_c = ((unsigned long long)C & 3ull) == 0 && ldc % 2 == 0;
+    const bool vec_c = pg_pair_aligned(C, ldc);
     const int lane = tid & 31, warp = (tid >> 5) & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -1702,28 +1709,7 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
 #pragma unroll
         for (int j = 0; j < WN / 8; ++j) {
             const int c0 = n0 + wn + 8 * j + 2 * (lane & 3);
-            const float* v = acc + 4 * j + 2 * h;
-            if (vec_c && c0 + 1 < N) {
-                unsigned* p = reinterpret_cast<unsigned*>(crow + c0);
-                float x0 = alpha * v[0], x1 = alpha * v[1];
-                if (beta != 0.0f) {             // beta == 0 never reads C
-                    const unsigned w = *p;
-                    PG_T c[2];
-                    c[0].x = (unsigned short)(w & 0xffffu);
-                    c[1].x = (unsigned short)(w >> 16);
-                    x0 += beta * float(c[0]);
-                    x1 += beta * float(c[1]);
-                }
-                *p = pg_pack2(PG_T(x0).x, PG_T(x1).x);
-            } else {
-#pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    if (c0 + q >= N) continue;
-                    float x = alpha * v[q];
-                    if (beta != 0.0f) x += beta * float(crow[c0 + q]);
-                    crow[c0 + q] = PG_T(x);
-                }
-            }
+            pg_store_pair(crow, c0, N, acc + 4 * j + 2 * h, alpha, beta, vec_c);
         }
     }
 }
