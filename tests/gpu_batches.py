@@ -85,3 +85,93 @@ def captured(stream, call):
         stream.end_capture()
         raise
     return stream.end_capture()
+
+
+# Torch operands on the GPU for the tensor-core tests (torch has fp16, bf16 and fp32
+# views with any leading dimension; CuPy has no bfloat16).
+
+TRANS = [(False, False), (False, True), (True, False), (True, True)]
+
+
+def trans_id(trans) -> str:
+    """A transpose pair's test id: nn, nt, tn, tt."""
+    return ("t" if trans[0] else "n") + ("t" if trans[1] else "n")
+
+
+def torch_operand(torch, rng, rows, cols, tdtype, odd=False):
+    """A (rows, cols) view of a CUDA tensor of ``tdtype``, standard normal values
+    rounded to it; ``odd``: an odd leading dimension."""
+    ld = cols + (1 if cols % 2 == 0 else 2) if odd else cols
+    buf = torch.zeros((max(rows, 1), max(ld, 1)), dtype=tdtype, device="cuda")
+    vals = torch.from_numpy(rng.standard_normal((rows, cols)).astype(np.float32))
+    buf[:rows, :cols] = vals.to(tdtype).cuda()
+    return buf[:rows, :cols]
+
+
+def torch_host64(t):
+    """A torch tensor's values as float64 on the host."""
+    return t.detach().float().cpu().numpy().astype(np.float64)
+
+
+def torch_batch(torch, rng, shapes, tdtype, trans_a, trans_b, odd):
+    """Operands for (M, N, K) shapes (A stored (K, M) when trans_a, B (N, K) when
+    trans_b), per-GEMM alpha (some 0) and beta (half 0, their C poisoned with NaN: it
+    must be overwritten, never read)."""
+    batch = len(shapes)
+    alpha = rng.uniform(-2, 2, batch)
+    alpha[rng.random(batch) < 0.15] = 0.0
+    beta = np.where(rng.random(batch) < 0.5, 0.0, rng.uniform(-2, 2, batch))
+    A, B, C = [], [], []
+    for m, n, k in shapes:
+        A.append(torch_operand(torch, rng, *((k, m) if trans_a else (m, k)), tdtype, odd))
+        B.append(torch_operand(torch, rng, *((n, k) if trans_b else (k, n)), tdtype, odd))
+        C.append(torch_operand(torch, rng, m, n, tdtype, odd))
+    for c, b in zip(C, beta):
+        if b == 0:
+            c.fill_(float("nan"))
+    return A, B, C, alpha, beta
+
+
+def check_within(got, A, B, C0, alpha, beta, trans_a, trans_b, tolerance, what):
+    """Each result against float64 from the very inputs (host arrays), elementwise
+    within ``tolerance(a, b, c0, alpha, beta, ref)`` (a, b as op(A), op(B)); fails the
+    test at the first GEMM with a non-finite or out-of-bound entry."""
+    import pytest
+    for i, (g, a, b, c0) in enumerate(zip(got, A, B, C0)):
+        a = a.T if trans_a else a
+        b = b.T if trans_b else b
+        ref = alpha[i] * (a @ b) + (beta[i] * c0 if beta[i] != 0 else 0.0)
+        tol = tolerance(a, b, c0, alpha[i], beta[i], ref)
+        shape = f"{a.shape[0]}x{b.shape[1]}x{a.shape[1]}"
+        if not np.all(np.isfinite(g)):
+            pytest.fail(f"GEMM {i} {shape}: non-finite result ({what})")
+        bad = np.abs(g - ref) > tol
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            pytest.fail(f"GEMM {i} {shape}: C[{r},{c}] = {g[r, c]}, ref {ref[r, c]}, "
+                        f"tol {tol[r, c]} ({what})")
+
+
+def check_packed_ragged(be, torch, tdtype, device_offs, seed, check, what, **options):
+    """8 groups of one packed batch (an empty group, an odd ldc, per-group alpha, beta =
+    0 over NaN) through gemm_grouped (``options``: e.g. precision), checked by
+    ``check(got, A, B, C0, alpha, beta, trans_a, trans_b, what)``."""
+    from portgemm.grouped import gemm_grouped
+    rng = np.random.default_rng(seed)
+    G, K, N, T = 8, 200, 136, 700
+    ends = np.sort(rng.integers(0, T - 20, G))
+    ends[2] = ends[1]                                # an empty group
+    ends = np.sort(ends)
+    A = torch_operand(torch, rng, T, K, tdtype)
+    B = torch.from_numpy(rng.standard_normal((G, K, N)).astype(np.float32)).to(tdtype).cuda()
+    C = torch_operand(torch, rng, T, N, tdtype, odd=True)
+    C.fill_(float("nan"))
+    alpha = rng.uniform(-2, 2, G)
+    offs = torch.from_numpy(ends.astype(np.int32)).cuda() if device_offs else ends
+    gemm_grouped(A, B, C, offs, alpha=alpha, beta=0.0, backend=be, **options)
+    torch.cuda.synchronize()
+    hA, hB, hC = torch_host64(A), [torch_host64(B[g]) for g in range(G)], torch_host64(C)
+    starts = np.concatenate([[0], ends[:-1]])
+    check([hC[s:e] for s, e in zip(starts, ends)], [hA[s:e] for s, e in zip(starts, ends)],
+          hB, [np.zeros((e - s, N)) for s, e in zip(starts, ends)], alpha, np.zeros(G),
+          False, False, f"seed {seed} packed ragged device_offs={device_offs} {what}")

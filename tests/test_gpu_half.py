@@ -24,7 +24,9 @@ import numpy as np
 import pytest
 
 from conftest import backend_or_skip
-from gpu_batches import stable_seed
+from gpu_batches import TRANS, check_within, stable_seed, torch_batch, torch_operand, trans_id
+from gpu_batches import check_packed_ragged as packed_ragged
+from gpu_batches import torch_host64 as host64
 from portgemm.tiles import FAMILIES
 from portgemm.tuning.model import family_kind_plan
 
@@ -35,7 +37,6 @@ UNIT = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 # Half the spacing of the format's subnormals: the absolute rounding error below its
 # smallest normal, where u |ref| no longer bounds it.
 TINY = {"float16": 2.0 ** -25, "bfloat16": 2.0 ** -134}
-TRANS = [(False, False), (False, True), (True, False), (True, True)]
 EDGE = [(1, 1, 1), (7, 9, 17), (16, 8, 16), (33, 65, 31), (129, 127, 70), (255, 130, 257),
         (64, 64, 0), (100, 3, 5)]
 
@@ -56,49 +57,24 @@ def tdtype(torch, dtype):
 
 def operand(torch, rng, rows, cols, dtype, odd):
     """A (rows, cols) view of a CUDA tensor; ``odd``: an odd leading dimension."""
-    ld = cols + (1 if cols % 2 == 0 else 2) if odd else cols
-    buf = torch.zeros((max(rows, 1), max(ld, 1)), dtype=tdtype(torch, dtype), device="cuda")
-    vals = torch.from_numpy(rng.standard_normal((rows, cols)).astype(np.float32))
-    buf[:rows, :cols] = vals.to(buf.dtype).cuda()
-    return buf[:rows, :cols]
+    return torch_operand(torch, rng, rows, cols, tdtype(torch, dtype), odd)
 
 
-def host64(t):
-    return t.detach().float().cpu().numpy().astype(np.float64)
+def tolerance(dtype):
+    """The module docstring's bound for ``dtype``, as check_within takes it."""
+    def tol(a, b, c0, alpha, beta, ref):
+        mag = abs(alpha) * (np.abs(a) @ np.abs(b)) + (abs(beta) * np.abs(c0)
+                                                      if beta != 0 else 0.0)
+        return 2 * (UNIT[dtype] * np.abs(ref) + TINY[dtype] + (a.shape[1] + 2) * 2.0 ** -24 * mag)
+    return tol
 
 
 def check(got, A, B, C0, alpha, beta, trans_a, trans_b, dtype, what):
-    for i, (g, a, b, c0) in enumerate(zip(got, A, B, C0)):
-        a = a.T if trans_a else a
-        b = b.T if trans_b else b
-        K = a.shape[1]
-        ref = alpha[i] * (a @ b) + (beta[i] * c0 if beta[i] != 0 else 0.0)
-        mag = abs(alpha[i]) * (np.abs(a) @ np.abs(b)) + (abs(beta[i]) * np.abs(c0)
-                                                          if beta[i] != 0 else 0.0)
-        tol = 2 * (UNIT[dtype] * np.abs(ref) + TINY[dtype] + (K + 2) * 2.0 ** -24 * mag)
-        if not np.all(np.isfinite(g)):
-            pytest.fail(f"GEMM {i} {a.shape[0]}x{b.shape[1]}x{K}: non-finite result ({what})")
-        bad = np.abs(g - ref) > tol
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            pytest.fail(f"GEMM {i} {a.shape[0]}x{b.shape[1]}x{K}: C[{r},{c}] = {g[r, c]}, "
-                        f"ref {ref[r, c]}, tol {tol[r, c]} ({what})")
+    check_within(got, A, B, C0, alpha, beta, trans_a, trans_b, tolerance(dtype), what)
 
 
 def make_batch(torch, rng, shapes, dtype, trans_a, trans_b, odd):
-    batch = len(shapes)
-    alpha = rng.uniform(-2, 2, batch)
-    alpha[rng.random(batch) < 0.15] = 0.0
-    beta = np.where(rng.random(batch) < 0.5, 0.0, rng.uniform(-2, 2, batch))
-    A, B, C = [], [], []
-    for m, n, k in shapes:
-        A.append(operand(torch, rng, *((k, m) if trans_a else (m, k)), dtype, odd))
-        B.append(operand(torch, rng, *((n, k) if trans_b else (k, n)), dtype, odd))
-        C.append(operand(torch, rng, m, n, dtype, odd))
-    for c, b in zip(C, beta):
-        if b == 0:
-            c.fill_(float("nan"))     # must be overwritten, never read
-    return A, B, C, alpha, beta
+    return torch_batch(torch, rng, shapes, tdtype(torch, dtype), trans_a, trans_b, odd)
 
 
 def kind_plan(shapes, dtype, arch, kind, family=None):
@@ -108,7 +84,7 @@ def kind_plan(shapes, dtype, arch, kind, family=None):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("kind", [k.kind for k in FAMILIES["portgemm-f16"]])
-@pytest.mark.parametrize("trans", TRANS, ids=lambda t: ("t" if t[0] else "n") + ("t" if t[1] else "n"))
+@pytest.mark.parametrize("trans", TRANS, ids=trans_id)
 @pytest.mark.parametrize("odd", [False, True], ids=["aligned", "odd-ld"])
 def test_every_half_kind(be, torch, dtype, kind, trans, odd):
     ta, tb = trans
@@ -175,25 +151,8 @@ def test_packed_ragged_api(be, torch, dtype, device_offs):
 
 
 def check_packed_ragged(be, torch, dtype, device_offs, seed, what):
-    """8 groups of one packed batch (an empty group, an odd ldc, per-group alpha, beta = 0
-    over NaN) through gemm_grouped, checked against float64."""
-    from portgemm.grouped import gemm_grouped
-    rng = np.random.default_rng(seed)
-    G, K, N, T = 8, 200, 136, 700
-    ends = np.sort(rng.integers(0, T - 20, G))
-    ends[2] = ends[1]                                # an empty group
-    ends = np.sort(ends)
-    A = operand(torch, rng, T, K, dtype, False)
-    B = torch.from_numpy(rng.standard_normal((G, K, N)).astype(np.float32)).to(
-        tdtype(torch, dtype)).cuda()
-    C = operand(torch, rng, T, N, dtype, True)      # an odd leading dimension
-    C.fill_(float("nan"))
-    alpha = rng.uniform(-2, 2, G)
-    offs = torch.from_numpy(ends.astype(np.int32)).cuda() if device_offs else ends
-    gemm_grouped(A, B, C, offs, alpha=alpha, beta=0.0, backend=be)
-    torch.cuda.synchronize()
-    hA, hB, hC = host64(A), [host64(B[g]) for g in range(G)], host64(C)
-    starts = np.concatenate([[0], ends[:-1]])
-    check([hC[s:e] for s, e in zip(starts, ends)], [hA[s:e] for s, e in zip(starts, ends)],
-          hB, [np.zeros((e - s, N)) for s, e in zip(starts, ends)], alpha, np.zeros(G),
-          False, False, dtype, f"seed {seed} {dtype} packed ragged device_offs={device_offs} {what}")
+    """8 groups of one packed batch through gemm_grouped (gpu_batches.check_packed_ragged),
+    checked against float64."""
+    def chk(*args):
+        check(*args[:-1], dtype, f"{dtype} {args[-1]}")
+    packed_ragged(be, torch, tdtype(torch, dtype), device_offs, seed, chk, what)

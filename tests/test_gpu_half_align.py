@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_batches import stable_seed
+from gpu_batches import stable_seed, trans_id
 from test_gpu_half import (TRANS, be, check, host64, run_kind_and_check, tdtype,  # noqa: F401
                            torch)
 from portgemm.tiles import FAMILIES
@@ -40,7 +40,7 @@ def operand(torch, rng, rows, cols, dtype, ld_mod, off):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("kind", [k.kind for k in FAMILIES["portgemm-f16"]])
-@pytest.mark.parametrize("trans", TRANS, ids=lambda t: ("t" if t[0] else "n") + ("t" if t[1] else "n"))
+@pytest.mark.parametrize("trans", TRANS, ids=trans_id)
 @pytest.mark.parametrize("align", list(ALIGN))
 def test_every_copy_width(be, torch, dtype, kind, trans, align):
     ta, tb = trans
@@ -68,7 +68,7 @@ def _ragged_cases():
 
 
 @pytest.mark.parametrize("dtype, kind", _ragged_cases(), ids=lambda x: getattr(x, "kind", x))
-@pytest.mark.parametrize("trans", TRANS, ids=lambda t: ("t" if t[0] else "n") + ("t" if t[1] else "n"))
+@pytest.mark.parametrize("trans", TRANS, ids=trans_id)
 @pytest.mark.parametrize("K", [40, 42, 37], ids=["k40", "k42", "k37"])
 def test_ragged_entry_every_kind(be, torch, monkeypatch, dtype, kind, trans, K):
     """Each 16-bit kind's device-offsets entry point, forced (as the fp32 / fp64 test in

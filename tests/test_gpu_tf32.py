@@ -29,7 +29,9 @@ import numpy as np
 import pytest
 
 from conftest import backend_or_skip
-from gpu_batches import stable_seed
+from gpu_batches import (TRANS, check_packed_ragged, check_within, stable_seed, torch_batch,
+                         torch_operand, trans_id)
+from gpu_batches import torch_host64 as host64
 from portgemm.tiles import FAMILIES, tile
 from portgemm.tuning.model import one_kind_plan
 
@@ -39,7 +41,6 @@ U32 = 2.0 ** -24
 FAMILY = {"tf32": "portgemm-tf32", "3xtf32": "portgemm-3xtf32"}
 PRODUCT_ERR = {"tf32": 2.0 ** -10 + 2.0 ** -22, "3xtf32": 2.0 ** -19}
 SUM_TERMS = {"tf32": 1, "3xtf32": 3}     # MMAs per product: roundings per k
-TRANS = [(False, False), (False, True), (True, False), (True, True)]
 EDGE = [(1, 1, 1), (7, 9, 17), (16, 8, 8), (33, 65, 31), (129, 127, 70), (255, 130, 257),
         (64, 64, 0), (100, 3, 5), (130, 260, 40)]
 
@@ -56,54 +57,25 @@ def torch():
 
 def operand(torch, rng, rows, cols, odd):
     """A (rows, cols) float32 view of a CUDA tensor; ``odd``: an odd leading dimension."""
-    ld = cols + (1 if cols % 2 == 0 else 2) if odd else cols
-    buf = torch.zeros((max(rows, 1), max(ld, 1)), dtype=torch.float32, device="cuda")
-    buf[:rows, :cols] = torch.from_numpy(rng.standard_normal((rows, cols)).astype(np.float32)).cuda()
-    return buf[:rows, :cols]
+    return torch_operand(torch, rng, rows, cols, torch.float32, odd)
 
 
-def host64(t):
-    return t.detach().cpu().numpy().astype(np.float64)
-
-
-def tolerance(precision, a, b, c0, alpha, beta, ref):
-    K = a.shape[1]
-    ab = abs(alpha) * (np.abs(a) @ np.abs(b))
-    mag = ab + (abs(beta) * np.abs(c0) if beta != 0 else 0.0)
-    return 2 * (PRODUCT_ERR[precision] * ab + (SUM_TERMS[precision] * K + 2) * U32 * mag
-                + U32 * np.abs(ref))
+def tolerance(precision):
+    """The module docstring's bound for ``precision``, as check_within takes it."""
+    def tol(a, b, c0, alpha, beta, ref):
+        ab = abs(alpha) * (np.abs(a) @ np.abs(b))
+        mag = ab + (abs(beta) * np.abs(c0) if beta != 0 else 0.0)
+        return 2 * (PRODUCT_ERR[precision] * ab
+                    + (SUM_TERMS[precision] * a.shape[1] + 2) * U32 * mag + U32 * np.abs(ref))
+    return tol
 
 
 def check(got, A, B, C0, alpha, beta, trans_a, trans_b, precision, what):
-    for i, (g, a, b, c0) in enumerate(zip(got, A, B, C0)):
-        a = a.T if trans_a else a
-        b = b.T if trans_b else b
-        ref = alpha[i] * (a @ b) + (beta[i] * c0 if beta[i] != 0 else 0.0)
-        tol = tolerance(precision, a, b, c0, alpha[i], beta[i], ref)
-        if not np.all(np.isfinite(g)):
-            pytest.fail(f"GEMM {i} {a.shape[0]}x{b.shape[1]}x{a.shape[1]}: non-finite "
-                        f"result ({what})")
-        bad = np.abs(g - ref) > tol
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            pytest.fail(f"GEMM {i} {a.shape[0]}x{b.shape[1]}x{a.shape[1]}: C[{r},{c}] = "
-                        f"{g[r, c]}, ref {ref[r, c]}, tol {tol[r, c]} ({what})")
+    check_within(got, A, B, C0, alpha, beta, trans_a, trans_b, tolerance(precision), what)
 
 
 def make_batch(torch, rng, shapes, trans_a, trans_b, odd):
-    batch = len(shapes)
-    alpha = rng.uniform(-2, 2, batch)
-    alpha[rng.random(batch) < 0.15] = 0.0
-    beta = np.where(rng.random(batch) < 0.5, 0.0, rng.uniform(-2, 2, batch))
-    A, B, C = [], [], []
-    for m, n, k in shapes:
-        A.append(operand(torch, rng, *((k, m) if trans_a else (m, k)), odd))
-        B.append(operand(torch, rng, *((n, k) if trans_b else (k, n)), odd))
-        C.append(operand(torch, rng, m, n, odd))
-    for c, b in zip(C, beta):
-        if b == 0:
-            c.fill_(float("nan"))     # must be overwritten, never read
-    return A, B, C, alpha, beta
+    return torch_batch(torch, rng, shapes, torch.float32, trans_a, trans_b, odd)
 
 
 def kind_plan(shapes, precision, arch, kind):
@@ -113,7 +85,7 @@ def kind_plan(shapes, precision, arch, kind):
 
 @pytest.mark.parametrize("precision,kind", [(p, k.kind) for p, f in FAMILY.items()
                                              for k in FAMILIES[f]])
-@pytest.mark.parametrize("trans", TRANS, ids=lambda t: ("t" if t[0] else "n") + ("t" if t[1] else "n"))
+@pytest.mark.parametrize("trans", TRANS, ids=trans_id)
 @pytest.mark.parametrize("odd", [False, True], ids=["aligned", "odd-ld"])
 def test_every_tf32_kind(be, torch, precision, kind, trans, odd):
     ta, tb = trans
@@ -171,26 +143,11 @@ def test_default_plan_random_batch(be, torch, precision):
 @pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
 @pytest.mark.parametrize("device_offs", [False, True], ids=["host-offs", "device-offs"])
 def test_packed_ragged_api(be, torch, precision, device_offs):
-    from portgemm.grouped import gemm_grouped
-    seed = stable_seed("tf32-ragged", precision, device_offs)
-    rng = np.random.default_rng(seed)
-    G, K, N, T = 8, 200, 136, 700
-    ends = np.sort(rng.integers(0, T - 20, G))
-    ends[2] = ends[1]                                # an empty group
-    ends = np.sort(ends)
-    A = operand(torch, rng, T, K, False)
-    B = torch.from_numpy(rng.standard_normal((G, K, N)).astype(np.float32)).cuda()
-    C = operand(torch, rng, T, N, True)              # an odd leading dimension
-    C.fill_(float("nan"))
-    alpha = rng.uniform(-2, 2, G)
-    offs = torch.from_numpy(ends.astype(np.int32)).cuda() if device_offs else ends
-    gemm_grouped(A, B, C, offs, alpha=alpha, beta=0.0, backend=be, precision=precision)
-    torch.cuda.synchronize()
-    hA, hB, hC = host64(A), [host64(B[g]) for g in range(G)], host64(C)
-    starts = np.concatenate([[0], ends[:-1]])
-    check([hC[s:e] for s, e in zip(starts, ends)], [hA[s:e] for s, e in zip(starts, ends)],
-          hB, [np.zeros((e - s, N)) for s, e in zip(starts, ends)], alpha, np.zeros(G),
-          False, False, precision, f"seed {seed} {precision} packed ragged device_offs={device_offs}")
+    def chk(*args):
+        check(*args[:-1], precision, f"{precision} {args[-1]}")
+    check_packed_ragged(be, torch, torch.float32, device_offs,
+                        stable_seed("tf32-ragged", precision, device_offs), chk, "",
+                        precision=precision)
 
 
 @pytest.mark.parametrize("precision", ["tf32", "3xtf32"])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import backend_or_skip
-from gpu_batches import stable_seed
+from gpu_batches import stable_seed, trans_id
 from test_gpu_half import (TRANS, check, check_default_plan, check_packed_ragged, host64,
                            kind_plan, make_batch)
 from portgemm.tiles import FAMILIES, WGMMA_FAMILIES
@@ -42,7 +42,7 @@ def torch():
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("trans", TRANS, ids=lambda t: ("t" if t[0] else "n") + ("t" if t[1] else "n"))
+@pytest.mark.parametrize("trans", TRANS, ids=trans_id)
 @pytest.mark.parametrize("odd", [False, True], ids=["aligned", "odd-ld"])
 def test_every_wgmma_kind(be, torch, dtype, kind, trans, odd):
     ta, tb = trans
