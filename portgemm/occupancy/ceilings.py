@@ -67,8 +67,9 @@ KIND_FACTORS = "kind_factors"
 KIND_DEPTH_FACTORS = "kind_depth_factors"
 
 # AMD matrix cores (MFMA kinds, tiles.MFMA_FAMILIES): the spec row's key per dtype. The
-# 16-bit ratios are to the fp32 SIMT rate, fp64's to the fp64 SIMT rate, each the
-# vendor's peak matrix figure over its peak vector figure (dense, no sparsity):
+# 16-bit ratios are to the unpacked fp32 vector rate (one FMA per lane and clock), fp64's
+# to the fp64 SIMT rate, each the vendor's peak matrix figure over its peak vector figure
+# (dense, no sparsity):
 #   gfx908 (MI100 datasheet): fp16 184.6 / fp32 23.1 TFLOP/s = 8, bf16 92.3 / 23.1 = 4,
 #     no fp64 MFMA;
 #   gfx90a (MI210 datasheet): fp16 = bf16 181.0 / fp32 22.6 = 8, fp64 45.3 / 22.6 = 2;
@@ -76,6 +77,9 @@ KIND_DEPTH_FACTORS = "kind_depth_factors"
 #     without packed math, which is what our CUs x 64 x 2 x clock counts), fp64 163.4 /
 #     81.7 = 2.
 # Peak ratios scaled by SUSTAINED like the SIMT rates; none of it measured (no AMD GPU).
+# The SIMT fp32 rate itself is twice the unpacked one on gfx90a and gfx94x (the spec row's
+# fp32_packed: MI210 45.3 packed against 22.6, MI300X 163.4 against 81.7): there every
+# FMA of our SIMT kinds' main loops is a packed v_pk_fma_f32 (kernels/amd_isa.py).
 MFMA_RATIOS = {"float16": "mfma_f16_ratio", "bfloat16": "mfma_bf16_ratio",
                "float64": "mfma_f64_ratio"}
 # TF32 over float16 MMA rate where no TF32 figure is measured: 1/2 on the A100 (156 / 312
@@ -253,9 +257,9 @@ def half_mma_modelled(arch, fp32_flops_per_s: float, spec: dict) -> float:
 
 
 def mfma_modelled(arch, fp32: float, fp64: float, spec: dict) -> dict:
-    """{Ceilings field: the MFMA kinds' rate}: MFMA_RATIOS times the SIMT rate of the
-    same arithmetic (fp32 for the 16-bit dtypes, fp64), where the arch has them
-    (archs.MFMA); 0 elsewhere."""
+    """{Ceilings field: the MFMA kinds' rate}: MFMA_RATIOS times the vector rate of the
+    same arithmetic (``fp32``: unpacked, one FMA per lane and clock, for the 16-bit
+    dtypes; fp64), where the arch has them (archs.MFMA); 0 elsewhere."""
     return {MFMA_FIELDS[dt]: (fp64 if dt == "float64" else fp32) * spec.get(key, 0.0)
             if has_mfma(arch, dt) else 0.0 for dt, key in MFMA_RATIOS.items()}
 
@@ -270,8 +274,11 @@ def tf32_mma_modelled(arch, half_mma_flops_per_s: float, spec: dict) -> float:
 
 def modelled(arch, spec: dict) -> Ceilings:
     cus = float(arch.compute_units)
-    fp32 = cus * spec["fp32_fma_per_clk_per_cu"] * 2 * spec["clock_hz"] * SUSTAINED
-    fp64 = fp32 * spec["fp64_ratio"]
+    # one FMA per lane and clock; the SIMT kinds issue packed fp32 FMAs (two a lane) where
+    # the arch has them (the spec row's fp32_packed: CDNA2, CDNA3; kernels/amd_isa.py)
+    vector = cus * spec["fp32_fma_per_clk_per_cu"] * 2 * spec["clock_hz"] * SUSTAINED
+    fp32 = vector * spec.get("fp32_packed", 1.0)
+    fp64 = vector * spec["fp64_ratio"]
     half = half_mma_modelled(arch, fp32, spec)
     return Ceilings(arch=arch.name, origin="modelled",
                     copy_bytes_per_s=spec["dram_bytes_per_s"] * COPY_FRACTION,
@@ -282,7 +289,7 @@ def modelled(arch, spec: dict) -> Ceilings:
                     fp64_mma_flops_per_s=fp64_mma_modelled(arch, fp64, spec),
                     half_mma_flops_per_s=half,
                     tf32_mma_flops_per_s=tf32_mma_modelled(arch, half, spec),
-                    **mfma_modelled(arch, fp32, fp64, spec))
+                    **mfma_modelled(arch, vector, fp64, spec))
 
 
 # Used for an arch the file has no row for (a row added to the arch table later).
