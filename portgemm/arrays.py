@@ -279,22 +279,34 @@ def torch_readers(t):
     return t.data_ptr, t.stride, t.get_device
 
 
-def _gather_torch(X, n):
-    torch = sys.modules["torch"]
-    data_ptr, stride, get_device = torch_readers(type(X[0]))   # one type (list_kind)
+def torch_common(X):
+    """(data_ptr, stride, dtype, device) of torch tensors X of one type (list_kind) that
+    share one dtype portgemm takes and one device: the readers (torch_readers), the
+    NumPy dtype and "cuda:<index>" ("torch-cpu" on the host: the per-array path); None
+    when they do not."""
+    data_ptr, stride, get_device = torch_readers(type(X[0]))
     tdtype = _one(list(map(_DTYPE, X)))
     dev = _one(list(map(get_device, X)))   # -1 on the host
     if tdtype is None or dev is None:
         return None
-    dtype = _torch_dtype(torch, tdtype)
+    dtype = _torch_dtype(sys.modules["torch"], tdtype)
+    if dtype is None:
+        return None
+    return data_ptr, stride, dtype, f"cuda:{dev}" if dev >= 0 else "torch-cpu"
+
+
+def _gather_torch(X, n):
+    common = torch_common(X)
+    if common is None:
+        return None
+    data_ptr, stride, dtype, device = common
     shape = _pairs(X, _SHAPE, n)   # None unless every tensor is 2-D
-    if dtype is None or shape is None:
+    if shape is None:
         return None
     strides = _pairs(X, stride, n)   # torch strides are in elements
     if strides is None:
         return None
     ptr = np.fromiter(map(data_ptr, X), np.int64, n)
-    device = f"cuda:{dev}" if dev >= 0 else "torch-cpu"   # host tensors: per-array path
     return _new(Operand, (ptr, shape, strides, dtype, device, _writable(n), False))
 
 

@@ -14,15 +14,13 @@ vectorised path would refuse.
 from __future__ import annotations
 
 import struct
-import sys
 from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
 
 from .arrays import (_C_CONTIGUOUS, _DATA, _DEVICE_ID, _DTYPE, _PTR, _SHAPE, _STRIDES,
-                     MAX_SPAN, _host_pointers, _new, _one, _torch_dtype, list_kind,
-                     torch_readers)
+                     MAX_SPAN, _host_pointers, _new, _one, list_kind, torch_common)
 
 # At most this many GEMMs take the pure-Python path: measured on the H100 host
 # (tools/profile_host.py's sweep, bench/NOTES.md session 5) it is faster at 4 and 8 GEMMs
@@ -100,19 +98,15 @@ def _element_strides(bstrides, isz):
 
 
 def _torch(X, n):
-    torch = sys.modules["torch"]
-    data_ptr, stride, get_device = torch_readers(type(X[0]))   # one type (list_kind)
-    tdtype = _one(list(map(_DTYPE, X)))
-    dev = _one(list(map(get_device, X)))   # -1 on the host
-    if tdtype is None or dev is None:
+    common = torch_common(X)
+    if common is None:
         return None
-    dtype = _torch_dtype(torch, tdtype)
+    data_ptr, stride, dtype, device = common
     shape = tuple(map(_SHAPE, X))
-    if dtype is None or not _pairs_only(shape, n):
+    if not _pairs_only(shape, n):
         return None
     strides = tuple(map(stride, X))
     ptr = tuple(map(data_ptr, X))
-    device = f"cuda:{dev}" if dev >= 0 else "torch-cpu"
     return _new(Few, (ptr, shape, strides, dtype, device, None, False))
 
 
