@@ -20,6 +20,14 @@ Such a plan's own tiles, kinds and occupancy are the unsplit tiling (what a back
 that does not know split-K runs, correctly); ``predicted_ms`` is the split call's.
 The paper's strategies never split, nor does ``plan(..., split_k=False)``.
 
+Alignment staging (planner/staging.py): a 16-bit plan may carry ``plan.staging``, a
+Staging: the operands whose rows are not 16-byte aligned are first copied, in one launch,
+into a workspace with leading dimensions rounded up to 16 bytes, and an inner plan
+(``staging.plan``, planned as if those rows were aligned) runs on the copies. Its own
+tiles are the direct plan's (what a backend that does not know staging runs, correctly);
+``predicted_ms`` is the staged call's. Such a plan never splits K (the 16-bit dtypes do
+not), and ``plan(..., staging=False)`` never stages.
+
 ``Plan.run`` and ``Plan.bind`` are ``portgemm.run`` and ``portgemm.bind`` as methods,
 attached by api.py (the layer above), so this module imports nothing from it.
 """
@@ -38,7 +46,7 @@ from .tiles import TileConfig, family_precision
 if TYPE_CHECKING:
     from .occupancy.archs import Arch
 
-__all__ = ["TILE_DTYPE", "Plan", "SplitK", "TileLayout"]
+__all__ = ["TILE_DTYPE", "Plan", "SplitK", "Staging", "TileLayout"]
 
 
 class _FromLayout:
@@ -106,6 +114,8 @@ class Plan:
     layout: TileLayout | None = None
     # split-K (planner/split_k.py): what split-aware backends run instead; None: unsplit
     split: "SplitK | None" = None
+    # alignment staging (planner/staging.py): what staging-aware backends run; None: direct
+    staging: "Staging | None" = None
 
     def __post_init__(self):
         if self.__dict__.get("_tiles") is not None:
@@ -127,6 +137,12 @@ class Plan:
         among the notes)."""
         return self._copy_with(split=split, predicted_ms=split.predicted_ms,
                                notes=self.notes + (split.reason,))
+
+    def with_staging(self, staging: "Staging") -> "Plan":
+        """This plan carrying ``staging`` (its predicted time the staged call's, its
+        reason among the notes)."""
+        return self._copy_with(staging=staging, predicted_ms=staging.predicted_ms,
+                               notes=self.notes + (staging.reason,))
 
     def with_notes(self, *notes: str) -> "Plan":
         return self._copy_with(notes=self.notes + tuple(notes))
@@ -200,7 +216,8 @@ class Plan:
                 f"{'' if prec == 'ieee' else ' precision=' + prec} "
                 f"batch={self.batch} tiles={self.n_tiles}"
                 f"{f' ({per_kind})' if per_kind else ''} blocks={self.n_blocks}"
-                f"{f' split-K={self.split.split_gemms.size}' if self.split is not None else ''}>")
+                f"{f' split-K={self.split.split_gemms.size}' if self.split is not None else ''}"
+                f"{f' staged={self.staging.n_staged}' if self.staging is not None else ''}>")
 
     def tlp_verdict(self) -> str:
         """What TLP against the threshold means for this plan's strategy, in words."""
@@ -259,6 +276,8 @@ class Plan:
         table = tabulate(rows, headers=["kind", "tile", "threads", "tiles", "occupancy", "limited by"])
         if self.split is not None:
             table += "\n" + self.split.describe()
+        if self.staging is not None:
+            table += "\n" + self.staging.describe()
         extra = "".join(f"\nnote: {n}" for n in self.notes)
         extra += "".join(f"\nwarning: {w}" for w in self.spill_warnings())
         return f"{head}\n{table}{extra}"
@@ -319,3 +338,59 @@ class SplitK:
                 f"{self.plan.mode}); workspace {self.workspace_elems:,} elements; predicted "
                 f"{self.predicted_ms:.4g} ms (reduction {self.reduce_ms:.4g}) vs "
                 f"{self.unsplit_ms:.4g} ms unsplit")
+
+
+def staged_ld(cols, itemsize: int):
+    """The leading dimension (elements) of a staged copy of rows of ``cols`` elements:
+    rounded up to 16 bytes, so every row starts 16-byte aligned (int or int64 array)."""
+    v = 16 // itemsize
+    return -(-cols // v) * v
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Staging:
+    """How a plan stages unaligned operands (planner/staging.py), read-only.
+
+    ``reserved[i, x]`` (x = 0: A, 1: B): operand x of GEMM i may be staged; it is, at run
+    time, where its rows are not 16-byte aligned there (its leading dimension or base
+    address; alpha_i != 0 and a non-empty matrix). Its copy lies at workspace element
+    ``offset[i, x]`` (-1 where not reserved; a multiple of 16 bytes) with leading
+    dimension ``staged_ld`` of its stored columns. The transpose flags are known only at
+    run time, so each reservation holds either orientation (the larger of rows x
+    staged_ld(cols) over the two); ``workspace_elems`` in all. ``plan``: the inner plan
+    over the same shapes, planned as if the reserved operands' rows were aligned.
+    """
+
+    reserved: np.ndarray            # (batch, 2) bool
+    plan: Plan                      # the inner plan (never split, never staged)
+    predicted_ms: float             # copy + inner plan
+    direct_ms: float                # the direct plan's prediction
+    copy_ms: float                  # the copy's share of predicted_ms
+    reason: str = ""
+
+    def __post_init__(self):
+        r = np.ascontiguousarray(self.reserved, dtype=bool).reshape(-1, 2)
+        s = self.plan.shapes.astype(np.int64)
+        isz = self.plan.dtype.itemsize
+        M, N, K = s[:, 0], s[:, 1], s[:, 2]
+        size = np.stack([np.maximum(M * staged_ld(K, isz), K * staged_ld(M, isz)),
+                         np.maximum(K * staged_ld(N, isz), N * staged_ld(K, isz))], axis=1)
+        size = np.where(r, staged_ld(size, isz), 0).ravel()
+        offset = np.where(r.ravel(), np.cumsum(size) - size, -1).reshape(-1, 2)
+        for name, value in (("reserved", r), ("offset", offset)):
+            value.flags.writeable = False
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "workspace_elems", int(size.sum()))
+
+    @property
+    def n_staged(self) -> int:
+        """Operands reserved for staging (A and B counted apart)."""
+        return int(self.reserved.sum())
+
+    def describe(self) -> str:
+        per = self.reserved.sum(axis=0)
+        return (f"staging: {int(per[0])} A and {int(per[1])} B operand(s) copied to 16-byte "
+                f"aligned rows first (workspace {self.workspace_elems:,} elements); inner plan "
+                f"{self.plan.n_tiles} tiles ({', '.join(f'{k} {n}' for k, n in self.plan.tiles_per_kind().items())}); "
+                f"predicted {self.predicted_ms:.4g} ms (copy {self.copy_ms:.4g}) vs "
+                f"{self.direct_ms:.4g} ms direct")

@@ -503,9 +503,10 @@ def _launcher(be, plan, batch, gemms):
     and the entry's flat arrays and descriptors. A split-K
     plan takes execute too: its bound call would allocate and upload a workspace and a
     reduction table now (this may run inside a graph capture), and execute reuses the
-    ones its first call made on the caller's stream (backends/split.py)."""
+    ones its first call made on the caller's stream (backends/split.py); so does a staged
+    plan (backends/stage.py)."""
     prepare = getattr(be, "prepare", None)
-    if prepare is not None and plan.split is None:
+    if prepare is not None and plan.split is None and plan.staging is None:
         return prepare(plan, batch, gemms), False
     fields = (batch.shapes, batch.ptr, batch.ld, batch.alpha, batch.beta, batch.trans_a,
               batch.trans_b, batch.dtype, batch.size, batch.device)

@@ -63,7 +63,7 @@ from tabulate import tabulate  # noqa: E402
 from portgemm.errors import PortgemmError  # noqa: E402
 from portgemm.kernels import amd_codeobject, clang_amd, nvrtc, offline  # noqa: E402
 from portgemm.kernels.render import render  # noqa: E402
-from portgemm.kernels.variants import SplitReduce, Variant, catalogue_variants, is_tf32  # noqa: E402
+from portgemm.kernels.variants import SplitReduce, StageCopy, Variant, catalogue_variants, is_tf32  # noqa: E402
 from portgemm.tiles import (FAMILY_DTYPES, HALF_FAMILIES, MFMA_FAMILIES,  # noqa: E402
                             PER_KIND_ONLY, family_builds_for)
 
@@ -99,7 +99,7 @@ def matrix_variants() -> list[Variant]:
     # device-offsets (ragged) GEMM and split-K's reduction (the tile expansion is covered
     # by its own tests)
     return (_catalogue() + more + ragged_variants()
-            + [SplitReduce(d) for d in ("float32", "float64")])
+            + [SplitReduce(d) for d in ("float32", "float64")] + [StageCopy("float16")])
 
 
 def ragged_variants() -> list[Variant]:

@@ -35,7 +35,7 @@ from ..occupancy.resources import KernelResources
 from .launch import (DESCRIPTOR_CACHE, cached_descriptors, descriptors, plan_state,
                      torch_device, torch_stream, typed_args)
 from .ragged import Scalars, gemm_args
-from . import split
+from . import split, stage
 
 
 
@@ -238,6 +238,8 @@ class CudaBackend:
             return None
         if plan.split is not None:   # split-K: two phases (backends/split.py)
             return split.execute(self, _SplitOps(self), plan, batch, gemms)
+        if plan.staging is not None:   # alignment staging: two phases (backends/stage.py)
+            return stage.execute(self, _SplitOps(self), plan, batch, gemms)
         tdev = torch_device(batch)
         stream = self._stream(tdev)
         st = self._state(plan, batch, upload=False)
@@ -265,7 +267,7 @@ class CudaBackend:
         launch state here yet, or splits K (execute then reuses what it returned)."""
         if plan.n_tiles == 0 or gemms is None:
             return _nothing
-        if plan.split is not None:
+        if plan.split is not None or plan.staging is not None:
             return None
         st = self._state(plan, batch, upload=False)
         if st is None:
@@ -291,6 +293,8 @@ class CudaBackend:
             return lambda: None
         if plan.split is not None:
             return split.prepare(self, _SplitOps(self), plan, batch)
+        if plan.staging is not None:
+            return stage.prepare(self, _SplitOps(self), plan, batch)
         tdev = torch_device(batch)
         here = self._stream(tdev)
         with here:
@@ -438,7 +442,8 @@ class CudaBackend:
 
 
 class _SplitOps(split.Ops):
-    """The device operations backends/split.py runs a split-K plan with, on CUDA."""
+    """The device operations backends/split.py runs a split-K plan with (and
+    backends/stage.py a staged one), on CUDA."""
 
     def __init__(self, be):
         super().__init__(be, be._stream)

@@ -31,7 +31,7 @@ from .expand import expand_args
 from .launch import (cached_descriptors, descriptors, plan_state, torch_device, torch_stream,
                      typed_args)
 from .ragged import Scalars, gemm_args
-from . import split
+from . import split, stage
 
 KDL_ROCM = 10          # DLPack device type of ROCm memory
 
@@ -210,6 +210,8 @@ class HipBackend:
             return None
         if plan.split is not None:   # split-K: two phases (backends/split.py)
             return split.execute(self, _SplitOps(self), plan, batch, gemms)
+        if plan.staging is not None:   # alignment staging: two phases (backends/stage.py)
+            return stage.execute(self, _SplitOps(self), plan, batch, gemms)
         # _upload copies synchronously, so the host descriptors can go at once; freeing an
         # evicted buffer (hipFree) waits for launches that may still read it.
         st = self._state(plan, batch)
@@ -227,6 +229,8 @@ class HipBackend:
             return lambda: None
         if plan.split is not None:
             return split.prepare(self, _SplitOps(self), plan, batch)
+        if plan.staging is not None:
+            return stage.prepare(self, _SplitOps(self), plan, batch)
         st = self._state(plan, batch)
         if gemms is None:
             gemms = self._upload(descriptors(batch))
@@ -243,7 +247,7 @@ class HipBackend:
         """A call that launches ``plan`` again over the descriptors ``gemms`` execute()
         returned for ``batch`` (the bound call's path, its descriptors given); None for
         a split-K plan (execute then reuses what it returned)."""
-        if plan.split is not None:
+        if plan.split is not None or plan.staging is not None:
             return None
         return self.prepare(plan, batch, gemms)
 
@@ -315,7 +319,8 @@ def _ptr(buf) -> int:
 
 
 class _SplitOps(split.Ops):
-    """The device operations backends/split.py runs a split-K plan with, on HIP."""
+    """The device operations backends/split.py runs a split-K plan with (and
+    backends/stage.py a staged one), on HIP."""
 
     def __init__(self, be):
         super().__init__(be, be._stream_for)

@@ -7,7 +7,8 @@ twice (beta applied twice). Arithmetic stays in the arrays' dtype, as on the GPU
 float16 and bfloat16, which the GPU computes in fp32 (products, sums, alpha and beta)
 and rounds once on the store: so does this; and the tiles of precision "tf32", which
 multiply TF32-rounded inputs (portgemm/precision.py): so do these. A
-split-K plan runs its two phases as the GPU backends do (backends/split.py).
+split-K plan runs its two phases as the GPU backends do (backends/split.py), and so does
+a staged plan (backends/stage.py).
 """
 from __future__ import annotations
 
@@ -56,6 +57,9 @@ class NumpyBackend:
         if plan.split is not None:   # both phases, as the GPU backends run them
             from .split import emulate
             return emulate(self, plan, batch)
+        if plan.staging is not None:   # the copy, then the inner plan (backends/stage.py)
+            from .stage import emulate as emulate_staged
+            return emulate_staged(self, plan, batch)
         tiles = plan.tiles
         _check_tiles(tiles, batch.size)
         order = np.argsort(tiles["gemm"], kind="stable")  # group by GEMM, keep plan order

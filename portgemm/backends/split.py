@@ -201,20 +201,22 @@ class SplitCall:
         self.workspace, self.table, self.reduce = workspace, table, reduce
 
 
-def _stream_state(plan, key, ops, stream) -> dict:
+def stream_state(plan, key, ops, stream, nbytes: int) -> dict:
+    """The workspace (``nbytes``) and uploaded tables ("reduce": by their bytes) of an
+    unbound call of ``plan`` on (device, stream) ``key`` (the module docstring's rule;
+    backends/stage.py's too)."""
     with _lock:
         per = _STATES.setdefault(plan, {})
         st = per.get(key)
         if st is None and ops.capturing(stream):   # no allocation inside a capture
             st = next((v for k, v in reversed(per.items()) if k[0] == key[0]), None)
         if st is None:
-            nbytes = plan.split.workspace_elems * plan.dtype.itemsize
             st = per[key] = {"ws": ops.alloc(nbytes, stream), "reduce": OrderedDict()}
     return st
 
 
 def _new_call(ops, plan, batch, stream, key) -> SplitCall:
-    st = _stream_state(plan, key, ops, stream)
+    st = stream_state(plan, key, ops, stream, plan.split.workspace_elems * plan.dtype.itemsize)
     ws = ops.ptr(st["ws"])
     rec, start = reduce_table(plan.split, batch, ws)
     table = cached_upload(st["reduce"], _pack(rec, start), lambda h: ops.upload(h, stream))

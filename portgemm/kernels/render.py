@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..tiles import MFMA_FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, mma_products
-from .variants import DTYPES, HALF_DTYPES, ITEMSIZE, SplitReduce, TileExpand, Variant
+from .variants import DTYPES, HALF_DTYPES, ITEMSIZE, SplitReduce, StageCopy, TileExpand, Variant
 
 HERE = Path(__file__).parent
 
@@ -167,6 +167,16 @@ REDUCE_DTYPE = np.dtype({
 })
 
 
+# Mirrors `struct PgStageRec` (32 bytes, 8-byte aligned): one staged operand of the
+# alignment staging copy (backends/stage.py).
+STAGE_DTYPE = np.dtype({
+    "names": ["src", "dst", "src_ld", "dst_ld", "rows", "cols"],
+    "formats": ["<u8", "<u8", "<i4", "<i4", "<i4", "<i4"],
+    "offsets": [0, 8, 16, 20, 24, 28],
+    "itemsize": 32,
+})
+
+
 def pad_elems(dtype: str) -> int:
     """Row padding of the shared tiles: 16 bytes, so rows stay 16-byte aligned."""
     return 16 // ITEMSIZE[dtype]
@@ -263,12 +273,15 @@ def _texts() -> tuple[str, str]:
     return COMPAT_FILE.read_text(), SOURCE_FILE.read_text()
 
 
-def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
+def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str, str]:
     if isinstance(variant, TileExpand):      # PG_T only for the shared struct declarations
         return {"PG_T": "float", "PG_NAME": variant.name, "PG_TILE_EXPAND": "1"}
     if isinstance(variant, SplitReduce):
         return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_SPLIT_REDUCE": "1",
                 "PG_REDUCE_THREADS": str(variant.threads), "PG_REDUCE_CHUNK": str(variant.chunk)}
+    if isinstance(variant, StageCopy):
+        return {"PG_T": DTYPES[variant.dtype], "PG_NAME": variant.name, "PG_STAGE_COPY": "1",
+                "PG_STAGE_THREADS": str(variant.threads), "PG_STAGE_CHUNK": str(variant.chunk)}
     half = variant.dtype in HALF_DTYPES
     ids = [engine_id(k, variant.dtype) for k in variant.kinds]
     kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn}, "
@@ -305,7 +318,7 @@ def defines(variant: Variant | TileExpand | SplitReduce) -> dict[str, str]:
 
 
 @lru_cache(maxsize=None)
-def render(variant: Variant | TileExpand | SplitReduce) -> Rendered:
+def render(variant: Variant | TileExpand | SplitReduce | StageCopy) -> Rendered:
     compat, body = _texts()
     prefix = "".join(f"#define {k} {v}\n" for k, v in defines(variant).items())
     source = f"// portgemm variant {variant.name}\n{compat}\n{prefix}\n{body}"

@@ -100,6 +100,28 @@ class SplitReduce:
         return f"pg_{SHORT[self.dtype]}_split_reduce"
 
 
+@dataclass(frozen=True)
+class StageCopy:
+    """The alignment staging copy (PG_STAGE_COPY): each staged operand copied to rows of
+    16-byte aligned stride (backends/stage.py builds its table and emulates it). Each
+    block takes ``chunk`` 16-byte units of one operand's copy, each thread every
+    ``threads``-th of them. Only the bits move: one entry point per element size, named
+    by it (the 16-bit dtypes share one)."""
+    dtype: str = "float16"
+    threads = 256  # its __launch_bounds__
+    chunk = 1024   # 16-byte units per block
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unsupported dtype {self.dtype!r}")
+        # one entry point per element size: the same bits for float16 and bfloat16
+        object.__setattr__(self, "dtype", {"bfloat16": "float16"}.get(self.dtype, self.dtype))
+
+    @property
+    def name(self) -> str:
+        return f"pg_stage_copy_{8 * ITEMSIZE[self.dtype]}bit"
+
+
 def variants_for(kinds: tuple[TileConfig, ...], mode: str, dtype: str,
                  trans_a: bool = False, trans_b: bool = False) -> tuple[Variant, ...]:
     """The variants a plan's kinds need in one execution mode."""

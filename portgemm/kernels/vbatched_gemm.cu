@@ -32,6 +32,8 @@
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
+//   PG_STAGE_COPY   1: render only the alignment staging copy, at the end of this file
+//                   (needs PG_T, PG_NAME, PG_STAGE_THREADS, PG_STAGE_CHUNK)
 //
 // C_i = alpha_i * op(A_i) @ op(B_i) + beta_i * C_i, all matrices row-major with
 // leading dimensions (row strides, in elements). beta == 0 never reads C; alpha == 0
@@ -141,8 +143,8 @@ PG_NAME(const int* __restrict__ layout, int spans, int n_tiles, PgTile* __restri
     tile.kind = layout[5 * stride + lo];
     tiles[t] = tile;
 }
-#elif PG_SPLIT_REDUCE
-// (the split-K reduction is at the end of this file)
+#elif PG_SPLIT_REDUCE || PG_STAGE_COPY
+// (the split-K reduction and the staging copy are at the end of this file)
 #else
 
 #if PG_K_UNROLL > 0
@@ -2026,7 +2028,7 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
 #endif
 }
 #endif
-#endif  // PG_TILE_EXPAND, PG_SPLIT_REDUCE, the GEMM
+#endif  // PG_TILE_EXPAND, PG_SPLIT_REDUCE / PG_STAGE_COPY, the GEMM
 
 #if PG_SPLIT_REDUCE
 // Split-K's reduction: GEMM i was computed as s_i partial products W_ij (its K slices,
@@ -2075,3 +2077,62 @@ PG_NAME(const PgReduce* __restrict__ red, const int* __restrict__ block_start, i
     }
 }
 #endif  // PG_SPLIT_REDUCE
+
+#if PG_STAGE_COPY
+// Alignment staging (planner/staging.py, backends/stage.py): copies each listed operand,
+// stored `rows` x `cols` with row stride `src_ld` (any alignment), to `dst` with row
+// stride `dst_ld` (a multiple of 16 bytes, `dst` 16-byte aligned), so the GEMM that
+// follows takes its 16-byte copies. One record per staged operand; its blocks are
+// consecutive, from block_start[g], each taking PG_STAGE_CHUNK consecutive 16-byte units
+// of the destination in row order (threads stride by PG_STAGE_THREADS: a warp reads
+// consecutive source elements and writes consecutive 16-byte units). A unit is PG_SV
+// elements, read one by one (the source rows are not aligned) and written as one 16-byte
+// store; the elements of a row's last unit past `cols` are written as zeros (the padding
+// the GEMM never reads: its copies stop at the logical columns). Only the bits move, so
+// the entry point depends on the element size alone. backends/stage.py builds the table
+// and emulates this kernel on the host; keep the two in step.
+template <int S> struct PgRawOf;
+template <> struct PgRawOf<2> { typedef unsigned short T; };
+template <> struct PgRawOf<4> { typedef unsigned int T; };
+template <> struct PgRawOf<8> { typedef unsigned long long T; };
+typedef PgRawOf<(int)sizeof(PG_T)>::T PgRaw;
+constexpr int PG_SV = 16 / (int)sizeof(PG_T);   // elements in a 16-byte unit
+struct alignas(16) PgUnit16 { PgRaw e[PG_SV]; };
+
+struct PgStageRec {             // layout mirrored by render.STAGE_DTYPE
+    const PgRaw* src;
+    PgUnit16* dst;
+    int src_ld, dst_ld, rows, cols;
+};
+
+extern "C" __global__ void __launch_bounds__(PG_STAGE_THREADS)
+PG_NAME(const PgStageRec* __restrict__ rec, const int* __restrict__ block_start, int n_rec)
+{
+    const int b = blockIdx.x;
+    int lo = 0, hi = n_rec - 1;     // the last record with block_start[g] <= b
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (block_start[mid] <= b) lo = mid; else hi = mid - 1;
+    }
+    const PgStageRec r = rec[lo];
+    const int per_row = r.dst_ld / PG_SV;            // units in a destination row
+    const long long units = (long long)r.rows * per_row;
+    const long long e0 = (long long)(b - block_start[lo]) * PG_STAGE_CHUNK;
+    const int n = (int)min((long long)PG_STAGE_CHUNK, units - e0);
+    for (int t = threadIdx.x; t < n; t += PG_STAGE_THREADS) {
+        const long long e = e0 + t;
+        const int row = (int)(e / per_row);
+        const int col = (int)(e - (long long)row * per_row) * PG_SV;
+        const PgRaw* src = r.src + (long long)row * r.src_ld + col;
+        PgUnit16 u;
+        if (col + PG_SV <= r.cols) {
+#pragma unroll
+            for (int j = 0; j < PG_SV; ++j) u.e[j] = PG_LDG(src + j);
+        } else {
+#pragma unroll
+            for (int j = 0; j < PG_SV; ++j) u.e[j] = col + j < r.cols ? PG_LDG(src + j) : PgRaw(0);
+        }
+        r.dst[(long long)row * per_row + col / PG_SV] = u;
+    }
+}
+#endif  // PG_STAGE_COPY

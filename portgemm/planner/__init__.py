@@ -37,7 +37,7 @@ from ..occupancy.archs import HALF_MMA_NOT_BUILT, TF32_MMA, has_mfma, has_tf32_m
 from ..precision import FAMILY as PRECISION_FAMILY, check_name as precision_name
 from ..problem import MAX_SPAN
 from ..tiles import HALF_FAMILIES, MFMA_FAMILIES, family_precision
-from . import parallelism, split_k as split_k_rule
+from . import parallelism, split_k as split_k_rule, staging as staging_rule
 from .alignment import aligned_rows
 from .launches import provider_version, resolve_provider
 from .launches import set_default_provider as set_default_resources  # noqa: F401 (API)
@@ -414,6 +414,19 @@ def _split_option(split_k, strategy) -> bool:
     return bool(split_k)
 
 
+def _staging_option(staging, dt: str) -> bool | None:
+    """plan()'s ``staging`` option: None (the cost model decides, 16-bit dtypes), False
+    (never stage) or True (stage every unaligned operand: tests and measurements)."""
+    if staging is None:
+        return None
+    if not isinstance(staging, (bool, np.bool_)):
+        raise ValidationError(f"staging must be True, False or None, got {staging!r}")
+    if staging and dt not in staging_rule.STAGED_DTYPES:
+        raise ValidationError(f"staging applies to {', '.join(staging_rule.STAGED_DTYPES)} "
+                              f"only, not {dt} (planner/staging.py)")
+    return bool(staging)
+
+
 def _half_request(dt: str, arch, strategy, mode, options: dict):
     """(mode, options) of a float16 / bfloat16 plan: its own family (NVIDIA: the mma.sync
     family; AMD: the MFMA family, where the arch has MFMA for the dtype), per kind, no
@@ -522,6 +535,12 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     with a named strategy: those never split). A split plan carries ``plan.split``
     (plan.SplitK, planner/split_k.py). It travels among the options (not as a parameter
     of its own) so that every cache key made from the options tells the two apart.
+
+    Option staging (float16 / bfloat16): None (default: the cost model weighs copying the
+    operands whose rows are not 16-byte aligned to aligned rows first, planner/
+    staging.py), False (never), True (stage every such operand whatever the model
+    says: tests and measurements; ValidationError for other dtypes). A staged plan
+    carries ``plan.staging`` (plan.Staging). Like split_k, it travels among the options.
     """
     if precision is not None and precision != "ieee":   # "ieee": the plans as without it
         p = check_precision(precision, dtype, resolve_arch(arch))
@@ -549,8 +568,9 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     if dt in HALF_FAMILY:
         m, options = _half_request(dt, a, strategy, mode, options)
     split = _split_option(options.get("split_k"), strategy)
-    options = {k: v for k, v in options.items()   # None = default; split_k is plan()'s own
-               if v is not None and k != "split_k"}
+    stage = _staging_option(options.get("staging"), dt)
+    options = {k: v for k, v in options.items()   # None = default; these two are plan()'s own
+               if v is not None and k not in ("split_k", "staging")}
     unknown = sorted(set(options) - set(info.options))
     if unknown:
         raise ValidationError(f"strategy {info.name!r} takes no option(s) {', '.join(unknown)}; "
@@ -559,7 +579,8 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     provider = resolve_provider(resources)
     # a mode named and the same mode by default may plan differently (Request.mode_given)
     layout = None if aligned is None else np.packbits(aligned).tobytes()
-    key = _key(s, dt, a, info.name, (m, mode is not None, split, layout), options, provider) \
+    key = _key(s, dt, a, info.name, (m, mode is not None, split, stage, layout), options,
+               provider) \
         if use_cache else None
     if key is not None:
         with _cache_lock:
@@ -582,6 +603,10 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
             rows = aligned_rows(s, dt) if aligned is None else aligned
             return info.fn(dataclasses.replace(req, shapes=vs, aligned=rows[gemm]))
         p = split_k_rule.consider(p, replan)
+    if stage is not False and dt in staging_rule.STAGED_DTYPES:
+        p = staging_rule.consider(
+            p, s[:, 2:0:-1] if lds is None else np.asarray(lds, dtype=np.int64), lambda staged: info.fn(dataclasses.replace(req, aligned=staged)),
+            force=stage is True)
     if key is not None:
         with _cache_lock:
             _stats["misses"] += 1

@@ -1,0 +1,88 @@
+"""Alignment staging, measured (bench/NOTES.md, session 9): on a few grid cells (random
+M, N, K, dense float16 operands: lda = K, ldb = N), bound calls of the direct plan
+(staging=False), the staged plan (staging=True: copy + inner plan), the default plan (the
+model's choice), and the staged plan's inner plan alone on the same shapes with leading
+dimensions padded to multiples of 8 (the GEMMs without the copy). bench/timing.do_bench
+(CUDA events, median); TFLOP/s of the batch's flops and the model's predictions.
+
+    python bench/stage_probe.py [--out DIR] [--cells "512/512 b256,..."]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import portgemm  # noqa: E402
+from portgemm.backends import cuda as cuda_backend  # noqa: E402
+from portgemm.benchmark.workloads import grid_cases  # noqa: E402
+from timing import do_bench  # noqa: E402
+
+CELLS = ("128/512 b8", "128/128 b1024", "256/256 b1024", "512/512 b256", "512/512 b1024",
+         "1024/128 b1024", "1024/512 b64", "1024/512 b256")
+
+
+def operands(cp, rng, shapes, pad8):
+    def mat(rows, cols):
+        buf = cp.empty((rows, cols + ((-cols) % 8 if pad8 else 0)), dtype=cp.float16)
+        v = buf[:, :cols]
+        v[...] = cp.asarray(rng.random((rows, cols)) - 0.5, dtype=cp.float16)
+        return v
+    return ([mat(m, k) for m, n, k in shapes], [mat(k, n) for m, n, k in shapes],
+            [mat(m, n) for m, n, k in shapes])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--cells", default=",".join(CELLS))
+    args = ap.parse_args(argv)
+    be = cuda_backend.create()
+    cp = be.cp
+    want = [c.strip() for c in args.cells.split(",") if c.strip()]
+    cases = {c.name: c for c in grid_cases(0)}
+    extra = {"4096^2x4095": np.array([[4096, 4096, 4095]]), "4096^3": np.array([[4096] * 3])}
+    rows = []
+    for name in want + list(extra):
+        shapes = extra[name] if name in extra else np.asarray(cases[name].shapes)
+        rng = np.random.default_rng(0)
+        flops = 2.0 * float(np.prod(shapes.astype(np.float64), axis=1).sum())
+        tight = operands(cp, rng, shapes, False)
+        padded = operands(cp, rng, shapes, True)
+        plans = {"direct": portgemm.plan(shapes, "float16", arch=be.arch(), staging=False),
+                 "staged": portgemm.plan(shapes, "float16", arch=be.arch(), staging=True),
+                 "default": portgemm.plan(shapes, "float16", arch=be.arch())}
+        rec = {"cell": name, "batch": int(shapes.shape[0]),
+               "default_staged": plans["default"].staging is not None}
+        for what, p in plans.items():
+            if what == "staged" and p.staging is None:   # nothing unaligned (4096^3)
+                continue
+            ms = do_bench(cp, p.bind(*tight, backend=be))
+            rec[what] = {"ms": ms, "tflops": flops / ms / 1e9, "predicted_ms": p.predicted_ms}
+        st = plans["staged"].staging
+        if st is not None:
+            ms = do_bench(cp, st.plan.bind(*padded, backend=be))
+            rec["inner_padded"] = {"ms": ms, "tflops": flops / ms / 1e9,
+                                   "predicted_ms": st.plan.predicted_ms,
+                                   "kinds": st.plan.tiles_per_kind()}
+            rec["copy_predicted_ms"] = st.copy_ms
+            rec["direct_scaled_ms"] = st.direct_ms
+        rows.append(rec)
+        line = f"{name:>14}: " + ", ".join(
+            f"{k} {rec[k]['tflops']:.1f}" for k in ("direct", "staged", "default", "inner_padded")
+            if k in rec) + " TFLOP/s" + (" (default stages)" if rec["default_staged"] else "")
+        if "staged" in rec:
+            line += (f"; staged/direct {rec['direct']['ms'] / rec['staged']['ms']:.2f}x, "
+                     f"copy measured ~{rec['staged']['ms'] - rec['inner_padded']['ms']:.4f} ms "
+                     f"predicted {st.copy_ms:.4f}")
+        print(line, flush=True)
+    Path(args.out, "stage_probe.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

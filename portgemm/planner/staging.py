@@ -1,0 +1,188 @@
+"""Alignment staging: whether to copy a batch's unaligned operands to aligned rows first.
+
+The kernel's fast operand copies (16-byte cp.async in the mma.sync kinds, the wgmma kinds'
+stages) need rows that start on 16 bytes (planner/alignment.py). A dense 16-bit operand
+has lda = K or ldb = N, so a random batch has 7 rows in 8 that do not, and its GEMMs run
+the 4- and 2-byte copies: on the H100 a random 512-cubed batch ran 47 TFLOP/s against 75
+with the same shapes on aligned rows, and the wgmma kinds (338 aligned) are not weighed
+at all for such batches (alignment.aligned_batch). Staging copies each unaligned operand
+once, in one launch (backends/stage.py, kernels/vbatched_gemm.cu PG_STAGE_COPY), into a
+workspace whose rows are rounded up to 16 bytes, then runs a plan made for aligned rows
+on the copies.
+
+The decision is the cost model's, never a size rule: staged = the inner plan's predicted
+time (the same strategy over the same shapes, the reserved operands' rows aligned) plus
+the copy (one launch latency and the bytes read and written at the measured copy
+bandwidth, occupancy/ceilings.py); it wins only where that is below the direct plan's
+prediction, whose time past its launches is scaled by the narrow copies' measured
+slowdown (NARROW_COPY_SLOWDOWN: the cost model's rates are aligned rows'). Before
+planning again, a bound of a few array sums (staged_bound_ms) rules out batches where
+staging cannot pay: the copy plus the fastest the staged GEMMs could be predicted
+already reach the direct prediction. Batches whose rows are all aligned are never
+weighed.
+
+Which operands: those whose rows are not 16-byte aligned under the plan's leading
+dimensions (alignment.aligned_rows), and whose staged copy stays inside the kernels'
+32-bit offsets. Only the 16-bit dtypes are weighed: they never split K, so a staged plan
+is never split (a split's slices would each need their own aligned K offsets), and fp32 /
+fp64 have not been measured to gain.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..occupancy.ceilings import ceilings_for
+from ..plan import Plan, Staging, staged_ld
+from ..problem import MAX_SPAN
+from .alignment import aligned_rows
+from .cost_model import predict
+
+STAGED_DTYPES = ("float16", "bfloat16")
+
+# The cost model prices every kind at its aligned rate (its rates and kind factors were
+# measured on aligned rows), so the direct plan's prediction is scaled by what the narrow
+# copies measured: per arch and tile area (tm x tn) of the 16-bit mma.sync kinds, one
+# GEMM's time over its time on 16-byte rows, by the copy width its rows allow (16, 4 or 2
+# bytes: kernels/vbatched_gemm.cu pg_align_of; 8-byte rows take the 4-byte copy). H100,
+# 4096^3 float16 through one kind, every leading dimension in one class (bench/NOTES.md,
+# session 7, align_probe.txt): 128x128 273 / 166 / 96 TFLOP/s, 64x64 152 / 107 / 69.
+# Kinds of other areas take the nearest measured area's; archs not listed have no
+# figures, so the model sees no gain there and never stages by itself.
+NARROW_COPY_SLOWDOWN = {
+    "sm_90": {128 * 128: {16: 1.0, 4: 273 / 166, 2: 273 / 96},
+              64 * 64: {16: 1.0, 4: 152 / 107, 2: 152 / 69}},
+}
+
+
+def staged_span(shapes: np.ndarray, itemsize: int) -> np.ndarray:
+    """(batch, 2) int64: the elements a staged copy of A and of B spans, the larger of
+    its two orientations (the transpose flags are known only at run time)."""
+    s = np.asarray(shapes, dtype=np.int64)
+    M, N, K = s[:, 0], s[:, 1], s[:, 2]
+    return np.stack([np.maximum(M * staged_ld(K, itemsize), K * staged_ld(M, itemsize)),
+                     np.maximum(K * staged_ld(N, itemsize), N * staged_ld(K, itemsize))], axis=1)
+
+
+def copy_ms(shapes: np.ndarray, staged: np.ndarray, itemsize: int, ceil) -> float:
+    """Predicted milliseconds of the copy launch: one launch latency plus the staged
+    operands' bytes, read once and written once, at the copy bandwidth (which counts
+    read and written bytes together)."""
+    s = np.asarray(shapes, dtype=np.float64)
+    M, N, K = s[:, 0], s[:, 1], s[:, 2]
+    elems = float(np.dot(staged[:, 0], M * K) + np.dot(staged[:, 1], K * N))
+    return 1e3 * (ceil.launch_s + 2.0 * itemsize * elems / ceil.copy_bytes_per_s)
+
+
+def best_rate(dtype: str, ceil) -> float:
+    """The fastest rate any kind may run ``dtype`` at on this device (FLOP/s)."""
+    return max(ceil.mma_flops_per_s(dtype), ceil.wgmma_flops_per_s,
+               ceil.mfma_flops_per_s(dtype), ceil.flops_per_s(dtype))
+
+
+def staged_bound_ms(direct: Plan, launches_ms: float, ceil) -> float:
+    """A lower bound of the staged GEMMs' predicted time: one launch plus the larger of
+    the batch's floors (its flops at the fastest rate, its unique bytes at the copy
+    bandwidth: cost_model.floors) and the direct plan's time past its launches sped up
+    by the most aligned rows can give in the model, the fastest rate over the slowest
+    rate of the direct plan's kinds (the model prices every kind at its aligned rate,
+    so aligned rows add only faster kinds: on sm_90 the wgmma ones)."""
+    s = direct.shapes.astype(np.float64)
+    M, N, K = s[:, 0], s[:, 1], s[:, 2]
+    dt = direct.dtype.name
+    best = best_rate(dt, ceil)
+    nbytes = direct.dtype.itemsize * float((M * K + K * N + M * N).sum())
+    floor = max(2.0 * float((M * N * K).sum()) / best, nbytes / ceil.copy_bytes_per_s)
+    used = direct.tiles_per_kind()
+    slowest = min((ceil.kind_flops_per_s(k, dt) for k in direct.kinds if k.kind in used),
+                  default=best)
+    sped_up = max(_ms(direct) - launches_ms, 0.0) * slowest / best
+    return 1e3 * ceil.launch_s + max(1e3 * floor, sped_up)
+
+
+def _ms(p: Plan) -> float:
+    return p.predicted_ms if p.predicted_ms is not None else predict(p)
+
+
+def copy_width(lds: np.ndarray, itemsize: int) -> np.ndarray:
+    """(batch, 2) int: the widest copy in bytes (16, 4 or 2) the rows of leading
+    dimensions ``lds`` allow (pg_align_of, base addresses taken as aligned)."""
+    nbytes = np.asarray(lds, dtype=np.int64) * itemsize
+    return np.where(nbytes % 16 == 0, 16, np.where(nbytes % 4 == 0, 4, 2))
+
+
+def narrow_copy_factor(p: Plan, lds: np.ndarray) -> float:
+    """The direct plan's measured slowdown from its operands' narrow copies: per GEMM the
+    mean of its two operands' factors (NARROW_COPY_SLOWDOWN, blended over the plan's
+    kinds by tile area), weighted by the GEMMs' multiply-adds; 1 where the arch has no
+    figures."""
+    table = NARROW_COPY_SLOWDOWN.get(p.arch.name)
+    if not table:
+        return 1.0
+    areas = sorted(table)
+    per = p.tiles_per_kind()
+    weight = {}
+    for k in p.kinds:
+        if k.kind in per:
+            area = min(areas, key=lambda a: abs(np.log(a / (k.tm * k.tn))))
+            weight[area] = weight.get(area, 0.0) + per[k.kind] * k.tm * k.tn
+    total_w = sum(weight.values())
+    if total_w <= 0:
+        return 1.0
+    width = copy_width(lds, p.dtype.itemsize)
+    f = np.zeros(width.shape, dtype=np.float64)
+    for area, w in weight.items():
+        for bytes_, slow in table[area].items():
+            f += (w / total_w) * np.where(width == bytes_, slow, 0.0)
+    s = p.shapes.astype(np.float64)
+    work = s[:, 0] * s[:, 1] * s[:, 2]
+    total = float(work.sum())
+    return float(np.dot(work, f.mean(axis=1)) / total) if total > 0 else 1.0
+
+
+def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan:
+    """``direct`` itself, or a copy carrying the staging (Plan.staging) the cost model
+    predicts faster. ``lds``: (batch, 2) leading dimensions of A and B that ``direct``
+    was planned for (dense: K and N); ``replan(rows) -> Plan``: the same
+    strategy and options over the same shapes with aligned rows ``rows``, never split or
+    staged. ``force``: stage every operand that can be, whatever the model says (tests
+    and measurements: plan(..., staging=True))."""
+    shapes = direct.shapes
+    dt = direct.dtype.name
+    if dt not in STAGED_DTYPES or direct.split is not None or direct.n_tiles == 0:
+        return direct
+    M, N, K = shapes[:, 0], shapes[:, 1], shapes[:, 2]
+    live = (M > 0) & (N > 0) & (K > 0)
+    isz = direct.dtype.itemsize
+    aligned = aligned_rows(shapes, dt, lds)
+    want = ~aligned & live[:, None] \
+        & (staged_span(shapes, isz) <= MAX_SPAN)
+    if not want.any():
+        return direct
+    ceil = ceilings_for(direct.arch)
+    slow = narrow_copy_factor(direct, lds)
+    # the launches' share is not slowed by the copies, the rest of the call is
+    launches = 1e3 * ceil.launch_s * (len(direct.tiles_per_kind()) if direct.mode != "fused" else 1)
+    base = launches + max(_ms(direct) - launches, 0.0) * slow
+    cp = copy_ms(shapes, want, isz, ceil)
+    if not force:
+        bound = cp + staged_bound_ms(direct, launches, ceil)
+        if bound >= base:
+            return direct.with_notes(
+                f"staging: not weighed: the copy of {int(want.sum())} unaligned operand(s) "
+                f"({cp:.4g} ms) and the fastest staged GEMMs possible ({bound - cp:.4g} ms) "
+                f"already reach the direct plan's {base:.4g} ms")
+    inner = replan(aligned | want)
+    inner_ms = _ms(inner)
+    total = inner_ms + cp
+    if not force and total >= base * (1 - 1e-9):
+        return direct.with_notes(
+            f"staging: weighed: copying {int(want.sum())} unaligned operand(s) to aligned "
+            f"rows predicts {total:.4g} ms (copy {cp:.4g} + GEMMs {inner_ms:.4g}), not "
+            f"faster than {base:.4g} ms direct (the model's x{slow:.3g} for its narrow copies)")
+    why = (f"staging: {int(want[:, 0].sum())} A and {int(want[:, 1].sum())} B operand(s) "
+           f"with rows not 16-byte aligned are copied to aligned rows first"
+           f"{' (asked for: staging=True)' if force else ''}; predicted {total:.4g} ms "
+           f"(copy {cp:.4g} + GEMMs {inner_ms:.4g} on {', '.join(inner.tiles_per_kind())}) "
+           f"vs {base:.4g} ms direct (the model's x{slow:.3g} for its narrow copies)")
+    return direct.with_staging(Staging(reserved=want, plan=inner, predicted_ms=total,
+                                       direct_ms=base, copy_ms=cp, reason=why))
