@@ -2085,25 +2085,58 @@ PG_NAME(const PgReduce* __restrict__ red, const int* __restrict__ block_start, i
 // follows takes its 16-byte copies. One record per staged operand; its blocks are
 // consecutive, from block_start[g], each taking PG_STAGE_CHUNK consecutive 16-byte units
 // of the destination in row order (threads stride by PG_STAGE_THREADS: a warp reads
-// consecutive source elements and writes consecutive 16-byte units). A unit is PG_SV
-// elements, read one by one (the source rows are not aligned) and written as one 16-byte
-// store; the elements of a row's last unit past `cols` are written as zeros (the padding
-// the GEMM never reads: its copies stop at the logical columns). Only the bits move, so
-// the entry point depends on the element size alone. backends/stage.py builds the table
-// and emulates this kernel on the host; keep the two in step.
+// consecutive source bytes and writes consecutive 16-byte units). A unit is PG_SV
+// elements written as one 16-byte store; the elements of a row's last unit past `cols`
+// are written as zeros (padding the GEMM never reads: its copies stop at the logical
+// columns). Reads are as wide as the unit's source address allows: 16 bytes, 4-byte
+// words, or (16-bit elements on a 2-byte boundary, inside the row) the five 4-byte
+// words around the unit, shifted by one element; else element by element. Only the
+// bits move, so the entry point depends on the element size alone. Indices are 32-bit:
+// a copy spans at most 2^31 - 1 elements (planner/staging.py), so its units fit.
+// backends/stage.py builds the table and emulates this kernel on the host; keep the two
+// in step.
 template <int S> struct PgRawOf;
 template <> struct PgRawOf<2> { typedef unsigned short T; };
 template <> struct PgRawOf<4> { typedef unsigned int T; };
 template <> struct PgRawOf<8> { typedef unsigned long long T; };
 typedef PgRawOf<(int)sizeof(PG_T)>::T PgRaw;
 constexpr int PG_SV = 16 / (int)sizeof(PG_T);   // elements in a 16-byte unit
-struct alignas(16) PgUnit16 { PgRaw e[PG_SV]; };
+union alignas(16) PgUnit16 {
+    PgRaw e[PG_SV];
+    unsigned int w[4];
+    uint4 v;
+};
 
 struct PgStageRec {             // layout mirrored by render.STAGE_DTYPE
     const PgRaw* src;
-    PgUnit16* dst;
+    uint4* dst;
     int src_ld, dst_ld, rows, cols;
 };
+
+// One unit of PG_SV elements from `src` (row column `col`, `cols` in the row).
+__device__ __forceinline__ void pg_stage_unit(PgUnit16& u, const PgRaw* src, int col, int cols)
+{
+    const unsigned long long a = (unsigned long long)src;
+    if (col + PG_SV <= cols && (a & 15ull) == 0) {
+        u.v = PG_LDG(reinterpret_cast<const uint4*>(src));
+    } else if (col + PG_SV <= cols && (a & 3ull) == 0) {
+        const unsigned int* p = reinterpret_cast<const unsigned int*>(src);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) u.w[j] = PG_LDG(p + j);
+    } else if (sizeof(PgRaw) == 2 && col > 0 && col + PG_SV < cols) {
+        // 2-byte boundary: the words from one element before to one after the unit (both
+        // inside the row), each output word the high half of one and the low of the next
+        const unsigned int* p = reinterpret_cast<const unsigned int*>(src - 1);
+        unsigned int x[5];
+#pragma unroll
+        for (int j = 0; j < 5; ++j) x[j] = PG_LDG(p + j);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) u.w[j] = (x[j] >> 16) | (x[j + 1] << 16);
+    } else {
+#pragma unroll
+        for (int j = 0; j < PG_SV; ++j) u.e[j] = col + j < cols ? PG_LDG(src + j) : PgRaw(0);
+    }
+}
 
 extern "C" __global__ void __launch_bounds__(PG_STAGE_THREADS)
 PG_NAME(const PgStageRec* __restrict__ rec, const int* __restrict__ block_start, int n_rec)
@@ -2116,23 +2149,16 @@ PG_NAME(const PgStageRec* __restrict__ rec, const int* __restrict__ block_start,
     }
     const PgStageRec r = rec[lo];
     const int per_row = r.dst_ld / PG_SV;            // units in a destination row
-    const long long units = (long long)r.rows * per_row;
-    const long long e0 = (long long)(b - block_start[lo]) * PG_STAGE_CHUNK;
-    const int n = (int)min((long long)PG_STAGE_CHUNK, units - e0);
+    const int units = r.rows * per_row;              // <= the copy's span / PG_SV
+    const int e0 = (b - block_start[lo]) * PG_STAGE_CHUNK;
+    const int n = min(PG_STAGE_CHUNK, units - e0);
     for (int t = threadIdx.x; t < n; t += PG_STAGE_THREADS) {
-        const long long e = e0 + t;
-        const int row = (int)(e / per_row);
-        const int col = (int)(e - (long long)row * per_row) * PG_SV;
-        const PgRaw* src = r.src + (long long)row * r.src_ld + col;
+        const int e = e0 + t;
+        const int row = e / per_row;
+        const int col = (e - row * per_row) * PG_SV;
         PgUnit16 u;
-        if (col + PG_SV <= r.cols) {
-#pragma unroll
-            for (int j = 0; j < PG_SV; ++j) u.e[j] = PG_LDG(src + j);
-        } else {
-#pragma unroll
-            for (int j = 0; j < PG_SV; ++j) u.e[j] = col + j < r.cols ? PG_LDG(src + j) : PgRaw(0);
-        }
-        r.dst[(long long)row * per_row + col / PG_SV] = u;
+        pg_stage_unit(u, r.src + (long long)row * r.src_ld + col, col, r.cols);
+        r.dst[e] = u.v;              // row * per_row + col / PG_SV
     }
 }
 #endif  // PG_STAGE_COPY
