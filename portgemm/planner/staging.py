@@ -11,13 +11,13 @@ workspace whose rows are rounded up to 16 bytes, then runs a plan made for align
 on the copies.
 
 The decision is the cost model's, never a size rule: staged = the inner plan's predicted
-time (the same strategy over the same shapes, the reserved operands' rows aligned) plus
-the copy (one launch latency and the bytes read and written at the measured copy
-bandwidth, occupancy/ceilings.py); it wins only where that is below the direct plan's
-prediction, whose time past its launches is scaled by the narrow copies' measured
-slowdown (NARROW_COPY_SLOWDOWN: the cost model's rates are aligned rows'). Before
-planning again, a bound of a few array sums (staged_bound_ms) rules out batches where
-staging cannot pay: the copy plus the fastest the staged GEMMs could be predicted
+time (the same strategy over the same shapes, the reserved operands' rows aligned), its
+time past its launches divided by the measured speedup of aligned rows (aligned_speedup:
+the cost model's 16-bit figures were fitted on mostly unaligned batches), plus the copy
+(one launch latency and the bytes read and written at the measured copy bandwidth,
+occupancy/ceilings.py); it wins only where that is below the direct plan's prediction.
+Before planning again, a bound of a few array sums (staged_bound_ms) rules out batches
+where staging cannot pay: the copy plus the fastest the staged GEMMs could be predicted
 already reach the direct prediction. Batches whose rows are all aligned are never
 weighed.
 
@@ -39,19 +39,28 @@ from .cost_model import predict
 
 STAGED_DTYPES = ("float16", "bfloat16")
 
-# The cost model prices every kind at its aligned rate (its rates and kind factors were
-# measured on aligned rows), so the direct plan's prediction is scaled by what the narrow
-# copies measured: per arch and tile area (tm x tn) of the 16-bit mma.sync kinds, one
-# GEMM's time over its time on 16-byte rows, by the copy width its rows allow (16, 4 or 2
-# bytes: kernels/vbatched_gemm.cu pg_align_of; 8-byte rows take the 4-byte copy). H100,
-# 4096^3 float16 through one kind, every leading dimension in one class (bench/NOTES.md,
-# session 7, align_probe.txt): 128x128 273 / 166 / 96 TFLOP/s, 64x64 152 / 107 / 69.
-# Kinds of other areas take the nearest measured area's; archs not listed have no
-# figures, so the model sees no gain there and never stages by itself.
+# The cost model's 16-bit rates and kind factors were fitted on the grid's and the tuning
+# sweep's batches, whose rows are mostly not 16-byte aligned: on the H100 it predicted
+# the direct plans of the grid cells in bench/NOTES.md session 9 within 0.8-1.1x of their
+# measured time, and their staged inner plans (aligned rows) 1.5-1.8x too slow. So the
+# inner plan's time past its launches is divided by what aligned rows measured to give:
+# per arch and tile area (tm x tn) of the 16-bit mma.sync kinds, one GEMM's time with its
+# rows' copy width (16, 4 or 2 bytes: kernels/vbatched_gemm.cu pg_align_of; 8-byte rows
+# take the 4-byte copy) over its time on 16-byte rows. H100, 4096^3 float16 through one
+# kind, every leading dimension in one class (bench/NOTES.md, session 7, align_probe.txt):
+# 128x128 273 / 166 / 96 TFLOP/s, 64x64 152 / 107 / 69. Kinds of other areas take the
+# nearest measured area's; archs not listed have no figures, so the model sees no gain
+# there and never stages by itself.
 NARROW_COPY_SLOWDOWN = {
     "sm_90": {128 * 128: {16: 1.0, 4: 273 / 166, 2: 273 / 96},
               64 * 64: {16: 1.0, 4: 152 / 107, 2: 152 / 69}},
 }
+# The narrow copies slow a tile's K loop, not its epilogue (the C store, whose rows staging
+# leaves as they are): a GEMM of depth K gains 1 + (factor - 1) K / (K + EPILOGUE_K). Fitted
+# on the session 9 probe (bench/results/2026-11-24-h100-stage, call 2: nine cells, staged
+# against direct measured, 0.84-2.44x): 64-128 separate the cells that gained from those
+# that lost; without it (EPILOGUE_K = 0) short-K batches of 1024 GEMMs stage and lose.
+EPILOGUE_K = 128
 
 
 def staged_span(shapes: np.ndarray, itemsize: int) -> np.ndarray:
@@ -103,6 +112,11 @@ def _ms(p: Plan) -> float:
     return p.predicted_ms if p.predicted_ms is not None else predict(p)
 
 
+def _launches(p: Plan, ceil) -> float:
+    """Milliseconds of ``p``'s launches (one per used kind, per kind; fused: one)."""
+    return 1e3 * ceil.launch_s * (len(p.tiles_per_kind()) if p.mode != "fused" else 1)
+
+
 def copy_width(lds: np.ndarray, itemsize: int) -> np.ndarray:
     """(batch, 2) int: the widest copy in bytes (16, 4 or 2) the rows of leading
     dimensions ``lds`` allow (pg_align_of, base addresses taken as aligned)."""
@@ -110,10 +124,11 @@ def copy_width(lds: np.ndarray, itemsize: int) -> np.ndarray:
     return np.where(nbytes % 16 == 0, 16, np.where(nbytes % 4 == 0, 4, 2))
 
 
-def narrow_copy_factor(p: Plan, lds: np.ndarray) -> float:
-    """The direct plan's measured slowdown from its operands' narrow copies: per GEMM the
-    mean of its two operands' factors (NARROW_COPY_SLOWDOWN, blended over the plan's
-    kinds by tile area), weighted by the GEMMs' multiply-adds; 1 where the arch has no
+def aligned_speedup(p: Plan, lds: np.ndarray) -> float:
+    """How much faster the batch's GEMMs run on aligned rows than on rows of leading
+    dimensions ``lds``, measured: per GEMM the mean of its two operands' factors
+    (NARROW_COPY_SLOWDOWN, blended over the plan's kinds by tile area) discounted by its
+    depth (EPILOGUE_K), weighted by the GEMMs' multiply-adds; 1 where the arch has no
     figures."""
     table = NARROW_COPY_SLOWDOWN.get(p.arch.name)
     if not table:
@@ -134,9 +149,11 @@ def narrow_copy_factor(p: Plan, lds: np.ndarray) -> float:
         for bytes_, slow in table[area].items():
             f += (w / total_w) * np.where(width == bytes_, slow, 0.0)
     s = p.shapes.astype(np.float64)
-    work = s[:, 0] * s[:, 1] * s[:, 2]
+    K = s[:, 2]
+    gain = 1.0 + (f.mean(axis=1) - 1.0) * K / (K + EPILOGUE_K)
+    work = s[:, 0] * s[:, 1] * K
     total = float(work.sum())
-    return float(np.dot(work, f.mean(axis=1)) / total) if total > 0 else 1.0
+    return float(np.dot(work, gain) / total) if total > 0 else 1.0
 
 
 def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan:
@@ -159,30 +176,35 @@ def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan
     if not want.any():
         return direct
     ceil = ceilings_for(direct.arch)
-    slow = narrow_copy_factor(direct, lds)
-    # the launches' share is not slowed by the copies, the rest of the call is
-    launches = 1e3 * ceil.launch_s * (len(direct.tiles_per_kind()) if direct.mode != "fused" else 1)
-    base = launches + max(_ms(direct) - launches, 0.0) * slow
+    speed = aligned_speedup(direct, lds)
+    base = _ms(direct)
     cp = copy_ms(shapes, want, isz, ceil)
+    launch = 1e3 * ceil.launch_s
+
+    def on_aligned(ms: float, launches_ms: float) -> float:
+        """A plan's predicted time with its time past its launches sped up by ``speed``."""
+        return launches_ms + max(ms - launches_ms, 0.0) / speed
     if not force:
-        bound = cp + staged_bound_ms(direct, launches, ceil)
+        bound = cp + on_aligned(staged_bound_ms(direct, _launches(direct, ceil), ceil), launch)
         if bound >= base:
             return direct.with_notes(
                 f"staging: not weighed: the copy of {int(want.sum())} unaligned operand(s) "
                 f"({cp:.4g} ms) and the fastest staged GEMMs possible ({bound - cp:.4g} ms) "
                 f"already reach the direct plan's {base:.4g} ms")
     inner = replan(aligned | want)
-    inner_ms = _ms(inner)
+    inner_ms = on_aligned(_ms(inner), _launches(inner, ceil))
     total = inner_ms + cp
+    how = (f"GEMMs {inner_ms:.4g}: the model's {_ms(inner):.4g} past its launches over x{speed:.3g}, "
+           f"what aligned rows measured")
     if not force and total >= base * (1 - 1e-9):
         return direct.with_notes(
             f"staging: weighed: copying {int(want.sum())} unaligned operand(s) to aligned "
-            f"rows predicts {total:.4g} ms (copy {cp:.4g} + GEMMs {inner_ms:.4g}), not "
-            f"faster than {base:.4g} ms direct (the model's x{slow:.3g} for its narrow copies)")
+            f"rows predicts {total:.4g} ms (copy {cp:.4g} + {how}), not faster than "
+            f"{base:.4g} ms direct")
     why = (f"staging: {int(want[:, 0].sum())} A and {int(want[:, 1].sum())} B operand(s) "
            f"with rows not 16-byte aligned are copied to aligned rows first"
            f"{' (asked for: staging=True)' if force else ''}; predicted {total:.4g} ms "
-           f"(copy {cp:.4g} + GEMMs {inner_ms:.4g} on {', '.join(inner.tiles_per_kind())}) "
-           f"vs {base:.4g} ms direct (the model's x{slow:.3g} for its narrow copies)")
+           f"(copy {cp:.4g} + {how}; on {', '.join(inner.tiles_per_kind())}) vs "
+           f"{base:.4g} ms direct")
     return direct.with_staging(Staging(reserved=want, plan=inner, predicted_ms=total,
                                        direct_ms=base, copy_ms=cp, reason=why))
