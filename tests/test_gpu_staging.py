@@ -211,10 +211,10 @@ def test_packed_api_host_offsets(be, torch, forced, dtype):
 
 @pytest.mark.parametrize("dtype", HALF)
 def test_grid_batch_staged_by_the_model(be, torch, dtype):
-    """The grid's 512/512 batch of 64 (random sizes, dense operands): the default plan
+    """The grid's 1024/512 batch of 64 (random sizes, dense operands): the default plan
     stages it by itself; its results are right."""
     from portgemm.benchmark.workloads import grid_cases
-    case = next(c for c in grid_cases(0) if c.name == "512/512 b64")
+    case = next(c for c in grid_cases(0) if c.name == "1024/512 b64")
     shapes = [tuple(int(v) for v in s) for s in case.shapes]
     p = portgemm.plan(case.shapes, dtype, arch=be.arch())
     assert p.staging is not None, p.notes

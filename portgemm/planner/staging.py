@@ -15,7 +15,7 @@ time (the same strategy over the same shapes, the reserved operands' rows aligne
 time past its launches divided by the measured speedup of aligned rows (aligned_speedup:
 the cost model's 16-bit figures were fitted on mostly unaligned batches), plus the copy
 (one launch latency and the bytes read and written at the measured copy bandwidth,
-occupancy/ceilings.py); it wins only where that is below the direct plan's prediction.
+occupancy/ceilings.py, times the copy kernel's measured efficiency); it wins only where that is below the direct plan's prediction.
 Before planning again, a bound of a few array sums (staged_bound_ms) rules out batches
 where staging cannot pay: the copy plus the fastest the staged GEMMs could be predicted
 already reach the direct prediction. Batches whose rows are all aligned are never
@@ -56,11 +56,16 @@ NARROW_COPY_SLOWDOWN = {
               64 * 64: {16: 1.0, 4: 152 / 107, 2: 152 / 69}},
 }
 # The narrow copies slow a tile's K loop, not its epilogue (the C store, whose rows staging
-# leaves as they are): a GEMM of depth K gains 1 + (factor - 1) K / (K + EPILOGUE_K). Fitted
-# on the session 9 probe (bench/results/2026-11-24-h100-stage, call 2: nine cells, staged
-# against direct measured, 0.84-2.44x): 64-128 separate the cells that gained from those
-# that lost; without it (EPILOGUE_K = 0) short-K batches of 1024 GEMMs stage and lose.
-EPILOGUE_K = 128
+# leaves as they are): a GEMM of depth K gains 1 + (factor - 1) K / (K + EPILOGUE_K).
+# Fitted on the session 9 grid (bench/results/2026-11-24-h100-stage, call 3: the 21 cells
+# staged with 128, each against session 8's direct time, 0.88-1.19x): 512 stages the six
+# that gained (1.03-1.19x) and none of those that lost; 128 staged 21, six of them
+# 0.88-0.95x (short-K batches of 256-1024 GEMMs, small batches).
+EPILOGUE_K = 512
+# The copy kernel's rate over the ceilings' copy bandwidth (a large contiguous copy): the
+# staged copies measured 0.98-1.40x their prediction at full bandwidth (call 3's probe,
+# staged call minus its inner call, eight cells; median 1.2): many short rows.
+COPY_EFFICIENCY = 0.8
 
 
 def staged_span(shapes: np.ndarray, itemsize: int) -> np.ndarray:
@@ -74,12 +79,13 @@ def staged_span(shapes: np.ndarray, itemsize: int) -> np.ndarray:
 
 def copy_ms(shapes: np.ndarray, staged: np.ndarray, itemsize: int, ceil) -> float:
     """Predicted milliseconds of the copy launch: one launch latency plus the staged
-    operands' bytes, read once and written once, at the copy bandwidth (which counts
-    read and written bytes together)."""
+    operands' bytes, read once and written once, at COPY_EFFICIENCY of the copy
+    bandwidth (which counts read and written bytes together)."""
     s = np.asarray(shapes, dtype=np.float64)
     M, N, K = s[:, 0], s[:, 1], s[:, 2]
     elems = float(np.dot(staged[:, 0], M * K) + np.dot(staged[:, 1], K * N))
-    return 1e3 * (ceil.launch_s + 2.0 * itemsize * elems / ceil.copy_bytes_per_s)
+    return 1e3 * (ceil.launch_s
+                  + 2.0 * itemsize * elems / (COPY_EFFICIENCY * ceil.copy_bytes_per_s))
 
 
 def best_rate(dtype: str, ceil) -> float:
