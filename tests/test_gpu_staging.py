@@ -15,24 +15,13 @@ import portgemm
 from portgemm.planner import staging as staging_rule
 
 from gpu_batches import captured, stable_seed
-from test_gpu_half import TRANS, check, host64, make_batch, operand, tdtype
+from test_gpu_half import TRANS, be, check, host64, make_batch, tdtype, torch  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.gpu
 
 HALF = ("float16", "bfloat16")
 SHAPES = [(1, 1, 1), (7, 9, 17), (33, 65, 31), (129, 127, 70), (255, 130, 257),
           (64, 64, 0), (0, 8, 40), (8, 0, 40), (100, 3, 5), (200, 136, 1001)]
-
-
-@pytest.fixture(scope="module")
-def be():
-    from conftest import backend_or_skip
-    return backend_or_skip("cuda")
-
-
-@pytest.fixture(scope="module")
-def torch():
-    return pytest.importorskip("torch")
 
 
 @pytest.fixture

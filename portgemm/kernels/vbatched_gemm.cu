@@ -2030,6 +2030,20 @@ PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
 #endif
 #endif  // PG_TILE_EXPAND, PG_SPLIT_REDUCE / PG_STAGE_COPY, the GEMM
 
+#if PG_SPLIT_REDUCE || PG_STAGE_COPY
+// The record a block of a table-driven launch serves (split-K's reduction, the staging
+// copy): the last g with block_start[g] <= b, by binary search over the n entries.
+__device__ __forceinline__ int pg_record_of(const int* __restrict__ block_start, int n, int b)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (block_start[mid] <= b) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+#endif
+
 #if PG_SPLIT_REDUCE
 // Split-K's reduction: GEMM i was computed as s_i partial products W_ij (its K slices,
 // backends/split.py) in a workspace, slice j at W + j M N with leading dimension N. This
@@ -2051,11 +2065,7 @@ extern "C" __global__ void __launch_bounds__(PG_REDUCE_THREADS)
 PG_NAME(const PgReduce* __restrict__ red, const int* __restrict__ block_start, int n_red)
 {
     const int b = blockIdx.x;
-    int lo = 0, hi = n_red - 1;     // the last GEMM with block_start[g] <= b
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (block_start[mid] <= b) lo = mid; else hi = mid - 1;
-    }
+    const int lo = pg_record_of(block_start, n_red, b);
     const PgReduce r = red[lo];
     const int mn = r.M * r.N;       // < 2^31: validation bounds every C's span
     const int e0 = (b - block_start[lo]) * PG_REDUCE_CHUNK;
@@ -2142,11 +2152,7 @@ extern "C" __global__ void __launch_bounds__(PG_STAGE_THREADS)
 PG_NAME(const PgStageRec* __restrict__ rec, const int* __restrict__ block_start, int n_rec)
 {
     const int b = blockIdx.x;
-    int lo = 0, hi = n_rec - 1;     // the last record with block_start[g] <= b
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (block_start[mid] <= b) lo = mid; else hi = mid - 1;
-    }
+    const int lo = pg_record_of(block_start, n_rec, b);
     const PgStageRec r = rec[lo];
     const int per_row = r.dst_ld / PG_SV;            // units in a destination row
     const int units = r.rows * per_row;              // <= the copy's span / PG_SV
