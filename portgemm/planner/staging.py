@@ -183,6 +183,8 @@ def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan
         return direct
     ceil = ceilings_for(direct.arch)
     speed = aligned_speedup(direct, lds)
+    if speed <= 1.0 and not force:   # no figures for this arch: the model sees no gain
+        return direct
     base = _ms(direct)
     cp = copy_ms(shapes, want, isz, ceil)
     launch = 1e3 * ceil.launch_s
