@@ -7,6 +7,9 @@ copy). bench/timing.do_bench (CUDA events, median); TFLOP/s of the batch's flops
 model's predictions.
 
     python bench/stage_probe.py [--out DIR] [--cells "512/512 b256,..."]
+
+A cell not in the grid ("768/2048 b64") is drawn by the grid's generator under its own
+seed: the model's choice off the batches it was fitted on.
 """
 from __future__ import annotations
 
@@ -21,11 +24,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import portgemm  # noqa: E402
 from portgemm.backends import cuda as cuda_backend  # noqa: E402
-from portgemm.benchmark.workloads import grid_cases  # noqa: E402
+from portgemm.benchmark.workloads import grid_cases, parse_ranges, random_case  # noqa: E402
 from timing import do_bench  # noqa: E402
 
 CELLS = ("128/512 b8", "128/128 b1024", "256/256 b1024", "512/512 b256", "512/512 b1024",
          "1024/128 b1024", "1024/512 b64", "1024/512 b256")
+
+
+def off_grid(name):
+    """A cell named like the grid's ("MaxMN/MaxK bN") but not in it: the same generator
+    (M, N uniform in [16, MaxMN], K in [16, MaxK]) under another seed."""
+    rng_part, batch = name.split(" b")
+    mn, k = parse_ranges(rng_part)[0]
+    return random_case(int(batch), mn, k, seed=(9009, mn, k, int(batch)))   # 9009: not the grid's 0
 
 
 def operands(cp, rng, shapes):
@@ -47,7 +58,8 @@ def main(argv=None):
     extra = {"4096^2x4095": np.array([[4096, 4096, 4095]]), "4096^3": np.array([[4096] * 3])}
     rows = []
     for name in want + list(extra):
-        shapes = extra[name] if name in extra else np.asarray(cases[name].shapes)
+        shapes = extra[name] if name in extra else np.asarray(
+            (cases[name] if name in cases else off_grid(name)).shapes)
         rng = np.random.default_rng(0)
         flops = 2.0 * float(np.prod(shapes.astype(np.float64), axis=1).sum())
         tight = operands(cp, rng, shapes)
