@@ -1,7 +1,8 @@
 """A small workload for compute-sanitizer: every strategy and mode, both dtypes, all four
 transpose pairs, edge sizes and per-GEMM alpha/beta, each checked against float64; then
 the tensor-core paths' default plans (float16, and float32 in the precision modes tf32 and
-3xtf32) over the same sizes.
+3xtf32) over the same sizes; and float16 staged (plan(staging=True): the alignment copy into
+a workspace, then the inner plan on it) over them.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_batches.py
 
@@ -27,6 +28,7 @@ SPLIT_SHAPES = [(64, 64, 4096), (33, 17, 1000), (5, 70, 2050), (0, 8, 512), (20,
 # of the rounded inputs (float16: the result rounded to 2^-11; tf32: inputs rounded to
 # 2^-11; 3xtf32: fp32-level)
 MMA_CASES = {("float16", None): 4e-3, ("float32", "tf32"): 4e-3, ("float32", "3xtf32"): 1e-5}
+STAGED = "staged"   # a strategy slot of its own: float16 with staging=True
 CASES = [(None, "fused"), (None, "per-kind"), ("coordinated", None), ("magma", None),
          (None, None)]
 
@@ -39,12 +41,13 @@ def main() -> int:
     runs = [(strategy, mode, dtype, None, TOL[dtype]) for (strategy, mode), dtype in
             itertools.product(CASES, ("float32", "float64"))]
     runs += [(None, None, dtype, precision, tol) for (dtype, precision), tol in MMA_CASES.items()]
+    runs += [(STAGED, None, "float16", None, MMA_CASES["float16", None])]
     for (strategy, mode, dtype, precision, tol), (ta, tb) in itertools.product(
             runs, itertools.product((False, True), repeat=2)):
         shapes = SPLIT_SHAPES if (strategy, mode, precision) == (None, None, None) and \
             dtype != "float16" else SHAPES
         # the MMA paths also dense (nn, tt), where aligned rows take the 16-byte copies
-        dense = (dtype, precision) in MMA_CASES and ta == tb
+        dense = (dtype, precision) in MMA_CASES and ta == tb and strategy != STAGED
         hA, hB, hC = make_host_batch(rng, shapes, dtype, ta, tb, strided=not dense)
         alpha = rng.uniform(-2, 2, len(shapes))
         beta = np.where(np.arange(len(shapes)) % 2, 0.0, rng.uniform(-2, 2, len(shapes)))
@@ -53,13 +56,15 @@ def main() -> int:
                 c[...] = np.nan
         ref = reference(hA, hB, hC, alpha, beta, ta, tb)
         A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
-        p = portgemm.plan(shapes, dtype=dtype, arch=be.arch(), strategy=strategy, mode=mode,
-                          precision=precision)
+        staged = strategy == STAGED
+        p = portgemm.plan(shapes, dtype=dtype, arch=be.arch(), mode=mode, precision=precision,
+                          **({"staging": True} if staged else {"strategy": strategy}))
         p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
         err = max_rel_error([cp.asnumpy(c) for c in C], ref)
         ok = err < tol
         bad += not ok
-        print(f"{strategy or 'default'}/{p.mode}{' split-K' if p.split else ''} {dtype} "
+        print(f"{strategy or 'default'}/{p.mode}{' split-K' if p.split else ''}"
+              f"{' staged' if p.staging is not None else ''} {dtype} "
               f"{precision or ''} "
               f"trans={int(ta)}{int(tb)}: "
               f"err {err:.2e} {'ok' if ok else 'WRONG'}")
