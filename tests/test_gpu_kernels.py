@@ -349,6 +349,46 @@ def test_fat_kind_edges(be, trans, layouts):
     run_family_case(be, shapes, "float32", *trans, layouts, "per-kind", FAT, name="fat")
 
 
+# The SIMT kinds of both families (session 9's load, copy and epilogue paths).
+SIMT_CASES = [(d, k.kind) for d in ("float32", "float64") for k in FAMILIES[FAMILY[d]]
+              if k.engine == "simt"]
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype, kind", SIMT_CASES, ids=[f"{d}-{k}" for d, k in SIMT_CASES])
+def test_short_k_random_batch(be, dtype, kind, trans):
+    """A short-K random batch as the grid's losing cells draw them, scaled down: M, N in
+    [1, 300], K in [1, 40] (a few k steps, so the first and last step and the epilogue
+    carry most of the work), each GEMM with its own layout (aligned, odd, offset, tight:
+    16-byte and element loads and copies, units that straddle a matrix edge, vector and
+    element stores of C), alpha and beta (beta == 0 over NaN C, alpha == 0)."""
+    rng = np.random.default_rng(stable_seed("short-k", dtype, kind, trans))
+    shapes = np.stack([rng.integers(1, 301, 32), rng.integers(1, 301, 32),
+                       rng.integers(1, 41, 32)], axis=1).astype(np.int64)
+    shapes[0] = (256, 256, 32)          # whole tiles and whole k steps: every unit inside
+    layouts = [LAYOUTS[i % len(LAYOUTS)] for i in range(len(shapes))]
+    run_family_case(be, shapes, dtype, *trans, layouts, "per-kind", kind, name="short-k")
+
+
+# 128-thread 8x8 kinds capped at 3 resident blocks an SM on sm_90 (kernels/render.py)
+CAPPED_KINDS = ("128x64/8x8", "64x128/8x8")
+
+
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("kind", CAPPED_KINDS)
+def test_capped_kinds_keep_three_blocks(be, kind, trans):
+    """On sm_90 the capped kinds keep 3 resident blocks an SM with no local memory, every
+    transpose pair (the driver's figures for the compiled kernel)."""
+    from portgemm.kernels.variants import Variant
+    if not hasattr(be, "function_attributes") or be.arch() != "sm_90":
+        pytest.skip(f"{be.name} {be.arch()}: the cap applies on sm_90 only")
+    k = next(t for t in FAMILIES["portgemm"] if t.kind == kind)
+    fn = be.function(Variant((k,), "float32", "tile-list", *trans))
+    attrs = be.function_attributes(fn)
+    assert attrs["local_size_bytes"] == 0, attrs
+    assert be.max_active_blocks(fn, k.threads) >= 3, attrs
+
+
 MMA_KINDS = [k.kind for k in FAMILIES["portgemm-f64"] if k.engine == "mma"]
 
 

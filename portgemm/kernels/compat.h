@@ -10,6 +10,9 @@
 #endif
 // AMD has no separate read-only data path worth naming; plain loads.
 #define PG_LDG(p) (*(p))
+// C's loads and stores in the SIMT epilogue (vbatched_gemm.cu, pg_store_micro): plain.
+#define PG_LDC(p) (*(p))
+#define PG_STC(p, v) (*(p) = (v))
 // No carried next-tile k step (vbatched_gemm.cu, PgCarry): its registers made the fp32
 // per-kind variants spill 16-24 bytes on gfx908 and gfx90a (vendor matrix), and the
 // persistent launches it serves were measured on NVIDIA only.
@@ -27,6 +30,12 @@
 #define PG_HIP 0
 // Read-only cache path for A and B (they are never written by the kernel).
 #define PG_LDG(p) __ldg(p)
+// C's loads and stores in the SIMT epilogue (vbatched_gemm.cu, pg_store_micro) as
+// global-memory accesses: through a pointer read from a descriptor, a plain access
+// compiles to a generic LD / ST (sm_90 SASS). C is read (beta != 0) before the same
+// thread writes it, so the L2-coherent load is enough.
+#define PG_LDC(p) __ldcg(p)
+#define PG_STC(p, v) __stwb((p), (v))
 #define PG_CARRY_VENDOR 1
 #define PG_UNROLL_K_DEFAULT _Pragma("unroll")
 // The minimum-blocks cap was measured on sm_90; the same cap spills on sm_80 (vendor

@@ -25,6 +25,17 @@ MIN_BLOCKS = {
     ("zhang2025", "medium-large", "float32"): 3,
     # 128 accumulators a thread: 2 blocks of 128 threads an SM leave 255 registers
     ("portgemm", "128x128/16x8", "float32"): 2,
+    # 64 accumulators, 128 threads: 167 registers gave 3 blocks an SM with no hint; the
+    # lean edge code (PG_LEAN, session 9) let ptxas take 175-199 in some ops (2 blocks);
+    # capped at 3 (168) none spills on sm_90
+    ("portgemm", "128x64/8x8", "float32"): 3,
+    ("portgemm", "64x128/8x8", "float32"): 3,
+    # 64x64/8x4 A B^T took 129 registers with the lean edge code (3 blocks an SM, 4 at
+    # 128); capped at 4 it keeps 127, no spill on sm_90
+    ("portgemm", "64x64/8x4", "float32", "nt"): 4,
+    ("tune", "128x64/8x8/k8", "float32"): 3,
+    ("tune", "64x128/8x8/k8", "float32"): 3,
+    ("tune", "64x64/8x4/k16", "float32", "nt"): 4,
     ("tune", "128x128/16x8/k8", "float32"): 2,
     # fp64 MMA 64x64 (four 32x32 warps): 166 registers give 3 blocks an SM; under a cap
     # of 128 (4 blocks, as its 48 KiB of shared memory allow), no spill on sm_90, and
@@ -122,6 +133,24 @@ def carry(variant: Variant) -> bool:
     own fragments (pg_tile_mma), which the carry does not know."""
     return (not variant.fused and variant.layout == "tile-list" and variant.dtype == "float32"
             and all(k.engine == "simt" for k in variant.kinds))
+
+
+# Our own SIMT families (and their tuning candidates, so `tune` times what runs): the
+# ones whose per-kind entry points take the lean edge code (PG_LEAN).
+LEAN_FAMILIES = ("portgemm", "portgemm-f64", "tune", "tune-f64")
+
+
+def lean(variant: Variant) -> bool:
+    """Whether ``variant`` takes the lean edge code (PG_LEAN, bench/NOTES.md session 9):
+    per-kind tile-list entry points of our own SIMT kinds. Their units and copies that
+    lie inside the matrix skip the element checks, and the epilogue picks its loop by
+    beta once. Fused, ragged and grid-z entry points and the paper's families render as
+    before: under their register caps the extra paths spilled 4-32 bytes (sm_80, sm_90).
+    So do the fp64 kinds on the cp.async pipeline: lean, 64x64/4x4 spilled 20 bytes on
+    sm_80 and took 134 registers on sm_90 (one block an SM instead of two)."""
+    return (not variant.fused and variant.layout == "tile-list"
+            and all(k.engine == "simt" and k.family in LEAN_FAMILIES for k in variant.kinds)
+            and not (variant.dtype == "float64" and stages(variant) > 0))
 
 
 def _key(variant: Variant) -> tuple[str, str, str]:
@@ -311,6 +340,8 @@ def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str
         "PG_MMA": str(int(any(k.engine == "mma" for k in variant.kinds))),
         "PG_KINDS(X)": kinds,
         "PG_CARRY": str(int(carry(variant))),
+        # only a lean variant gets its define: every other renders as before
+        **({"PG_LEAN": "1"} if lean(variant) else {}),
         **tf32,
         **mfma,
         **wgmma,

@@ -29,6 +29,10 @@
 //   PG_CARRY        1: a block running several tiles of one kind prefetches the next
 //                   tile's first k step during the current one's last (register path,
 //                   SIMT kinds; where compat.h's PG_CARRY_VENDOR allows)
+//   PG_LEAN         1: the SIMT kinds' lean edge code (per-kind entry points of our own
+//                   families, render.lean): units and copies inside the matrix skip the
+//                   element checks, the epilogue picks its loop by beta once; 0 or absent:
+//                   the code before it
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
@@ -44,6 +48,9 @@
 #endif
 #ifndef PG_TF32
 #define PG_TF32 0
+#endif
+#ifndef PG_LEAN
+#define PG_LEAN 0
 #endif
 
 struct PgGemm {                 // one per GEMM; layout mirrored by render.GEMM_DTYPE
@@ -229,6 +236,39 @@ __device__ __forceinline__ uint4 pg_pack8(const H* r)
 PG_16BIT_ACCESS(PgHalf)
 PG_16BIT_ACCESS(PgBf16)
 
+// C's accesses in the SIMT epilogue (compat.h: PG_LDC, PG_STC), one element or 16 bytes;
+// the templates (16-bit C, which no lean variant writes) are plain accesses.
+template <class T>
+__device__ __forceinline__ T pg_ldc(const T* p) { return *p; }
+template <class T>
+__device__ __forceinline__ void pg_stc(T* p, T v) { *p = v; }
+template <class T>
+__device__ __forceinline__ void pg_ldc16(const T* p, T* r) { pg_get16(p, r); }
+template <class T>
+__device__ __forceinline__ void pg_stc16(T* p, const T* r) { pg_put16(p, r); }
+__device__ __forceinline__ float pg_ldc(const float* p) { return PG_LDC(p); }
+__device__ __forceinline__ double pg_ldc(const double* p) { return PG_LDC(p); }
+__device__ __forceinline__ void pg_stc(float* p, float v) { PG_STC(p, v); }
+__device__ __forceinline__ void pg_stc(double* p, double v) { PG_STC(p, v); }
+__device__ __forceinline__ void pg_ldc16(const float* p, float* r)
+{
+    const float4 v = PG_LDC(reinterpret_cast<const float4*>(p));
+    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+}
+__device__ __forceinline__ void pg_ldc16(const double* p, double* r)
+{
+    const double2 v = PG_LDC(reinterpret_cast<const double2*>(p));
+    r[0] = v.x; r[1] = v.y;
+}
+__device__ __forceinline__ void pg_stc16(float* p, const float* r)
+{
+    PG_STC(reinterpret_cast<float4*>(p), make_float4(r[0], r[1], r[2], r[3]));
+}
+__device__ __forceinline__ void pg_stc16(double* p, const double* r)
+{
+    PG_STC(reinterpret_cast<double2*>(p), make_double2(r[0], r[1]));
+}
+
 __host__ __device__ constexpr bool pg_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 // How one operand's BK x BX slice (X = M for A, N for B) is staged through registers
@@ -269,6 +309,10 @@ struct PgStage {
     // Global -> registers. (rbase, cbase): the slice's first stored row and column;
     // rlim, clim: the stored matrix's rows and columns. `vec` (uniform per GEMM): the
     // base address and leading dimension keep every unit 16-byte aligned.
+    // PG_LEAN: a unit wholly inside the matrix (most units of most steps) loads with no
+    // element checks also on unaligned operands (scalar loads), where the per-element
+    // checks and their selects cost more issue slots than the loads (bench/NOTES.md,
+    // session 9). Otherwise only 16-byte units skip them.
     static __device__ __forceinline__ void load(PG_T (&r)[L][W], const PG_T* __restrict__ X,
                                                 int ld, int rbase, int cbase, int rlim,
                                                 int clim, bool vec, int tid)
@@ -280,9 +324,21 @@ struct PgStage {
             unit(u, o, c);
             const int row = rbase + o, col = cbase + c;
             const bool live = (UNITS % NT == 0 || u < UNITS) && row < rlim;
+#if PG_LEAN
+            if (live && col + W <= clim) {
+                const PG_T* p = X + row * ld + col;
+                if (W > 1 && vec) {
+                    pg_ld16(p, r[l]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < W; ++j) r[l][j] = pg_ldg(p + j);
+                }
+            } else {
+#else
             if (W > 1 && vec && live && col + W <= clim) {
                 pg_ld16(X + row * ld + col, r[l]);
             } else {
+#endif
 #pragma unroll
                 for (int j = 0; j < W; ++j)
                     r[l][j] = (live && col + j < clim) ? pg_ldg(X + row * ld + col + j) : PG_T(0);
@@ -335,7 +391,10 @@ struct PgStage {
 // PgStage::load); `inside` (uniform): the whole slice lies inside the matrix, so no
 // unit needs its bounds checked (most steps of most tiles: the checks cost more issue
 // slots than the copies). Units past the edge are zero-filled by the copy itself.
-template <int W, int L, int UNITS, int CONT, int NT, class Dst>
+// ELEMS_UNCHECKED: an inside slice on unaligned rows (not vec) also skips the checks,
+// copying W elements a unit (the SIMT pipeline of a PG_LEAN variant, PgAsync; the MMA
+// kinds' stages keep their checked element copies there).
+template <int W, int L, int UNITS, int CONT, int NT, class Dst, bool ELEMS_UNCHECKED = false>
 __device__ __forceinline__ void pg_copy_units(Dst dst_of, const PG_T* __restrict__ X, int ld,
                                               int rbase, int cbase, int rlim, int clim,
                                               bool vec, bool inside, int tid)
@@ -347,6 +406,20 @@ __device__ __forceinline__ void pg_copy_units(Dst dst_of, const PG_T* __restrict
             if (UNITS % NT != 0 && u >= UNITS) continue;
             const int o = u / (CONT / W), c = (u % (CONT / W)) * W;
             pg_cp_async16(dst_of(o, c), X + (rbase + o) * ld + cbase + c, 16);
+        }
+        return;
+    }
+    if (ELEMS_UNCHECKED && inside) {    // unaligned rows: W element copies, unchecked
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            const int u = tid + l * NT;
+            if (UNITS % NT != 0 && u >= UNITS) continue;
+            const int o = u / (CONT / W), c = (u % (CONT / W)) * W;
+            const PG_T* src = X + (rbase + o) * ld + cbase + c;
+            PG_T* dst = dst_of(o, c);
+#pragma unroll
+            for (int j = 0; j < W; ++j)
+                pg_cp_async_elem<sizeof(PG_T)>(dst + j, src + j, (int)sizeof(PG_T));
         }
         return;
     }
@@ -465,9 +538,9 @@ struct PgAsync {
                                                 int rbase, int cbase, int rlim, int clim,
                                                 bool vec, bool inside, int tid)
     {
-        pg_copy_units<W, L, UNITS, CONT, NT>(
-            [&](int o, int c) { return xs + o * S + (TRANSPOSED ? kpos(o, c) : c); },
-            X, ld, rbase, cbase, rlim, clim, vec, inside, tid);
+        auto dst = [&](int o, int c) { return xs + o * S + (TRANSPOSED ? kpos(o, c) : c); };
+        pg_copy_units<W, L, UNITS, CONT, NT, decltype(dst), (bool)PG_LEAN>(
+            dst, X, ld, rbase, cbase, rlim, clim, vec, inside, tid);
     }
 
     // Xs[x][k]: N rows from x, KV k values from k each (KV * sizeof(PG_T) <= 16, k a
@@ -590,6 +663,50 @@ __device__ __forceinline__ int pg_k_of(const PgGemm* gp)
 #define PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec) SB::load(rb, B, ldb, n0, k0, N, K, vec, tid)
 #else
 #define PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec) SB::load(rb, B, ldb, k0, n0, K, N, vec, tid)
+#endif
+
+#if PG_LEAN
+// pg_tile's epilogue in a PG_LEAN variant, C = alpha acc + beta C over one thread's
+// micro-tile: rows r0 .. r0 + RM - 1, column groups of CV from c0 + g GS; 16 bytes at a
+// time where `vec` and the group lies inside C, else element by element, each checked
+// against N. BETA (beta != 0) is a template argument, so one uniform branch picks the
+// loop and no element tests beta (beta == 0 never reads C); C goes through PG_LDC /
+// PG_STC, global accesses rather than generic ones. On short-K batches the epilogue is
+// about a tenth of a tile's instructions; with beta tested in the element loop (the
+// code the other variants keep) sm_90 SASS branched around every element.
+template <int RM, int RN, int CV, int GS, bool BETA>
+__device__ __forceinline__ void pg_store_micro(const PG_ACC (&acc)[RM][RN], PG_T* __restrict__ C,
+                                               int ldc, int M, int N, int r0, int c0,
+                                               PG_ACC alpha, PG_ACC beta, bool vec)
+{
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+        const int r = r0 + i;
+        if (r >= M) continue;
+        PG_T* crow = C + r * ldc;
+#pragma unroll
+        for (int g = 0; g < RN / CV; ++g) {
+            const int c = c0 + g * GS;
+            const PG_ACC* ac = acc[i] + g * CV;
+            if (vec && c + CV <= N) {
+                PG_T v[CV > PG_V ? CV : PG_V];
+                if (BETA) pg_ldc16(crow + c, v);
+#pragma unroll
+                for (int j = 0; j < CV; ++j)
+                    v[j] = PG_T(BETA ? alpha * ac[j] + beta * PG_ACC(v[j]) : alpha * ac[j]);
+                pg_stc16(crow + c, v);
+            } else {
+#pragma unroll
+                for (int j = 0; j < CV; ++j) {
+                    if (c + j >= N) continue;
+                    PG_ACC x = alpha * ac[j];
+                    if (BETA) x += beta * PG_ACC(pg_ldc(crow + c + j));
+                    pg_stc(crow + c + j, PG_T(x));
+                }
+            }
+        }
+    }
+}
 #endif
 
 template <int BM, int BN, int BK, int NT, int RM, int RN>
@@ -783,6 +900,14 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     PG_T* __restrict__ C = gp->C;
     const int ldc = gp->ldc;
     const bool vec_c = CV == PG_V && pg_aligned16(C) && ldc % PG_V == 0 && n0 % PG_V == 0;
+#if PG_LEAN
+    if (beta == PG_ACC(0))
+        pg_store_micro<RM, RN, CV, GS, false>(acc, C, ldc, M, N, m0 + ty * RM, n0 + tx * CV,
+                                              alpha, beta, vec_c);
+    else
+        pg_store_micro<RM, RN, CV, GS, true>(acc, C, ldc, M, N, m0 + ty * RM, n0 + tx * CV,
+                                             alpha, beta, vec_c);
+#else
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
         const int r = m0 + ty * RM + i;
@@ -814,6 +939,8 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
             }
         }
     }
+#endif
+
 }
 
 // The MMA kinds (fp64, engine "mma" in tiles.py): warps in a (BM / WTM) x (BN / WTN)

@@ -1,0 +1,126 @@
+"""fp32 SIMT on the grid's short-K cells (issue 9): the grid's own batches (the seeds of
+``python -m portgemm bench --grid``), timed or profiled one method at a time.
+
+For each case: the default plan's bound call, every kind of our fp32 family forced on
+the whole batch (tuning.model.family_kind_plan), and cuBLAS grouped, event-timed in one
+process (bench/timing.py); every timed call's output is checked once against a float64
+reference (NaN-poisoned C, a few GEMMs of the batch). ``--profile METHOD`` instead runs
+one call of that method between cudaProfilerStart and cudaProfilerStop, the target of
+``ncu --profile-from-start off``.
+
+    python bench/short_k.py [--cases 1024/128/1024,1024/512/1024] [--methods default,cublas,kinds]
+    ncu --profile-from-start off --set full python bench/short_k.py --cases 1024/128/1024 --profile default
+
+PG_TREE=DIR imports portgemm from DIR instead of this checkout (two trees, one run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, os.environ.get("PG_TREE") or str(HERE.parent))
+sys.path.insert(1, str(HERE))
+import portgemm  # noqa: E402
+from portgemm import tiles  # noqa: E402
+from portgemm.backends import cuda as cuda_backend  # noqa: E402
+from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
+from portgemm.benchmark.workloads import random_case  # noqa: E402
+from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
+from portgemm.tuning.model import family_kind_plan  # noqa: E402
+from timing import do_bench  # noqa: E402
+
+CASES = "1024/128/1024,1024/512/1024"
+GRID_SEED = 0    # portgemm bench --grid's seed: case (MaxMN, MaxK, batch) draws from (0, MaxMN, MaxK, batch)
+
+
+def grid_batch(cp, case: str, dtype: str):
+    """The grid's shapes of ``MaxMN/MaxK/batch``, random operands, C NaN-poisoned."""
+    mn, k, b = map(int, case.split("/"))
+    shapes = random_case(b, mn, k, seed=(GRID_SEED, mn, k, b)).shapes
+    gen = cp.random.default_rng(b)
+    A = [(gen.random((m, kk), dtype=cp.float64) - 0.5).astype(dtype) for m, _, kk in shapes]
+    B = [(gen.random((kk, n), dtype=cp.float64) - 0.5).astype(dtype) for _, n, kk in shapes]
+    C = [cp.full((m, n), cp.nan, dtype=dtype) for m, n, _ in shapes]
+    return shapes, A, B, C
+
+
+def worst_error(cp, shapes, A, B, C, call, sample=4):
+    for c in C:
+        c.fill(cp.nan)
+    call()
+    cp.cuda.get_current_stream().synchronize()
+    worst = 0.0
+    for i in np.unique(np.linspace(0, len(A) - 1, sample).astype(int)):
+        ref = cp.asnumpy(A[i]).astype(np.float64) @ cp.asnumpy(B[i]).astype(np.float64)
+        got = cp.asnumpy(C[i]).astype(np.float64)
+        err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-300))
+        worst = max(worst, err if np.isfinite(err) else float("inf"))
+    return worst
+
+
+def calls(be, shapes, A, B, C, dtype, methods):
+    """(label, note, bound call) of each method: default, cublas, a kind name, or
+    ``kinds`` (every kind of our family)."""
+    out = []
+    for m in methods:
+        if m == "cublas":
+            out.append(("cuBLAS grouped", "", CublasGrouped(be.cp).prepare(A, B, C)))
+        elif m == "default":
+            p = portgemm.plan(shapes, dtype, arch=be.arch())
+            note = " ".join(f"{k}:{v}" for k, v in p.tiles_per_kind().items())
+            out.append(("default", note, p.bind(A, B, C, backend=be)))
+        else:
+            fam = OUR_FAMILY[dtype]
+            kinds = [k.kind for k in tiles.FAMILIES[fam]] if m == "kinds" else [m]
+            for kind in kinds:
+                p = family_kind_plan(shapes, dtype, be.arch(), fam, kind)
+                out.append((kind, "forced", p.bind(A, B, C, backend=be)))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default=CASES)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--methods", default="default,cublas,kinds")
+    ap.add_argument("--profile", default=None, help="one method, between profiler start/stop")
+    ap.add_argument("--rep-ms", type=float, default=30.0)
+    ap.add_argument("--label", default="", help="a tag for this tree's rows")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    be = cuda_backend.create()
+    cp = be.cp
+    rows = []
+    for case in args.cases.split(","):
+        shapes, A, B, C = grid_batch(cp, case, args.dtype)
+        flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
+        if args.profile:
+            (label, note, call), = calls(be, shapes, A, B, C, args.dtype, [args.profile])
+            for _ in range(3):
+                call()
+            cp.cuda.Device().synchronize()
+            cp.cuda.runtime.profilerStart()
+            call()
+            cp.cuda.Device().synchronize()
+            cp.cuda.runtime.profilerStop()
+            print(f"profiled {case} {args.dtype}: {label} {note}", flush=True)
+            continue
+        for label, note, call in calls(be, shapes, A, B, C, args.dtype, args.methods.split(",")):
+            err = worst_error(cp, shapes, A, B, C, call)
+            ms = do_bench(cp, call, warmup_ms=10.0, rep_ms=args.rep_ms)
+            rows.append({"tree": args.label, "case": case, "method": label, "note": note,
+                         "ms": ms, "tflops": flops / ms / 1e9, "err": err})
+            print(f"{args.label:>6} {case:>14} {label:>16} {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s "
+                  f"err {err:.1e} {note}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
