@@ -70,8 +70,10 @@ def test_the_h100_has_a_measured_factor_for_every_fp64_kind():
 
 
 def test_the_h100_has_fp32_factors_overall_and_per_depth():
-    """fp32 (session 8): one factor per kind near 1, and per K the tk 8 kinds dearer on
-    short GEMMs than on long ones, the tk 16 kinds flat within 5 %."""
+    """fp32 (re-measured in session 9 on the lean edge code): one factor per kind near 1,
+    and per K the tk 8 kinds no cheaper on short GEMMs than on long ones, the tk 16 kinds
+    no dearer (session 8's kernels had them flat within 5 %: the lean code took most from
+    short GEMMs, whose edges and epilogue weigh most)."""
     c = ceilings_for(H100)
     f = c.kind_factors_of(F32)
     assert f is not None and ((f > 0.8) & (f < 1.2)).all()
@@ -83,10 +85,11 @@ def test_the_h100_has_fp32_factors_overall_and_per_depth():
         ks = [d for d, _ in prof[k.name]]
         assert ks == [32, 256, 1024]
         short, long_ = prof[k.name][0][1], prof[k.name][-1][1]
+        assert 0.8 < short < 1.25 and 0.8 < long_ < 1.25, k.kind
         if k.tk == 8:
-            assert short > 1.05 * long_, k.kind
+            assert short >= long_, k.kind
         else:
-            assert abs(short / long_ - 1) < 0.05, k.kind
+            assert short <= long_, k.kind
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "gfx90a", "gfx942"])
@@ -236,17 +239,19 @@ def test_one_mma_kind_on_every_gemm_beats_a_mix_of_launches(restore_ceilings):
 
 @pytest.mark.parametrize("seed,hi", [(3, 1025), (5, 513)])
 def test_short_gemms_leave_128x64_where_depth_factors_price_it(restore_ceilings, seed, hi):
-    """K up to 128: with one fp32 figure per kind the rule put 128x64/8x8 alone on such
-    batches, and the H100 ran it 2-9 % slower than the old mixes (bench/NOTES.md, session
-    8). Read at the batch's K its factor is the highest of the family (1.16 at K = 32
-    against 1.04 for 64x64/8x4 and 1.10 for 64x128/8x8), and the plan leaves it."""
+    """K up to 128: with session 8's one fp32 figure per kind the rule put 128x64/8x8
+    alone on such batches, and the H100 ran it 2-9 % slower than the old mixes
+    (bench/NOTES.md, session 8). Read at the batch's K its factor is the highest of the
+    family (1.15 at K = 32 against 0.99 for 64x64/8x4 and 1.03 for 64x128/8x8), and the
+    plan leaves it; since session 9 its one overall figure (1.08) is the family's highest
+    as well, so the plan leaves it without the depth figures too."""
     s = batch(seed, 512, 16, hi, 129)
     p = portgemm.plan(s, "float32", arch="sm_90")
     assert "128x64/8x8" not in p.tiles_per_kind()
     assert len(p.tiles_per_kind()) == 1 and any("on every GEMM" in n for n in p.notes)
     without_factors("portgemm", depth_only=True)
     q = portgemm.plan(s, "float32", arch="sm_90")
-    assert q.tiles_per_kind().keys() == {"128x64/8x8"}
+    assert "128x64/8x8" not in q.tiles_per_kind()
 
 
 def test_fp32_plans_without_the_factors_are_the_old_ones(restore_ceilings):
