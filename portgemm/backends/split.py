@@ -190,15 +190,18 @@ _STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-class SplitCall:
-    """What execute() returns for a split plan in place of descriptors: what a repeat of
-    the same batch on the same device and stream reuses (no user array)."""
+class PhaseCall:
+    """What execute() returns for a split or staged plan (backends/stage.py) in place of
+    descriptors: what a repeat of the same batch on the same device and stream reuses (no
+    user array): the inner plan's fields and call, the workspace, the uploaded table and
+    the encoded launch of the other phase (the reduction after the inner plan, or the
+    staging copy before it; None: nothing to launch)."""
 
-    __slots__ = ("key", "fields", "inner", "workspace", "table", "reduce")
+    __slots__ = ("key", "fields", "inner", "workspace", "table", "phase")
 
-    def __init__(self, key, fields, workspace, table, reduce):
+    def __init__(self, key, fields, workspace, table, phase):
         self.key, self.fields, self.inner = key, fields, None
-        self.workspace, self.table, self.reduce = workspace, table, reduce
+        self.workspace, self.table, self.phase = workspace, table, phase
 
 
 def stream_state(plan, key, ops, stream, nbytes: int) -> dict:
@@ -215,17 +218,17 @@ def stream_state(plan, key, ops, stream, nbytes: int) -> dict:
     return st
 
 
-def _new_call(ops, plan, batch, stream, key) -> SplitCall:
+def _new_call(ops, plan, batch, stream, key) -> PhaseCall:
     st = stream_state(plan, key, ops, stream, plan.split.workspace_elems * plan.dtype.itemsize)
     ws = ops.ptr(st["ws"])
     rec, start = reduce_table(plan.split, batch, ws)
     table = cached_upload(st["reduce"], _pack(rec, start), lambda h: ops.upload(h, stream))
     enc = ops.encode(SplitReduce(plan.dtype.name), int(start[-1]),
                      _reduce_args(ops.ptr(table), rec))
-    return SplitCall(key, virtual_fields(plan.split, batch, ws), st["ws"], table, enc)
+    return PhaseCall(key, virtual_fields(plan.split, batch, ws), st["ws"], table, enc)
 
 
-def execute(be, ops, plan, batch, prev: SplitCall | None = None) -> SplitCall:
+def execute(be, ops, plan, batch, prev: PhaseCall | None = None) -> PhaseCall:
     """Both phases on the caller's current stream (backend.execute for a split plan);
     ``prev``: what an earlier call of this batch returned, reused on the same device
     and stream."""
@@ -235,7 +238,7 @@ def execute(be, ops, plan, batch, prev: SplitCall | None = None) -> SplitCall:
         _new_call(ops, plan, batch, stream, key)
     call.inner = be.execute(plan.split.plan, Batch(batch.A, batch.B, batch.C, *call.fields),
                             call.inner)
-    ops.launch(call.reduce, stream)
+    ops.launch(call.phase, stream)
     return call
 
 

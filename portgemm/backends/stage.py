@@ -34,7 +34,8 @@ from ..kernels.variants import StageCopy
 from ..plan import staged_ld
 from ..problem import Batch
 from .launch import cached_upload
-from .split import _pack as pack_table, _reduce_args as table_args, reduce_slots, stream_state
+from .split import PhaseCall, reduce_slots, stream_state
+from .split import _pack as pack_table, _reduce_args as table_args
 
 
 def stored_dims(batch) -> tuple[np.ndarray, np.ndarray]:
@@ -123,22 +124,11 @@ def emulate(be, plan, batch) -> None:
 
 # -- the GPU backends -----------------------------------------------------------------
 
-class StageCall:
-    """What execute() returns for a staged plan in place of descriptors: what a repeat of
-    the same batch on the same device and stream reuses (no user array)."""
-
-    __slots__ = ("key", "fields", "inner", "workspace", "table", "copy")
-
-    def __init__(self, key, fields, workspace, table, copy):
-        self.key, self.fields, self.inner = key, fields, None
-        self.workspace, self.table, self.copy = workspace, table, copy
-
-
 def _encode_copy(ops, plan, rec, start, table):
     return ops.encode(StageCopy(plan.dtype.name), int(start[-1]), table_args(ops.ptr(table), rec))
 
 
-def _new_call(ops, plan, batch, stream, key) -> StageCall:
+def _new_call(ops, plan, batch, stream, key) -> PhaseCall:
     st = plan.staging
     state = stream_state(plan, key, ops, stream, st.workspace_elems * plan.dtype.itemsize)
     rec, start, staged = copy_table(st, batch, ops.ptr(state["ws"]))
@@ -147,19 +137,19 @@ def _new_call(ops, plan, batch, stream, key) -> StageCall:
         table = cached_upload(state["reduce"], pack_table(rec, start),
                               lambda h: ops.upload(h, stream))
         enc = _encode_copy(ops, plan, rec, start, table)
-    return StageCall(key, inner_fields(st, batch, rec, staged), state["ws"], table, enc)
+    return PhaseCall(key, inner_fields(st, batch, rec, staged), state["ws"], table, enc)
 
 
-def execute(be, ops, plan, batch, prev: StageCall | None = None) -> StageCall:
+def execute(be, ops, plan, batch, prev: PhaseCall | None = None) -> PhaseCall:
     """Both phases on the caller's current stream (backend.execute for a staged plan);
     ``prev``: what an earlier call of this batch returned, reused on the same device
     and stream."""
     stream = ops.stream_of(batch)()
     key = (ops.device(), ops.stream_key(stream))
-    call = prev if isinstance(prev, StageCall) and prev.key == key else \
+    call = prev if isinstance(prev, PhaseCall) and prev.key == key else \
         _new_call(ops, plan, batch, stream, key)
-    if call.copy is not None:
-        ops.launch(call.copy, stream)
+    if call.phase is not None:
+        ops.launch(call.phase, stream)
     call.inner = be.execute(plan.staging.plan, Batch(batch.A, batch.B, batch.C, *call.fields),
                             call.inner)
     return call
