@@ -33,7 +33,7 @@ from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
 from portgemm.benchmark.workloads import random_case  # noqa: E402
 from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
 from portgemm.tuning.model import family_kind_plan  # noqa: E402
-from timing import do_bench  # noqa: E402
+from timing import do_bench, profile_once  # noqa: E402
 
 CASES = "1024/128/1024,1024/512/1024"
 GRID_SEED = 0    # portgemm bench --grid's seed: case (MaxMN, MaxK, batch) draws from (0, MaxMN, MaxK, batch)
@@ -102,13 +102,7 @@ def main(argv=None):
         flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
         if args.profile:
             (label, note, call), = calls(be, shapes, A, B, C, args.dtype, [args.profile])
-            for _ in range(3):
-                call()
-            cp.cuda.Device().synchronize()
-            cp.cuda.runtime.profilerStart()
-            call()
-            cp.cuda.Device().synchronize()
-            cp.cuda.runtime.profilerStop()
+            profile_once(cp, call)
             print(f"profiled {case} {args.dtype}: {label} {note}", flush=True)
             continue
         for label, note, call in calls(be, shapes, A, B, C, args.dtype, args.methods.split(",")):

@@ -51,3 +51,15 @@ def graph_bench(cp, fn, **kw):
         ms = do_bench(cp, graph.launch, **kw)
         stream.synchronize()
     return ms
+
+
+def profile_once(cp, fn, warmup=3):
+    """``fn`` run ``warmup`` times, then once between cudaProfilerStart and Stop: what
+    ``ncu --profile-from-start off`` profiles (the first calls compile and upload)."""
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    cp.cuda.runtime.profilerStart()
+    fn()
+    cp.cuda.Device().synchronize()
+    cp.cuda.runtime.profilerStop()

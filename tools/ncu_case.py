@@ -24,7 +24,7 @@ from portgemm.backends import cuda as cuda_backend  # noqa: E402
 from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
 from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
 from portgemm.tuning.model import one_kind_plan  # noqa: E402
-from timing import random_batch  # noqa: E402
+from timing import profile_once, random_batch  # noqa: E402
 
 
 def batch_of(cp, rng, case: str, dtype: str):
@@ -62,13 +62,7 @@ def main(argv=None):
             p = portgemm.plan(shapes, args.dtype, arch=be.arch())
         call = p.bind(A, B, C, backend=be)
         label = f"portgemm {p.mode} {p.tiles_per_kind()}"
-    for _ in range(3):
-        call()
-    cp.cuda.Device().synchronize()
-    cp.cuda.runtime.profilerStart()
-    call()
-    cp.cuda.Device().synchronize()
-    cp.cuda.runtime.profilerStop()
+    profile_once(cp, call)
     print(f"{args.case} {args.dtype}: {label}", flush=True)
 
 
