@@ -604,8 +604,10 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
             return info.fn(dataclasses.replace(req, shapes=vs, aligned=rows[gemm]))
         p = split_k_rule.consider(p, replan)
     if stage is not False and dt in staging_rule.STAGED_DTYPES:
+        # the leading dimensions: dense operands' (lda = K, ldb = N) unless given
+        ld = s[:, 2:0:-1] if lds is None else np.asarray(lds, dtype=np.int64)
         p = staging_rule.consider(
-            p, s[:, 2:0:-1] if lds is None else np.asarray(lds, dtype=np.int64), lambda staged: info.fn(dataclasses.replace(req, aligned=staged)),
+            p, ld, lambda staged: info.fn(dataclasses.replace(req, aligned=staged)),
             force=stage is True)
     if key is not None:
         with _cache_lock:
