@@ -347,6 +347,15 @@ def staged_ld(cols, itemsize: int):
     return -(-cols // v) * v
 
 
+def staged_span(shapes: np.ndarray, itemsize: int) -> np.ndarray:
+    """(batch, 2) int64: the elements a staged copy of A and of B spans, the larger of
+    its two orientations (the transpose flags are known only at run time)."""
+    s = np.asarray(shapes, dtype=np.int64)
+    M, N, K = s[:, 0], s[:, 1], s[:, 2]
+    return np.stack([np.maximum(M * staged_ld(K, itemsize), K * staged_ld(M, itemsize)),
+                     np.maximum(K * staged_ld(N, itemsize), N * staged_ld(K, itemsize))], axis=1)
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class Staging:
     """How a plan stages unaligned operands (planner/staging.py), read-only.
@@ -370,12 +379,8 @@ class Staging:
 
     def __post_init__(self):
         r = np.ascontiguousarray(self.reserved, dtype=bool).reshape(-1, 2)
-        s = self.plan.shapes.astype(np.int64)
         isz = self.plan.dtype.itemsize
-        M, N, K = s[:, 0], s[:, 1], s[:, 2]
-        size = np.stack([np.maximum(M * staged_ld(K, isz), K * staged_ld(M, isz)),
-                         np.maximum(K * staged_ld(N, isz), N * staged_ld(K, isz))], axis=1)
-        size = np.where(r, staged_ld(size, isz), 0).ravel()
+        size = np.where(r, staged_ld(staged_span(self.plan.shapes, isz), isz), 0).ravel()
         offset = np.where(r.ravel(), np.cumsum(size) - size, -1).reshape(-1, 2)
         for name, value in (("reserved", r), ("offset", offset)):
             value.flags.writeable = False

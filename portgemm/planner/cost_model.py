@@ -466,6 +466,11 @@ def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
     return BatchModel(shapes, counts, kc, per_kind).predict(kidx)[0]
 
 
+def planned_ms(plan) -> float:
+    """A plan's predicted milliseconds: the planner's own figure, else :func:`predict`."""
+    return plan.predicted_ms if plan.predicted_ms is not None else predict(plan)
+
+
 def predict(plan, ceil: Ceilings | None = None, aligned: np.ndarray | None = None) -> float:
     """Predicted milliseconds of one call of any plan (every strategy and mode): its
     blocks as launched (several tiles in a block run one after another; grid-z's

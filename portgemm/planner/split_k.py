@@ -29,7 +29,7 @@ import numpy as np
 from ..occupancy.ceilings import ceilings_for
 from ..plan import Plan, SplitK
 from ..tiles import FAMILIES, HALF_FAMILIES
-from .cost_model import predict
+from .cost_model import planned_ms
 
 CANDIDATES = (2, 4, 8, 16)
 # The widest K step of any kind that may split: slices are multiples of it, so no K step
@@ -88,10 +88,6 @@ def reduce_ms(shapes: np.ndarray, s: np.ndarray, elem: int, ceil) -> float:
     return 1e3 * (ceil.launch_s + nbytes / ceil.copy_bytes_per_s)
 
 
-def _ms(p: Plan) -> float:
-    return p.predicted_ms if p.predicted_ms is not None else predict(p)
-
-
 def consider(unsplit: Plan, replan) -> Plan:
     """``unsplit`` itself, or a copy carrying the split (Plan.split) the cost model
     predicts faster. ``replan(shapes, gemm) -> Plan``: the same strategy and options over
@@ -113,7 +109,7 @@ def consider(unsplit: Plan, replan) -> Plan:
         return unsplit
     ceil = ceilings_for(unsplit.arch)
     elem = unsplit.dtype.itemsize
-    base = _ms(unsplit)
+    base = planned_ms(unsplit)
     k_max = int(K[(shapes[:, 0] > 0) & (shapes[:, 1] > 0)].max(initial=0))
     best, weighed, seen, last = None, [], set(), float("inf")
     for S in CANDIDATES:
@@ -123,7 +119,7 @@ def consider(unsplit: Plan, replan) -> Plan:
             continue
         seen.add(s.tobytes())
         vplan = replan(virtual_shapes(shapes, s, L), np.repeat(np.arange(shapes.shape[0]), s))
-        gemm_ms, red_ms = _ms(vplan), reduce_ms(shapes, s, elem, ceil)
+        gemm_ms, red_ms = planned_ms(vplan), reduce_ms(shapes, s, elem, ceil)
         total = gemm_ms + red_ms
         weighed.append(f"S={S} {total:.4g}")
         if total < (base if best is None else best[0]) * (1 - 1e-9):

@@ -32,10 +32,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..occupancy.ceilings import ceilings_for
-from ..plan import Plan, Staging, staged_ld
+from ..plan import Plan, Staging, staged_span
 from ..problem import MAX_SPAN
 from .alignment import aligned_rows
-from .cost_model import predict
+from .cost_model import planned_ms
 
 STAGED_DTYPES = ("float16", "bfloat16")
 
@@ -66,15 +66,6 @@ EPILOGUE_K = 512
 # staged copies measured 0.98-1.40x their prediction at full bandwidth (call 3's probe,
 # staged call minus its inner call, eight cells; median 1.2): many short rows.
 COPY_EFFICIENCY = 0.8
-
-
-def staged_span(shapes: np.ndarray, itemsize: int) -> np.ndarray:
-    """(batch, 2) int64: the elements a staged copy of A and of B spans, the larger of
-    its two orientations (the transpose flags are known only at run time)."""
-    s = np.asarray(shapes, dtype=np.int64)
-    M, N, K = s[:, 0], s[:, 1], s[:, 2]
-    return np.stack([np.maximum(M * staged_ld(K, itemsize), K * staged_ld(M, itemsize)),
-                     np.maximum(K * staged_ld(N, itemsize), N * staged_ld(K, itemsize))], axis=1)
 
 
 def copy_ms(shapes: np.ndarray, staged: np.ndarray, itemsize: int, ceil) -> float:
@@ -110,12 +101,8 @@ def staged_bound_ms(direct: Plan, launches_ms: float, ceil) -> float:
     used = direct.tiles_per_kind()
     slowest = min((ceil.kind_flops_per_s(k, dt) for k in direct.kinds if k.kind in used),
                   default=best)
-    sped_up = max(_ms(direct) - launches_ms, 0.0) * slowest / best
+    sped_up = max(planned_ms(direct) - launches_ms, 0.0) * slowest / best
     return 1e3 * ceil.launch_s + max(1e3 * floor, sped_up)
-
-
-def _ms(p: Plan) -> float:
-    return p.predicted_ms if p.predicted_ms is not None else predict(p)
 
 
 def _launches(p: Plan, ceil) -> float:
@@ -185,7 +172,7 @@ def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan
     speed = aligned_speedup(direct, lds)
     if speed <= 1.0 and not force:   # no figures for this arch: the model sees no gain
         return direct
-    base = _ms(direct)
+    base = planned_ms(direct)
     cp = copy_ms(shapes, want, isz, ceil)
     launch = 1e3 * ceil.launch_s
 
@@ -200,9 +187,9 @@ def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan
                 f"({cp:.4g} ms) and the fastest staged GEMMs possible ({bound - cp:.4g} ms) "
                 f"already reach the direct plan's {base:.4g} ms")
     inner = replan(aligned | want)
-    inner_ms = on_aligned(_ms(inner), _launches(inner, ceil))
+    inner_ms = on_aligned(planned_ms(inner), _launches(inner, ceil))
     total = inner_ms + cp
-    how = (f"GEMMs {inner_ms:.4g}: the model's {_ms(inner):.4g} past its launches over x{speed:.3g}, "
+    how = (f"GEMMs {inner_ms:.4g}: the model's {planned_ms(inner):.4g} past its launches over x{speed:.3g}, "
            f"what aligned rows measured")
     if not force and total >= base * (1 - 1e-9):
         return direct.with_notes(
