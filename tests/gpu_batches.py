@@ -87,6 +87,26 @@ def captured(stream, call):
     return stream.end_capture()
 
 
+def replay_over_nan(cp, stream, graph, C):
+    """C poisoned with NaN, then ``graph`` replayed on ``stream`` and waited for: what C
+    holds afterwards is the replay's own work."""
+    for c in C:
+        c.fill(cp.nan)
+    with stream:
+        graph.launch()
+    stream.synchronize()
+
+
+def replay_second_run(cp, run, C):
+    """``run()`` once on a fresh stream (its compiles, allocations and uploads), the
+    second call captured there, and that graph replayed over C poisoned with NaN."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        run()
+        graph = captured(stream, run)
+    replay_over_nan(cp, stream, graph, C)
+
+
 # Torch operands on the GPU for the tensor-core tests (torch has fp16, bf16 and fp32
 # views with any leading dimension; CuPy has no bfloat16).
 

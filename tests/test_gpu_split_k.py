@@ -12,7 +12,8 @@ import pytest
 import portgemm
 
 from conftest import backend_or_skip
-from gpu_batches import TOL, captured, make_host_batch, max_rel_error, reference, stable_seed
+from gpu_batches import (TOL, captured, make_host_batch, max_rel_error, reference,
+                         replay_second_run, stable_seed)
 from test_gpu_host_path import _check_replay
 from test_split_k import call_entry
 
@@ -131,15 +132,7 @@ def test_plan_run_in_a_cuda_graph(cuda, cp):  # CUDA only
     """After the first call a split plan's run neither allocates nor uploads: it can be
     captured (its workspace is the plan's for that stream)."""
     _, hA, hB, hC, A, B, C, p = long_k_case(cuda, cp, 43)
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        p.run(A, B, C, backend="cuda")
-        graph = captured(stream, lambda: p.run(A, B, C, backend="cuda"))
-    for c in C:
-        c.fill(cp.nan)
-    with stream:
-        graph.launch()
-    stream.synchronize()
+    replay_second_run(cp, lambda: p.run(A, B, C, backend="cuda"), C)
     ref = reference(hA, hB, hC, np.ones(4), np.zeros(4), False, False)
     assert max_rel_error([cp.asnumpy(c) for c in C], ref) < 1e-5
 

@@ -14,7 +14,7 @@ import pytest
 import portgemm
 from portgemm.planner import staging as staging_rule
 
-from gpu_batches import captured, stable_seed
+from gpu_batches import captured, replay_over_nan, replay_second_run, stable_seed
 from test_gpu_half import TRANS, be, check, host64, make_batch, tdtype, torch  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.gpu
@@ -139,11 +139,7 @@ def test_bound_staged_call_in_a_cuda_graph(cuda, cp):
     for trial in range(2):   # new inputs in the captured buffers, C poisoned, a replay
         for a in A:
             a[...] = cp.asarray(rng.standard_normal(a.shape).astype(np.float16))
-        for c in C:
-            c.fill(cp.nan)
-        with stream:
-            graph.launch()
-        stream.synchronize()
+        replay_over_nan(cp, stream, graph, C)
         _check_cupy(cp, A, B, C, 1.5, f"graph replay {trial}")
 
 
@@ -154,15 +150,7 @@ def test_plan_run_in_a_cuda_graph(cuda, cp):
     rng = np.random.default_rng(53)
     A, B, C = _cupy_case(cp, rng, shapes)
     p = portgemm.plan(shapes, "float16", arch=cuda.arch(), staging=True)
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        p.run(A, B, C, backend="cuda")
-        graph = captured(stream, lambda: p.run(A, B, C, backend="cuda"))
-    for c in C:
-        c.fill(cp.nan)
-    with stream:
-        graph.launch()
-    stream.synchronize()
+    replay_second_run(cp, lambda: p.run(A, B, C, backend="cuda"), C)
     _check_cupy(cp, A, B, C, 1.0, "Plan.run captured")
 
 

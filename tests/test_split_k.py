@@ -3,8 +3,6 @@ virtual GEMMs and the reduction's coverage, and results equal to the unsplit pla
 a float64 reference on the NumPy backend and on the fake CUDA and HIP backends."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -310,17 +308,3 @@ def test_grouped_api_does_not_split(monkeypatch):
     portgemm.gemm_grouped(A, B, C, offs=np.arange(1, G + 1) * m, backend="numpy")
     assert seen and all(p.split is None for p in seen)
     np.testing.assert_allclose(C, K)
-
-
-# -- the kernel ----------------------------------------------------------------------
-
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "gfx908", "gfx90a", "gfx940"])
-def test_reduction_kernel_compiles_without_warnings(arch, monkeypatch):
-    from portgemm.kernels import nvrtc, offline
-    if not offline.available(arch):
-        pytest.skip(f"no compiler for {arch} here")
-    monkeypatch.setenv(nvrtc.WERROR_ENV, "1")
-    monkeypatch.setenv("PORTGEMM_CACHE_DIR", os.environ.get("TMPDIR", "/tmp") + "/pg-split-test")
-    for dtype in ("float32", "float64"):
-        _, res = offline.compile_variant(SplitReduce(dtype), arch, cache=False)
-        assert res.spill_bytes == 0
