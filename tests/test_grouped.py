@@ -838,6 +838,32 @@ def test_device_offsets_kind_is_the_cost_models_least():
     assert f64 == {"zhang2025", "portgemm-f64"}
 
 
+def test_device_offsets_near_ties_go_to_the_faster_engine(monkeypatch):
+    """Kinds of one tile shape within ragged_kind.TIE of the least predicted time tie,
+    and the faster engine's kind wins the tie (the wgmma tile over the mma.sync one);
+    past TIE the least time wins. On sm_90 every MoE layer of the bench (bf16 and fp16, 4,096 tokens) runs
+    the wgmma 128x128 kind."""
+    from portgemm.benchmark.workloads import moe_cases
+    from portgemm.grouped import ragged_kind as rk
+    from portgemm.occupancy import get_arch
+    from portgemm.tiles import FAMILIES
+    arch = get_arch("sm_90")
+    mma, wg = (next(k for k in FAMILIES[f] if k.tm == k.tn == 128)
+               for f in ("portgemm-bf16", "wgmma-bf16"))
+    for late, want in ((rk.TIE / 2, wg), (2 * rk.TIE, mma)):
+        monkeypatch.setattr(rk, "predicted_seconds",
+                            lambda *a, late=late: [(mma, 1e-3), (wg, 1e-3 * (1 + late))])
+        assert rk.choose_kind(arch, 8, 8192, 4096, 4096, "bfloat16") is want
+    monkeypatch.undo()
+    for case in moe_cases():
+        s = case.shapes
+        for dtype in ("bfloat16", "float16"):
+            k = rk.choose_kind(arch, s.shape[0], int(s[:, 0].sum()), int(s[0, 1]),
+                               int(s[0, 2]), dtype)
+            assert (k.family, k.kind) == (f"wgmma-{'bf16' if dtype == 'bfloat16' else 'f16'}",
+                                          "128x128/g64x128"), case.name
+
+
 def test_cuda_repeated_calls_take_the_fast_key_and_still_see_every_change(fake_cuda):
     """CuPy-typed arrays and int/float scalars take the one-pass key: a repeat only
     launches; host offsets changed in place, device offsets copied to the host

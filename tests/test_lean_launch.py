@@ -140,7 +140,7 @@ def test_several_launches_in_one_stream_go_in_order(backend):  # noqa: F811
     chunks): each encoded launch in turn, on the stream current at the call."""
     done = []
     backend._cu_launch = lambda fn, *a: done.append((fn, a[7])) or 0
-    enc = [(f, (1, 1, 1), 64, None, None, f"k{f}") for f in (7, 8, 9)]
+    enc = [(f, (1, 1, 1), 64, 0, None, None, f"k{f}") for f in (7, 8, 9)]
     call = backend._lean({"mode": "fused"}, enc, None)
     with FakeStream(31):
         call()
@@ -156,7 +156,7 @@ def test_per_kind_launches_keep_their_side_streams(backend):  # noqa: F811
     forked from (and joined back to) the caller's (CudaBackend._launch)."""
     done = []
     backend._cu_launch = lambda fn, *a: done.append((fn, a[7])) or 0
-    enc = [(f, (1, 1, 1), 64, None, None, f"k{f}") for f in (7, 8)]
+    enc = [(f, (1, 1, 1), 64, 0, None, None, f"k{f}") for f in (7, 8)]
     call = backend._lean({"mode": "per-kind"}, enc, None)
     with FakeStream(21):
         call()

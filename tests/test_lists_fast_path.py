@@ -164,9 +164,9 @@ def test_scalar_arrays_are_kept_read_only_and_keep_the_sign_of_zero():
 
 
 def test_encoded_gemm_arguments_point_at_their_values():
-    item = cudabe._encoded_gemm(7, 12, 128, 0xDEAD0000, 0xBEEF0000, 0xCAFE0000, -3, "k")
-    fn, grid, threads, params, _, name = item
-    assert (fn, grid, threads, name) == (7, (12, 1, 1), 128, "k")
+    item = cudabe._encoded_gemm(7, 12, 128, 0xDEAD0000, 0xBEEF0000, 0xCAFE0000, -3, "k", 66544)
+    fn, grid, threads, smem, params, _, name = item
+    assert (fn, grid, threads, smem, name) == (7, (12, 1, 1), 128, 66544, "k")
     got = [ctypes.c_uint64.from_address(params[i]).value for i in range(3)]
     assert got == [0xDEAD0000, 0xBEEF0000, 0xCAFE0000]
     assert ctypes.c_int32.from_address(params[3]).value == -3

@@ -12,6 +12,7 @@ from portgemm.backends import split as splitbe
 from portgemm.errors import ValidationError
 from portgemm.kernels.variants import SplitReduce
 from portgemm.planner import split_k
+from portgemm.tiles import FAMILIES, HALF_FAMILIES, family_dtypes
 from test_cuda_backend_fake import FakeArray, FakeStream
 from test_cuda_backend_fake import backend as cuda_backend  # noqa: F401  (a fixture)
 from test_hip_backend_fake import DevArray
@@ -308,3 +309,11 @@ def test_grouped_api_does_not_split(monkeypatch):
     portgemm.gemm_grouped(A, B, C, offs=np.arange(1, G + 1) * m, backend="numpy")
     assert seen and all(p.split is None for p in seen)
     np.testing.assert_allclose(C, K)
+
+
+def test_the_slice_step_is_a_multiple_of_every_splittable_k_step():
+    """Slices are multiples of split_k.BK, so it must be one of every K step of the kinds
+    that may split (the fp32 and fp64 families), or a K step would straddle two slices."""
+    steps = {k.tk for fam, kinds in FAMILIES.items() if fam not in HALF_FAMILIES
+             and {"float32", "float64"} & set(family_dtypes(fam)) for k in kinds}
+    assert steps and all(split_k.BK % tk == 0 for tk in steps)

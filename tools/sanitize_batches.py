@@ -1,8 +1,10 @@
 """A small workload for compute-sanitizer: every strategy and mode, both dtypes, all four
 transpose pairs, edge sizes and per-GEMM alpha/beta, each checked against float64; then
 the tensor-core paths' default plans (float16, and float32 in the precision modes tf32 and
-3xtf32) over the same sizes; and float16 staged (plan(staging=True): the alignment copy into
-a workspace, then the inner plan on it) over them.
+3xtf32) over the same sizes; float16 staged (plan(staging=True): the alignment copy into
+a workspace, then the inner plan on it) over them; and, where the device has them (sm_90),
+each wgmma kind forced on float16 (tiles.WGMMA_FAMILIES: the 128x128 kind's stages are
+dynamic shared memory), aligned and strided rows, edge sizes and a long K.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_batches.py
 
@@ -18,6 +20,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import portgemm  # noqa: E402
 from gpu_batches import TOL, make_host_batch, max_rel_error, reference  # noqa: E402
+from portgemm.tiles import FAMILIES, WGMMA_FAMILIES, family_builds_for  # noqa: E402
+from portgemm.tuning.model import family_kind_plan  # noqa: E402
 
 SHAPES = [(1, 1, 1), (17, 31, 15), (64, 64, 16), (127, 61, 33), (0, 5, 3), (300, 130, 70),
           (16, 200, 0), (45, 1, 129)]
@@ -29,6 +33,9 @@ SPLIT_SHAPES = [(64, 64, 4096), (33, 17, 1000), (5, 70, 2050), (0, 8, 512), (20,
 # 2^-11; 3xtf32: fp32-level)
 MMA_CASES = {("float16", None): 4e-3, ("float32", "tf32"): 4e-3, ("float32", "3xtf32"): 1e-5}
 STAGED = "staged"   # a strategy slot of its own: float16 with staging=True
+# the wgmma kinds forced (tuning.model.family_kind_plan): edges, a K tail past 3 stages
+WGMMA_SHAPES = [(130, 200, 72), (64, 128, 1000), (1, 1, 8), (0, 16, 16), (200, 136, 0),
+                (257, 129, 200)]
 CASES = [(None, "fused"), (None, "per-kind"), ("coordinated", None), ("magma", None),
          (None, None)]
 
@@ -42,10 +49,15 @@ def main() -> int:
             itertools.product(CASES, ("float32", "float64"))]
     runs += [(None, None, dtype, precision, tol) for (dtype, precision), tol in MMA_CASES.items()]
     runs += [(STAGED, None, "float16", None, MMA_CASES["float16", None])]
+    arch = be.arch()
+    runs += [(f"{fam}.{k.kind}", None, "float16", None, MMA_CASES["float16", None])
+             for fam, dt in WGMMA_FAMILIES.items() if dt == "float16"
+             and family_builds_for(fam, arch.name) for k in FAMILIES[fam]]
     for (strategy, mode, dtype, precision, tol), (ta, tb) in itertools.product(
             runs, itertools.product((False, True), repeat=2)):
+        forced = strategy is not None and "." in strategy
         shapes = SPLIT_SHAPES if (strategy, mode, precision) == (None, None, None) and \
-            dtype != "float16" else SHAPES
+            dtype != "float16" else WGMMA_SHAPES if forced else SHAPES
         # the MMA paths also dense (nn, tt), where aligned rows take the 16-byte copies
         dense = (dtype, precision) in MMA_CASES and ta == tb and strategy != STAGED
         hA, hB, hC = make_host_batch(rng, shapes, dtype, ta, tb, strided=not dense)
@@ -57,8 +69,11 @@ def main() -> int:
         ref = reference(hA, hB, hC, alpha, beta, ta, tb)
         A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
         staged = strategy == STAGED
-        p = portgemm.plan(shapes, dtype=dtype, arch=be.arch(), mode=mode, precision=precision,
-                          **({"staging": True} if staged else {"strategy": strategy}))
+        if forced:
+            p = family_kind_plan(shapes, dtype, arch, *strategy.split("."), "sanitize")
+        else:
+            p = portgemm.plan(shapes, dtype=dtype, arch=arch, mode=mode, precision=precision,
+                              **({"staging": True} if staged else {"strategy": strategy}))
         p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
         err = max_rel_error([cp.asnumpy(c) for c in C], ref)
         ok = err < tol

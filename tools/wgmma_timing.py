@@ -7,11 +7,16 @@ median); prints one JSON line per case and kind.
     python tools/wgmma_timing.py [--dtype bfloat16,float16] [--wgmma-only] [--interleaved]
                                  [--out FILE]
     python tools/wgmma_timing.py --set-rate FILE
+    python tools/wgmma_timing.py --wgmma-only --configs 128x128:64:4,128x256:64:3 [--dtype ...]
 
 --interleaved renders the wgmma kinds with wgmma's no-swizzle layout (render.WGMMA_SWIZZLE
 False) instead of the swizzled one; --set-rate writes the wgmma kinds' rate into
 occupancy/ceilings.json (measured sm_90 wgmma_flops_per_s): the slower of float16 and
 bfloat16 through 128x128/g64x128 alone on the 4 x 4096^3 case of a timing FILE.
+--configs adds candidate wgmma kinds for this run only, each BMxBN:BK:STAGES (warpgroups of
+64 x 128, one per 128 threads; named e.g. 128x256/g64x128/k64s3), to compare tile, BK and
+pipeline depth before a kind enters the catalogue (stages past 48 KiB take dynamic shared
+memory).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from timing import do_bench  # noqa: E402
 
@@ -39,6 +45,8 @@ def main() -> int:
     p.add_argument("--interleaved", action="store_true",
                    help="the wgmma kinds in the no-swizzle layout")
     p.add_argument("--set-rate", metavar="FILE", help="write the rate measured in FILE")
+    p.add_argument("--configs", default="",
+                   help="candidate wgmma kinds BMxBN:BK:STAGES, comma-separated")
     p.add_argument("--odd-ld", action="store_true",
                    help="operands with odd leading dimensions (the 2-byte copy path)")
     args = p.parse_args()
@@ -53,6 +61,7 @@ def main() -> int:
     from portgemm.kernels import render
     if args.interleaved:
         render.WGMMA_SWIZZLE = False
+    add_candidates(args.configs)
     be = get_backend("cuda")
     arch = be.arch()
     out = open(args.out, "w") if args.out else None
@@ -97,6 +106,26 @@ def main() -> int:
     return 0
 
 
+def add_candidates(configs: str) -> None:
+    """Add the --configs kinds to the wgmma families (tiles.FAMILIES) for this process,
+    with their stages (render.STAGES) and a register cap that fills the SM's register
+    file (render.MIN_BLOCKS: 65,536 / threads / 128 registers)."""
+    import dataclasses
+
+    from portgemm import tiles
+    from portgemm.kernels import render
+    for spec in filter(None, configs.split(",")):
+        shape, bk, st = spec.split(":")
+        bm, bn = map(int, shape.split("x"))
+        for fam, dt in tiles.WGMMA_FAMILIES.items():
+            base = tiles.FAMILIES[fam][0]
+            k = dataclasses.replace(base, kind=f"{shape}/g64x128/k{bk}s{st}", tm=bm, tn=bn,
+                                    tk=int(bk), threads=bm * bn // (64 * 128) * 128)
+            tiles.FAMILIES[fam] = tiles.FAMILIES[fam] + (k,)
+            render.STAGES[(fam, k.kind, dt)] = int(st)
+            render.MIN_BLOCKS[(fam, k.kind, dt)] = max(1, 65536 // k.threads // 128)
+
+
 def set_rate(path: Path) -> int:
     """Write the wgmma kinds' rate measured in the timing file ``path`` into
     occupancy/ceilings.json (see the module docstring)."""
@@ -113,15 +142,20 @@ def set_rate(path: Path) -> int:
     source = ("4 x 4096^3 through our wgmma 128x128/g64x128 kind alone (wgmma.mma_async "
               f"m64n128k16, fp32 accumulators, cp.async stages in the {layout} layout), "
               + ", ".join(f"{d} {t:.0f}" for d, t in sorted(got.items()))
-              + " TFLOP/s (the slower taken), measured on the H100 in session 8 "
-              "(tools/wgmma_timing.py)")
-    # a line edit after sm_90's tf32 source, so the file keeps its one-line spec rows
-    lines = [ln for ln in ceilings.PATH.read_text().splitlines()
-             if not ln.lstrip().startswith(('"wgmma_flops_per_s"', '"wgmma_source"'))]
-    at = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith('"tf32_mma_source"'))
-    lines[at] = lines[at].rstrip(",") + ","
-    lines[at + 1:at + 1] = [f'   "wgmma_flops_per_s": {rate!r},',
-                            f'   "wgmma_source": {json.dumps(source)}']
+              + " TFLOP/s (the slower taken), measured on the H100 (tools/wgmma_timing.py)")
+    # line edits in place (after sm_90's tf32 source where absent), so the file keeps its
+    # one-line spec rows; every row but the object's last ends with a comma
+    lines = ceilings.PATH.read_text().splitlines()
+    for key, value in (("wgmma_flops_per_s", repr(rate)), ("wgmma_source", json.dumps(source))):
+        at = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith(f'"{key}"')), None)
+        if at is None:
+            at = 1 + next(i for i, ln in enumerate(lines)
+                          if ln.lstrip().startswith(('"tf32_mma_source"', '"wgmma_flops_per_s"')))
+            lines.insert(at, "")
+        indent = lines[at - 1][:len(lines[at - 1]) - len(lines[at - 1].lstrip())]
+        lines[at - 1] = lines[at - 1].rstrip(",") + ","
+        more = not lines[at + 1].lstrip().startswith("}")
+        lines[at] = f'{indent}"{key}": {value}' + ("," if more else "")
     ceilings.PATH.write_text("\n".join(lines) + "\n")
     json.loads(ceilings.PATH.read_text())   # still JSON
     print(f"wgmma_flops_per_s = {rate:.4g} ({source})")

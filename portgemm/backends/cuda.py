@@ -165,9 +165,13 @@ class CudaBackend:
                 raise DeviceError(f"loading {r.name} failed on a fresh compile: {e}") from e
             fn = mod.get_function(r.name)
             self._modules[key] = mod  # the function lives as long as its module
+            if r.dynamic_smem:   # past 48 KiB a kernel must opt in (CUDA's rule)
+                self.cp.cuda.driver.funcSetAttribute(
+                    fn.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, r.dynamic_smem)
             attrs = self.function_attributes(fn)
             kres.register(arch.name, variant.name, KernelResources(
-                registers=attrs["num_regs"], shared_bytes=attrs["shared_size_bytes"],
+                registers=attrs["num_regs"],
+                shared_bytes=attrs["shared_size_bytes"] + r.dynamic_smem,
                 spill_bytes=res.spill_bytes,
                 source=f"{nvrtc.version()} ({arch.name}, kernel attributes)"))
             self._functions[key] = fn
@@ -333,10 +337,10 @@ class CudaBackend:
             return _lean_cupy(self._cu_raising, self.cp.cuda.driver.CUDADriverError, enc,
                               handle, current)
         if len(enc) == 1:
-            (fn, (gx, gy, gz), threads, params, _, name), = enc
+            (fn, (gx, gy, gz), threads, smem, params, _, name), = enc
 
             def one():
-                if rc := cu(fn, gx, gy, gz, threads, 1, 1, 0, handle(), params, None):
+                if rc := cu(fn, gx, gy, gz, threads, 1, 1, smem, handle(), params, None):
                     raise _launch_failed(name, f"CUresult {rc}")
             one.encoded = enc   # the argument values live as long as the call
             return one
@@ -366,8 +370,10 @@ class CudaBackend:
             if c is None:   # a variant's name and threads are computed properties: once
                 variant = st["variants"][which]
                 fn = st["fns"].get(which) or st["fns"].setdefault(which, self.function(variant))
-                c = consts[which] = (fn.ptr, variant.threads, variant.name)
-            out.append(_encoded_gemm(c[0], grid, c[1], gemms.data.ptr, tiles, bptr, base, c[2]))
+                c = consts[which] = (fn.ptr, variant.threads, variant.name,
+                                     render(variant).dynamic_smem)
+            out.append(_encoded_gemm(c[0], grid, c[1], gemms.data.ptr, tiles, bptr, base, c[2],
+                                     c[3]))
         return out
 
     def _run_item(self, item, stream_ptr) -> None:
@@ -438,7 +444,8 @@ class CudaBackend:
                          for x in (job.alphas, job.betas))
         v = job.variant
         args = gemm_args(job, _ptr(alphas), _ptr(betas))
-        return _encoded(self.function(v).ptr, job.n_tiles, v.threads, args, v.name), (alphas, betas)
+        return (_encoded(self.function(v).ptr, job.n_tiles, v.threads, args, v.name,
+                         render(v).dynamic_smem), (alphas, betas))
 
 
 class _SplitOps(split.Ops):
@@ -470,7 +477,7 @@ class _SplitOps(split.Ops):
 
     def encode(self, variant, blocks: int, args):
         return _encoded(self.be.function(variant).ptr, blocks, variant.threads, args,
-                        variant.name)
+                        variant.name, render(variant).dynamic_smem)
 
     def launch(self, item, stream) -> None:
         self.be._run_item(item, stream.ptr)
@@ -541,13 +548,13 @@ def _cu_launch_kernel():
     return fn
 
 
-def _encoded(fn_ptr, grid, threads, args, name):
+def _encoded(fn_ptr, grid, threads, args, name, smem=0):
     """One launch as cuLaunchKernel takes it, built once: (CUfunction, (gx, gy, gz),
-    threads, kernelParams, the values it points at, name). ``args``: (kind, value) pairs
-    (launch.ARG_CTYPES)."""
+    threads, dynamic shared bytes, kernelParams, the values it points at, name).
+    ``args``: (kind, value) pairs (launch.ARG_CTYPES)."""
     values = typed_args(args)
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
-    return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, params,
+    return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, smem, params,
             values, name)
 
 
@@ -558,34 +565,37 @@ class _GemmArgs(ctypes.Structure):
                 ("block_ptr", ctypes.c_void_p), ("base", ctypes.c_int32)]
 
 
+# CUfunction_attribute (cuda.h): the dynamic shared memory a kernel may be launched with
+_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
 _GEMM_OFFSETS = tuple(getattr(_GemmArgs, f).offset for f, _ in _GemmArgs._fields_)
 _GemmParams = ctypes.c_void_p * len(_GEMM_OFFSETS)
 
 
-def _encoded_gemm(fn_ptr, grid, threads, gemms, tiles, block_ptr, base, name):
+def _encoded_gemm(fn_ptr, grid, threads, gemms, tiles, block_ptr, base, name, smem=0):
     """_encoded for a GEMM kernel's (gemms, tiles, block_ptr, base): the same launch
     item, its argument values held in one _GemmArgs."""
     values = _GemmArgs(gemms, tiles, block_ptr, base)
     at = ctypes.addressof(values)
     params = _GemmParams(*(at + off for off in _GEMM_OFFSETS))
-    return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, params,
+    return (fn_ptr, grid if isinstance(grid, tuple) else (grid, 1, 1), threads, smem, params,
             values, name)
 
 
 def _run(launch, item, stream_ptr) -> None:
     """Launch one _encoded item on ``stream_ptr`` with cuLaunchKernel ``launch`` (ctypes
     form: the argument array as is, a CUresult back)."""
-    fn, (gx, gy, gz), threads, params, _, name = item
-    if rc := launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, params, None):
+    fn, (gx, gy, gz), threads, smem, params, _, name = item
+    if rc := launch(fn, gx, gy, gz, threads, 1, 1, smem, stream_ptr, params, None):
         raise _launch_failed(name, f"CUresult {rc}")
 
 
 def _run_cupy(launch, error, item, stream_ptr) -> None:
     """_run through CuPy's launchKernel ``launch`` (integers: the argument array by
     address; raises ``error`` on failure)."""
-    fn, (gx, gy, gz), threads, params, _, name = item
+    fn, (gx, gy, gz), threads, smem, params, _, name = item
     try:
-        launch(fn, gx, gy, gz, threads, 1, 1, 0, stream_ptr, ctypes.addressof(params), 0)
+        launch(fn, gx, gy, gz, threads, 1, 1, smem, stream_ptr, ctypes.addressof(params), 0)
     except error as e:
         raise _launch_failed(name, e) from None
 
@@ -606,12 +616,12 @@ def _lean_cupy(launch, error, enc, handle, current=None):
     ``error``): the argument array passed by address, held by the call. ``current``:
     CuPy's get_current_stream, whose ``ptr`` the call reads in place of ``handle()``
     (one Python call fewer a launch: the repeated calls of CuPy arrays)."""
-    (fn, (gx, gy, gz), threads, params, _, name), = enc
+    (fn, (gx, gy, gz), threads, smem, params, _, name), = enc
     at = ctypes.addressof(params)
     if current is not None:
         def on_cupys_stream():
             try:
-                launch(fn, gx, gy, gz, threads, 1, 1, 0, current().ptr, at, 0)
+                launch(fn, gx, gy, gz, threads, 1, 1, smem, current().ptr, at, 0)
             except error as e:
                 raise _launch_failed(name, e) from None
         on_cupys_stream.encoded = enc
@@ -619,7 +629,7 @@ def _lean_cupy(launch, error, enc, handle, current=None):
 
     def one():
         try:
-            launch(fn, gx, gy, gz, threads, 1, 1, 0, handle(), at, 0)
+            launch(fn, gx, gy, gz, threads, 1, 1, smem, handle(), at, 0)
         except error as e:
             raise _launch_failed(name, e) from None
     one.encoded = enc   # the argument values live as long as the call

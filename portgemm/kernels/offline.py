@@ -8,6 +8,7 @@ arch, and whether it is installed here (docs/design.md §4).
 from __future__ import annotations
 
 import ctypes.util
+import dataclasses
 import importlib.util
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -67,7 +68,9 @@ def compile_variant(variant: Variant, arch: str, cache: bool = True) -> tuple[by
     which = compiler_for(arch)
     if which == "nvrtc":
         from . import nvrtc
-        return nvrtc.compile(r.source, r.name, arch)
+        code, res = nvrtc.compile(r.source, r.name, arch)
+        # a launch adds its dynamic shared memory to the static figure the compiler reports
+        return code, dataclasses.replace(res, shared_bytes=res.shared_bytes + r.dynamic_smem)
     if which == "hiprtc":
         from . import hiprtc_compile
         return hiprtc_compile.compile(r.source, r.name, arch, cache=cache)

@@ -49,7 +49,7 @@ MIN_BLOCKS = {
        for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))},
     # the wgmma kinds (64 accumulators a thread, 123-152 registers with no hint): capped
     # at 128 registers, 128x128 (two warpgroups) keeps 2 resident blocks an SM and 64x128
-    # (one) 4, as their 48 KiB of shared memory allow; no spill on sm_90a
+    # (one) 4, as their 96 / 48 KiB of shared memory allow; no spill on sm_90a
     **{(fam, kind, dt): n for fam, dt in WGMMA_FAMILIES.items()
        for kind, n in (("64x128/g64x128", 4), ("128x128/g64x128", 2))},
     # 3xTF32 64x64 (four warps): with no hint ptxas aimed at 168 registers and spilled 4-8
@@ -87,10 +87,10 @@ STAGES = {
     # for 128x64 and 2 for 128x128); not timed against fewer yet
     **{(fam, kind, dt): 4 for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))
        for kind in ("32x32/w16x16", "64x64/w32x32", "128x64/w64x32", "128x128/w64x32")},
-    # the wgmma kinds: 4 stages of BK 32 where 48 KiB allow (stages() drops to 3 for
-    # 128x128)
-    **{(fam, kind, dt): 4 for fam, dt in WGMMA_FAMILIES.items()
-       for kind in ("64x128/g64x128", "128x128/g64x128")},
+    # the wgmma kinds (tiles.py): 64x128 4 stages of BK 32 (48 KiB, static), 128x128 3 of
+    # BK 64 (96 KiB, dynamic: PG_DYN_SMEM)
+    **{(fam, kind, dt): n for fam, dt in WGMMA_FAMILIES.items()
+       for kind, n in (("64x128/g64x128", 4), ("128x128/g64x128", 3))},
     # the TF32 kinds: 4 stages of BK 16 where 48 KiB allow (stages() drops to 3 for
     # 128x64 and 2 for 128x128); not timed against fewer yet
     **{(fam, kind, "float32"): 4 for fam in TF32_FAMILIES
@@ -98,17 +98,46 @@ STAGES = {
 }
 
 
-# A static __shared__ array may not exceed 48 KiB: fewer stages where more would.
+# A static __shared__ array may not exceed 48 KiB: fewer stages where more would. The
+# wgmma kinds (sm_90a only) may go past it in dynamic shared memory, up to what sm_90
+# lets one block opt into (DYNAMIC_SMEM_ARCH's max_shared_per_workgroup).
 STATIC_SMEM_BYTES = 48 * 1024
+DYNAMIC_SMEM_ARCH = "sm_90"
+
+
+def _smem_limit(variant: Variant) -> int:
+    if not _has_wgmma(variant):
+        return STATIC_SMEM_BYTES
+    from ..occupancy.archs import get_arch
+    return get_arch(DYNAMIC_SMEM_ARCH).max_shared_per_workgroup - DYNAMIC_SMEM_SLACK
+
+
+def _has_wgmma(variant: Variant) -> bool:
+    return any(k.family in WGMMA_FAMILIES for k in variant.kinds)
 
 
 def stages(variant: Variant) -> int:
     """cp.async stages of ``variant`` on sm_80+ (0: the register double buffer)."""
     s = STAGES.get(_key(variant), 0)
-    elem = ITEMSIZE[variant.dtype]
-    while s > 2 and smem_elems_async(variant.kinds, variant.dtype, s) * elem > STATIC_SMEM_BYTES:
+    elem, limit = ITEMSIZE[variant.dtype], _smem_limit(variant)
+    while s > 2 and smem_elems_async(variant.kinds, variant.dtype, s) * elem > limit:
         s -= 1
     return s
+
+
+# Dynamic shared memory starts after the static variables, 16-byte aligned: a launch
+# asks for the tiles' bytes plus this much, for the kernel to align them (PG_SMEM_DECL).
+DYNAMIC_SMEM_SLACK = 1024 - 16
+
+
+def dynamic_smem(variant) -> int:
+    """Bytes of dynamic shared memory a launch of ``variant`` passes (PG_DYN_SMEM): the
+    stages of a wgmma variant that exceed the static limit, plus DYNAMIC_SMEM_SLACK;
+    0 for every other variant (a static array)."""
+    if not isinstance(variant, Variant) or not _has_wgmma(variant):
+        return 0
+    tiles = smem_elems_async(variant.kinds, variant.dtype, stages(variant)) * ITEMSIZE[variant.dtype]
+    return tiles + DYNAMIC_SMEM_SLACK if tiles > STATIC_SMEM_BYTES else 0
 
 
 # Unroll count of the BK loop, same keys (an op after the dtype, as in MIN_BLOCKS, wins);
@@ -295,6 +324,7 @@ class Rendered:
     source: str
     name: str
     threads: int
+    dynamic_smem: int = 0   # bytes of dynamic shared memory every launch passes
 
 
 @lru_cache(maxsize=None)
@@ -345,6 +375,7 @@ def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str
         **tf32,
         **mfma,
         **wgmma,
+        **({"PG_DYN_SMEM": "1"} if dynamic_smem(variant) else {}),
     }
 
 
@@ -353,4 +384,5 @@ def render(variant: Variant | TileExpand | SplitReduce | StageCopy) -> Rendered:
     compat, body = _texts()
     prefix = "".join(f"#define {k} {v}\n" for k, v in defines(variant).items())
     source = f"// portgemm variant {variant.name}\n{compat}\n{prefix}\n{body}"
-    return Rendered(source=source, name=variant.name, threads=variant.threads)
+    return Rendered(source=source, name=variant.name, threads=variant.threads,
+                    dynamic_smem=dynamic_smem(variant))

@@ -13,6 +13,8 @@
 //   PG_SMEM_ELEMS   shared-memory elements of the register path (max over the kinds)
 //   PG_STAGES       cp.async pipeline stages on sm_80+ (0: the register path everywhere)
 //   PG_SMEM_ELEMS_ASYNC  shared-memory elements of the cp.async path (PG_STAGES stages)
+//   PG_DYN_SMEM     1: the shared tiles are the launch's dynamic shared memory (the wgmma
+//                   kinds' stages past 48 KiB); 0 or absent: a static array
 //   PG_PAD          shared-memory row padding in elements (keeps 16-byte alignment)
 //   PG_KINDS(X)     X(id, BM, BN, BK, NT, RM, RN, E) for every tile kind this entry point
 //                   runs; E = 0: SIMT, RM x RN a thread's micro-tile; E = 1: warp MMA (fp64),
@@ -597,6 +599,19 @@ struct PgAsync {
 #define PG_SMEM_ALIGN 1024
 #else
 #define PG_SMEM_ALIGN 16
+#endif
+
+// The shared tiles of an entry point: a static array, or (PG_DYN_SMEM, the wgmma kinds'
+// deeper pipelines past the 48 KiB a static array may hold) the launch's dynamic shared
+// memory, which starts after the static variables: PG_SMEM_ALIGN - 16 bytes more are
+// requested (render.Rendered.dynamic_smem) and the tiles start at the next aligned address.
+#if PG_DYN_SMEM
+#define PG_SMEM_DECL(name)                                                                 \
+    extern __shared__ __align__(16) unsigned char pg_dyn_smem[];                           \
+    PG_T* name = reinterpret_cast<PG_T*>(                                                  \
+        pg_dyn_smem + (-pg_smem_addr(pg_dyn_smem) & (PG_SMEM_ALIGN - 1)))
+#else
+#define PG_SMEM_DECL(name) alignas(PG_SMEM_ALIGN) __shared__ PG_T name[PG_SMEM_TILE]  // alignas first: clang (HIP) rejects it after __shared__
 #endif
 
 // The carry (PG_CARRY, where compat.h's PG_CARRY_VENDOR allows). Everything below that
@@ -2067,7 +2082,7 @@ PG_NAME(const int* __restrict__ offs, int groups, int rows, int tiles_n, const P
         int ldc, int N, int K, double alpha, double beta, const double* __restrict__ alphas,
         const double* __restrict__ betas)
 {
-    alignas(PG_SMEM_ALIGN) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+    PG_SMEM_DECL(smem);
 #if PG_HALF
     // The 16-bit kinds (pg_ragged_tile16): every thread finds the same slot; thread 0
     // writes it to shared memory for the call, and the barrier publishes it.
@@ -2112,7 +2127,7 @@ extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
-    alignas(PG_SMEM_ALIGN) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+    PG_SMEM_DECL(smem);
     const PgGemm* g = gemms + base + blockIdx.z;
     const int kind = 0;
     switch (kind) {
@@ -2133,7 +2148,7 @@ extern "C" __global__ void PG_BOUNDS
 PG_NAME(const PgGemm* __restrict__ gemms, const PgTile* __restrict__ tiles,
         const int* __restrict__ block_ptr, int base)
 {
-    alignas(PG_SMEM_ALIGN) __shared__ PG_T smem[PG_SMEM_TILE];  // alignas first: clang (HIP) rejects it after __shared__
+    PG_SMEM_DECL(smem);
     const int b = base + blockIdx.x;
     const int t0 = block_ptr[b], t1 = block_ptr[b + 1];
     if ((int)threadIdx.x >= pg_threads_of(tiles[t0].kind)) return;

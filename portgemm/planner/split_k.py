@@ -28,14 +28,15 @@ import numpy as np
 
 from ..occupancy.ceilings import ceilings_for
 from ..plan import Plan, SplitK
-from ..tiles import FAMILIES, HALF_FAMILIES
 from .cost_model import planned_ms
 
 CANDIDATES = (2, 4, 8, 16)
-# The widest K step of any kind that may split: slices are multiples of it, so no K step
-# of any kind straddles two slices and the offset A and B keep their 16-byte alignment.
-# (The 16-bit families never split: planner.HALF_FAMILY.)
-BK = max(k.tk for fam, kinds in FAMILIES.items() if fam not in HALF_FAMILIES for k in kinds)
+# The K step of the slices: a multiple of every K step of a kind that may split (the
+# fp32 / fp64 families; the 16-bit ones never split: planner.HALF_FAMILY), so no K step
+# straddles two slices and the offset A and B keep their 16-byte alignment. Those steps
+# are at most 16 (tests/test_split_k.py); 32 is what the split-K plans were measured with (it was the widest
+# step of any family then, the 16-bit wgmma kinds' BK included).
+BK = 32
 MIN_SLICE = 2 * BK
 
 
