@@ -321,10 +321,21 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         """A kind per column -> a kind per GEMM."""
         return kidx if inverse is None else kidx.take(inverse)
 
+    priced = {}   # (costs, kind per column) -> tile_by_tile's seconds, for this rule
+
     def tile_by_tile(kidx, kc=kc):
         """The seconds of a kind per column, its GEMMs priced one by one in launch order
         (cost_model.predict_gemms: what BatchModel.predict gives; it differs from the
-        aggregates' price for launches of two waves only)."""
+        aggregates' price for launches of two waves only). Each tiling is priced once:
+        the ladders' levels often repeat one (8 GEMMs: 13 re-pricings of 2 tilings),
+        and a tiling's price depends on nothing else of this rule."""
+        key = (id(kc), kidx.dtype.char, kidx.tobytes())   # kc and kc_ladder outlive it
+        hit = priced.get(key)
+        if hit is None:
+            hit = priced[key] = _tile_by_tile(kidx, kc)
+        return hit
+
+    def _tile_by_tile(kidx, kc):
         c = counts.reshape(-1).take(kidx * B + cols)
         st = steps if fk["one_tk"] else steps.reshape(-1).take(kidx * B + cols)
         if inverse is not None:
