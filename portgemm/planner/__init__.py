@@ -601,7 +601,7 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     if split:   # slices keep their GEMM's operand layout (lda, ldb), not the slice's K
         def replan(vs, gemm):
             rows = aligned_rows(s, dt) if aligned is None else aligned
-            return info.fn(dataclasses.replace(req, shapes=vs, aligned=rows[gemm]))
+            return info.fn(dataclasses.replace(req, shapes=vs, aligned=rows[gemm], inner=True))
         p = split_k_rule.consider(p, replan)
     if stage is not False and dt in staging_rule.STAGED_DTYPES:
         # the leading dimensions: dense operands' (lda = K, ldb = N) unless given

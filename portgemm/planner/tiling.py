@@ -30,6 +30,9 @@ class Request:
     # (batch, 2) bool: A's and B's rows are 16-byte aligned (planner/alignment.py);
     # None: dense row-major operands, read from the shapes
     aligned: np.ndarray | None = None
+    # a plan inside another (split-K's virtual GEMMs): only its tiles and prediction
+    # are read, so the strategy may take cheaper exact shortcuts (wavefront_tlp.plan_with)
+    inner: bool = False
 
     @property
     def batch(self) -> int:

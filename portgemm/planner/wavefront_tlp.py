@@ -58,8 +58,9 @@ from . import register
 from ..occupancy.vector_path import SWITCH_MARGIN
 from .alignment import aligned_batch, share_of
 from .classes import batch_classes
-from .cost_model import (batch_depth, kind_costs, predict_assignment, predict_gemms,
-                         predict_rows, resource_bound, start_stage_times)
+from .cost_model import (BatchModel, batch_depth, kind_costs, longest_tile_bound,
+                         predict_assignment,
+                         predict_gemms, predict_rows, resource_bound, start_stage_times)
 from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
                            family_keys, first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity,
@@ -593,8 +594,12 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     # The structure with the lower bound is planned first; the other is planned only if
     # its bound leaves it a chance (ties go to the paper's kinds), so a batch whose
     # winner is clear pays for one rule and a bound.
-    lb_p = least_possible(req, kinds, tabs_p)
-    lb_o = least_possible(ours_req, ours_kinds, tabs_o)
+    # a replan inside another plan (split-K's slices) bounds by the longest tile too: its
+    # notes are read by no one but its own describe(), where "not planned" is as true,
+    # and the plan it returns is the same (a structure skipped cannot win); a plan of
+    # its own keeps the bounds its notes have always quoted
+    lb_p = least_possible(req, kinds, tabs_p, longest=req.inner)
+    lb_o = least_possible(ours_req, ours_kinds, tabs_o, longest=req.inner)
     # ours is weighed against the paper's kinds as they are priced: without the device's
     # measured kind factors, which the paper's fused launch has none of (like_for_like)
     lo, alike = like_for_like(ours_req, ours_kinds, {k.engine for k in kinds}) \
@@ -666,17 +671,25 @@ def like_for_like(req, kinds, engines):
     # tile times scale by 1 / kf, launches and floors not: the price lies between
     lo, hi = min(1.0, 1.0 / float(kf.max())), max(1.0, 1.0 / float(kf.min()))
 
+    priced = {}   # id(choice) -> (choice, its price): plan_with may ask twice
+
     def price(choice, against):
         o_ms = choice.predicted * 1e3
         if o_ms * hi < against or o_ms * lo >= against:   # decided without pricing it
             return o_ms * hi if o_ms * hi < against else o_ms * lo
+        hit = priced.get(id(choice))
+        if hit is None or hit[0] is not choice:
+            hit = priced[id(choice)] = (choice, exact(choice, o_ms))
+        return hit[1]
+
+    def exact(choice, o_ms):
         kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds),
                         depth=depth)
         plain = dataclasses.replace(kc, factor=kc.factor / kf)
-        counts = tile_counts(req.shapes, kinds)
-        t = predict_assignment(req.shapes, counts, choice.kidx, kc, True)
-        return o_ms * predict_assignment(req.shapes, counts, choice.kidx, plain, True) / t \
-            if t > 0 else o_ms
+        # one model of the batch for both prices: the factors change no floor
+        model = BatchModel(req.shapes, tile_counts(req.shapes, kinds), kc, True)
+        t = model.predict(choice.kidx)[0]
+        return o_ms * model.predict(choice.kidx, plain)[0] / t if t > 0 else o_ms
     return lo, price
 
 
@@ -686,12 +699,14 @@ def unfactored(o_cmp: float, same: bool, before: str, after: str = "") -> str:
     return "" if same else f"{before}{o_cmp:.4g} ms without the measured kind factors{after}"
 
 
-def least_possible(req, kinds, tabs: BatchTables) -> float:
+def least_possible(req, kinds, tabs: BatchTables, longest: bool = False) -> float:
     """A lower bound on the seconds the cost model predicts for any tiling the device
     rule can choose for ``kinds`` in the request's mode: every GEMM at its allowed kind
     of least *resource time* (cost_model.resource_bound). A few passes over the batch's
     tables, which the rule then reuses; it lets algorithm1 skip planning a structure
-    that cannot win."""
+    that cannot win. ``longest``: also bound it by the longest tile
+    (cost_model.longest_tile_bound: tighter for small batches, whose few tiles leave the
+    device idle)."""
     if not tabs.live.any():
         return 0.0
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
@@ -700,8 +715,10 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds), depth=depth)
     # the rule's one-kind candidates may put a GEMM on a tile that does not fit it
     one_kind = kind_costs(req.arch, kinds, table, req.dtype, depth=depth).factor is not None
-    return resource_bound(kc, tabs.counts, tabs.steps, 0.0 if one_kind else tabs.penalty,
-                          req.mode == "per-kind", tabs.floor(kc), tabs.inverse)
+    penalty, per_kind = 0.0 if one_kind else tabs.penalty, req.mode == "per-kind"
+    return resource_bound(kc, tabs.counts, tabs.steps, penalty, per_kind, tabs.floor(kc),
+                          tabs.inverse, longest_tile_bound(kc, tabs.steps, penalty, tabs.live,
+                                                           per_kind) if longest else 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
