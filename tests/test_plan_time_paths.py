@@ -21,7 +21,7 @@ from portgemm.planner import wavefront_tlp
 from portgemm.planner.cost_model import (_launch_times, batch_depth, kind_costs, last_sharing,
                                          longest_tile_bound, sharing, stage_times)
 from portgemm.planner.parallelism import kind_table
-from portgemm.planner.tiling import Request
+from portgemm.planner.tiling import PlanToBuild, Request, built
 from portgemm.tiles import FAMILIES
 
 ARCHS = ("sm_90", "sm_80", "gfx90a")
@@ -92,7 +92,8 @@ def test_longest_tile_bound_is_the_longest_least_tile():
 @pytest.mark.parametrize("seed", range(6))
 def test_inner_replans_plan_what_a_plan_of_its_own_does(seed):
     """Request.inner (split-K's virtual GEMMs) may skip a structure by the longest-tile
-    bound; the plan is the same: tiles, kinds, mode, TLP and predicted_ms."""
+    bound and defers building; the plan is the same: tiles, kinds, mode, TLP and
+    predicted_ms."""
     rng = np.random.default_rng(100 + seed)
     for trial in range(25):
         s = planner._shapes(small_batch(rng))
@@ -100,7 +101,10 @@ def test_inner_replans_plan_what_a_plan_of_its_own_does(seed):
         a = get_arch(ARCHS[(trial // 2) % 3])
         req = Request(s, dtype, a, "fused", {}, mode_given=False)
         own = wavefront_tlp.plan_wavefront(req)
-        inner = wavefront_tlp.plan_wavefront(dataclasses.replace(req, inner=True))
+        pending = wavefront_tlp.plan_wavefront(dataclasses.replace(req, inner=True))
+        assert isinstance(pending, PlanToBuild)   # built only if split-K keeps it
+        assert pending.predicted_ms == own.predicted_ms
+        inner = built(pending)
         assert inner.mode == own.mode and inner.kinds == own.kinds
         assert inner.predicted_ms == own.predicted_ms
         assert float(inner.tlp) == float(own.tlp)

@@ -30,6 +30,7 @@ from ..occupancy.ceilings import ceilings_for
 from ..plan import Plan, SplitK
 from ..tiles import FAMILIES, HALF_FAMILIES
 from .cost_model import planned_ms
+from .tiling import built
 
 CANDIDATES = (2, 4, 8, 16)
 # The widest K step of any kind that may split: slices are multiples of it, so no K step
@@ -92,7 +93,7 @@ def consider(unsplit: Plan, replan) -> Plan:
     """``unsplit`` itself, or a copy carrying the split (Plan.split) the cost model
     predicts faster. ``replan(shapes, gemm) -> Plan``: the same strategy and options over
     virtual shapes (``gemm``: each slice's GEMM, whose operands' layout it keeps), never
-    split."""
+    split; or a tiling.PlanToBuild, built here only if kept."""
     shapes = unsplit.shapes
     if shapes.shape[0] == 0 or unsplit.n_tiles == 0:
         return unsplit
@@ -135,6 +136,7 @@ def consider(unsplit: Plan, replan) -> Plan:
             f"of a wave of {wave}): {', '.join(weighed)} ms, none faster than "
             f"unsplit {base:.4g} ms")
     total, gemm_ms, red_ms, s, L, vplan, S = best
+    vplan = built(vplan)
     n_split = int((s > 1).sum())
     why = (f"split-K: {n_split} of {shapes.shape[0]} GEMM(s) split (up to {int(s.max())} ways, "
            f"slices of {int(L[s > 1].min())}..{int(L[s > 1].max())}): the unsplit plan's "

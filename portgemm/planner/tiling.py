@@ -43,6 +43,25 @@ class Request:
         return default if v is None else v
 
 
+class PlanToBuild:
+    """An inner replan's plan before it is built (Request.inner): its predicted
+    milliseconds, and ``build()`` for the Plan itself. Split-K weighs its candidates by
+    prediction and builds only the one it keeps (building, the GEMM order and tile
+    layout, is a tenth of a small replan)."""
+    __slots__ = ("predicted_ms", "_build")
+
+    def __init__(self, predicted_ms: float, build):
+        self.predicted_ms, self._build = predicted_ms, build
+
+    def build(self) -> Plan:
+        return self._build()
+
+
+def built(p) -> Plan:
+    """``p`` itself, or the Plan of a PlanToBuild."""
+    return p.build() if isinstance(p, PlanToBuild) else p
+
+
 def cdiv(a, b):
     return -(-a // b)
 

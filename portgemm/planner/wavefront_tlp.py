@@ -67,7 +67,7 @@ from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity
                           resident_tlp_and_capacity, tlp_threshold, wavefront_tlp,
                           workgroup_tlp)
 from .scratch import buffer, buffers, planning
-from .tiling import (gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
+from .tiling import (PlanToBuild, gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
                      per_gemm_tiles, tile_counts, tile_grid, tile_layout)
 
 FAMILY = ZHANG2025
@@ -777,7 +777,15 @@ def _choose(req, tlp_formula: str, kinds=None, tabs=None) -> _Choice:
 
 def _build(req, strategy: str, tlp_formula: str, c: _Choice, more_notes: tuple = ()):
     """The plan of a choice: one tile per block, longest tiles first (all tiles of a
-    GEMM cost the same)."""
+    GEMM cost the same). An inner replan's (Request.inner) is built when asked
+    (tiling.PlanToBuild): split-K builds only the candidate it keeps."""
+    if req.inner:
+        return PlanToBuild(c.predicted * 1e3, lambda: _build_now(req, strategy, tlp_formula,
+                                                                   c, more_notes))
+    return _build_now(req, strategy, tlp_formula, c, more_notes)
+
+
+def _build_now(req, strategy: str, tlp_formula: str, c: _Choice, more_notes: tuple = ()):
     shapes, kinds, kidx = req.shapes, c.kinds, c.kidx
     notes = notes_for_shapes(shapes) + list(c.notes) + list(more_notes)
     # each GEMM's tile and tile grid, once: for the order and for the layout
