@@ -165,3 +165,48 @@ def test_default_plans_of_small_batches_are_deterministic_and_split_as_before(se
         np.testing.assert_array_equal(own.layout.kind, v.layout.kind)
         assert math.isclose(p.split.predicted_ms, v.predicted_ms + p.split.reduce_ms,
                             rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_dense_ladders_equal_the_typed_ones(seed):
+    """level_search.dense_rounds and dense_cap_aggregates (few columns) give typed_rounds'
+    and cap_aggregates' numbers exactly, and the same kinds per column at every rounds
+    row, for every tile family (nested or not, one tk or several), with and without
+    class weights, over random batches, ladders and caps."""
+    from portgemm.planner import level_search as L
+    rng = np.random.default_rng(900 + seed)
+    fams = [f for f in FAMILIES if f != "magma"]
+    for trial in range(12):
+        kinds = tuple(sorted(FAMILIES[fams[(seed * 12 + trial) % len(fams)]], key=lambda k: k.area))
+        s = small_batch(rng)
+        tabs = wavefront_tlp.BatchTables(s, kinds)
+        fk, B, n = tabs.fk, s.shape[0], len(kinds)
+        counts = tabs.counts.copy()
+        if trial % 3 == 0:   # class weights: a column stands for several GEMMs
+            counts *= rng.integers(1, 5, B)
+        cs = counts * tabs.steps
+        steps_live = tabs.steps_live.copy()
+        start, least = tabs.start.copy(), rng.integers(0, n, B)
+        n_levels = max(int(rng.integers(2, 10)), n)
+        mn = (s[:, 0], s[:, 1])
+        (a_n, a_s, a_m), a_kinds = L.typed_rounds(fk, mn, start, least, counts, cs, steps_live,
+                                                  n_levels, None, tabs.bucket)
+        (b_n, b_s, b_m), b_kinds = L.dense_rounds(fk, mn, start, least, counts, cs, steps_live,
+                                                  n_levels, tabs.bucket)
+        for x, y in ((a_n, b_n), (a_s, b_s), (a_m, b_m)):
+            assert x.tolist() == y.tolist()
+        for row in range(2 * n_levels):
+            assert a_kinds(row).tolist() == b_kinds(row).tolist()
+        T = rng.uniform(1e-6, 1e-4, (n, B))
+        work = counts * T
+        allowed = tabs.allowed.copy()
+        fastest = L.first_kind(allowed & (T == np.where(allowed, T, np.inf).min(axis=0)), fk)
+        t_long = float(T.max())
+        n_caps = int(rng.integers(1, L.MAX_CAPS + 1))
+        lo, hi = L.cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps,
+                              max(n_caps + 1, n_levels))
+        lo, hi = lo.copy(), hi.copy()
+        want = L.cap_aggregates(lo, hi, counts, cs, steps_live, max(n_caps + 1, n_levels))
+        got = L.dense_cap_aggregates(lo, hi, counts, cs, steps_live, max(n_caps + 1, n_levels))
+        for x, y in zip(want, got):
+            assert x.tolist() == y.tolist()

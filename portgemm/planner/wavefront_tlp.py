@@ -61,8 +61,9 @@ from .classes import batch_classes
 from .cost_model import (BatchModel, batch_depth, kind_costs, longest_tile_bound,
                          predict_assignment,
                          predict_gemms, predict_rows, resource_bound, start_stage_times)
-from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
-                           family_keys, first_kind, level_kinds, nudges, typed_rounds)
+from .level_search import (DENSE_COLUMNS, LADDERS, MAX_CAPS, cap_aggregates, cap_events,
+                           count_le, dense_cap_aggregates, dense_rounds, family_keys,
+                           first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity,
                           resident_tlp_and_capacity, tlp_threshold, wavefront_tlp,
                           workgroup_tlp)
@@ -402,12 +403,17 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             n_caps = j
             break
     n_levels = max(n_caps + 1, n_k)
-    (r_n, r_s, r_m), round_kinds = typed_rounds(
-        fk, (tabs.shapes[:, 0], tabs.shapes[:, 1]), start, least, counts_w, cs_w, steps_live,
-        n_levels,
-        None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
+    mn = (tabs.shapes[:, 0], tabs.shapes[:, 1])
+    if B <= DENSE_COLUMNS:   # few columns: summed column by column (level_search.py)
+        (r_n, r_s, r_m), round_kinds = dense_rounds(fk, mn, start, least, counts_w, cs_w,
+                                                    steps_live, n_levels, tabs.bucket)
+    else:
+        (r_n, r_s, r_m), round_kinds = typed_rounds(
+            fk, mn, start, least, counts_w, cs_w, steps_live, n_levels,
+            None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
-    c_n, c_s, c_m = cap_aggregates(lo, hi, counts_w, cs_w, steps_live, n_levels)
+    c_n, c_s, c_m = (dense_cap_aggregates if B <= DENSE_COLUMNS else cap_aggregates)(
+        lo, hi, counts_w, cs_w, steps_live, n_levels)
     # where measured factors correct the kinds' tile times (a tuned family, the device's
     # kind factors: cost_model.measured_factor), each kind on every GEMM, fitting or not,
     # is a candidate too: on the H100 one fp64 MMA kind alone beat the ladders' mixes of
