@@ -92,8 +92,8 @@ def test_longest_tile_bound_is_the_longest_least_tile():
 @pytest.mark.parametrize("seed", range(6))
 def test_inner_replans_plan_what_a_plan_of_its_own_does(seed):
     """Request.inner (split-K's virtual GEMMs) may skip a structure by the longest-tile
-    bound and defers building; the plan is the same: tiles, kinds, mode, TLP and
-    predicted_ms."""
+    bound, plans its parent's family first and defers building; the plan is the same:
+    tiles, kinds, mode, TLP and predicted_ms."""
     rng = np.random.default_rng(100 + seed)
     for trial in range(25):
         s = planner._shapes(small_batch(rng))
@@ -101,7 +101,11 @@ def test_inner_replans_plan_what_a_plan_of_its_own_does(seed):
         a = get_arch(ARCHS[(trial // 2) % 3])
         req = Request(s, dtype, a, "fused", {}, mode_given=False)
         own = wavefront_tlp.plan_wavefront(req)
-        pending = wavefront_tlp.plan_wavefront(dataclasses.replace(req, inner=True))
+        # inner: True, or the family of the plan it is inside (planned first): either
+        # structure first, and a family that names neither
+        hint = (True, wavefront_tlp.FAMILY[0].family, wavefront_tlp.our_family(dtype, a),
+                "no-such-family")[trial % 4]
+        pending = wavefront_tlp.plan_wavefront(dataclasses.replace(req, inner=hint))
         assert isinstance(pending, PlanToBuild)   # built only if split-K keeps it
         assert pending.predicted_ms == own.predicted_ms
         inner = built(pending)

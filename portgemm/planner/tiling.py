@@ -31,8 +31,9 @@ class Request:
     # None: dense row-major operands, read from the shapes
     aligned: np.ndarray | None = None
     # a plan inside another (split-K's virtual GEMMs): only its tiles and prediction
-    # are read, so the strategy may take cheaper exact shortcuts (wavefront_tlp.plan_with)
-    inner: bool = False
+    # are read, so the strategy may take cheaper exact shortcuts (wavefront_tlp.plan_with);
+    # a string: the tile family of the plan it is inside (a hint: the likely winner)
+    inner: bool | str = False
 
     @property
     def batch(self) -> int:

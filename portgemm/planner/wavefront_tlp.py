@@ -600,18 +600,25 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     # The structure with the lower bound is planned first; the other is planned only if
     # its bound leaves it a chance (ties go to the paper's kinds), so a batch whose
     # winner is clear pays for one rule and a bound.
-    # a replan inside another plan (split-K's slices) bounds by the longest tile too: its
-    # notes are read by no one but its own describe(), where "not planned" is as true,
-    # and the plan it returns is the same (a structure skipped cannot win); a plan of
-    # its own keeps the bounds its notes have always quoted
-    lb_p = least_possible(req, kinds, tabs_p, longest=req.inner)
-    lb_o = least_possible(ours_req, ours_kinds, tabs_o, longest=req.inner)
+    # A replan inside another plan (split-K's slices, Request.inner) bounds by the
+    # longest tile too, and plans first the structure its parent plan chose, bounding
+    # only the other: its notes are read by no one but its own describe(), where "not
+    # planned" is as true, and the plan it returns is the same (a structure skipped
+    # cannot win, whichever is planned first); a plan of its own keeps the bounds its
+    # notes have always quoted.
+    inner = bool(req.inner)
+    parent = req.inner if isinstance(req.inner, str) else None
+    ours_first = (True if parent == ours_kinds[0].family else
+                  False if parent == kinds[0].family else None)
     # ours is weighed against the paper's kinds as they are priced: without the device's
     # measured kind factors, which the paper's fused launch has none of (like_for_like)
     lo, alike = like_for_like(ours_req, ours_kinds, {k.engine for k in kinds}) \
         if req.dtype in LIKE_FOR_LIKE else (1.0, lambda choice, against: choice.predicted * 1e3)
-    lb_o *= lo
-    if lb_o < lb_p:
+    if ours_first is not False:
+        lb_p = least_possible(req, kinds, tabs_p, longest=inner)
+    if ours_first is not True:
+        lb_o = least_possible(ours_req, ours_kinds, tabs_o, longest=inner) * lo
+    if ours_first if ours_first is not None else lb_o < lb_p:
         ours = _choose(ours_req, tlp_formula, ours_kinds, tabs_o)
         o_ms, o_cmp = ours.predicted * 1e3, alike(ours, lb_p * 1e3 / (1 + 1e-6))
         if lb_p * 1e3 > o_cmp * (1 + 1e-6):
