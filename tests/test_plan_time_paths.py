@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,31 +26,17 @@ from portgemm.planner.parallelism import kind_table
 from portgemm.planner.tiling import PlanToBuild, Request, built
 from portgemm.tiles import FAMILIES
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_plan_equivalence import random_shapes  # noqa: E402
+
 ARCHS = ("sm_90", "sm_80", "gfx90a")
 
 
 def small_batch(rng) -> np.ndarray:
-    """1 to 64 GEMMs (the sizes split-K replans), of several distributions: the design
-    grid's, MoE-like, tiny with empty dimensions, long K, exact multiples."""
-    b = int(rng.integers(1, 65))
-    kind = int(rng.integers(0, 5))
-    if kind == 0:
-        top = int(rng.choice([128, 1024]))
-        s = np.stack([rng.integers(16, top + 1, b), rng.integers(16, top + 1, b),
-                      rng.integers(16, 513, b)], axis=1)
-    elif kind == 1:
-        nk = rng.integers(1, 9, (8, 2)) * 256
-        e = rng.integers(0, 8, b)
-        s = np.stack([rng.integers(0, int(rng.choice([128, 1024])) + 1, b), nk[e, 0], nk[e, 1]],
-                     axis=1)
-    elif kind == 2:
-        s = rng.integers(0, 70, (b, 3))
-    elif kind == 3:
-        s = np.stack([rng.integers(1, 300, b), rng.integers(1, 300, b),
-                      rng.integers(0, 9000, b)], axis=1)
-    else:
-        s = rng.integers(1, 65, (b, 3)) * int(rng.choice([8, 16, 32]))
-    return s.astype(np.int64)
+    """1 to 64 GEMMs (the sizes split-K replans) of test_plan_equivalence's distributions:
+    the design grid's, MoE-like, repeated, tiny with empty dimensions, long K, exact
+    multiples."""
+    return random_shapes(rng, int(rng.integers(1, 65)))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
