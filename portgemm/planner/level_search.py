@@ -394,8 +394,9 @@ def level_kinds(lo: np.ndarray, hi: np.ndarray, level: int, fk, fallback: np.nda
 # (dense_rounds, dense_cap_aggregates): a few passes over (levels, kinds, columns), where
 # typed_rounds' and cap_aggregates' grouping by type and event costs more calls than it
 # saves (a batch of 8 GEMMs and its split-K replans of 15 to 60 virtual GEMMs: 1.1-1.2x
-# a miss; 600 columns 1.15x; 1,024 columns 0.87-0.92x, this CPU, bench/NOTES.md session 10).
-DENSE_COLUMNS = 640
+# a miss, 64 GEMMs 1.1x, 128-256 1.02-1.03x; from 400 columns on the (levels, kinds,
+# columns) passes cost more: 0.87-0.95x; this CPU, bench/NOTES.md session 10).
+DENSE_COLUMNS = 256
 
 
 def dense_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int,
