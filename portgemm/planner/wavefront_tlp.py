@@ -59,8 +59,8 @@ from ..occupancy.vector_path import SWITCH_MARGIN
 from .alignment import aligned_batch, share_of
 from .classes import batch_classes
 from .cost_model import (BatchModel, batch_depth, kind_costs, longest_tile_bound,
-                         predict_assignment,
-                         predict_gemms, predict_rows, resource_bound, start_stage_times)
+                         predict_assignment, predict_gemms, predict_rows, resource_bound,
+                         start_stage_times)
 from .level_search import (DENSE_COLUMNS, LADDERS, MAX_CAPS, cap_aggregates, cap_events,
                            count_le, dense_cap_aggregates, dense_rounds, family_keys,
                            first_kind, level_kinds, nudges, typed_rounds)
