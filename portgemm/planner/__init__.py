@@ -599,9 +599,13 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
                   aligned=aligned)
     p = info.fn(req)
     if split:   # slices keep their GEMM's operand layout (lda, ldb), not the slice's K
+        # a replan inside this plan: the strategy may skip what only notes would show,
+        # and weigh first the tile family this plan chose (tiling.Request.inner)
+        inner = p.kinds[0].family if p.kinds else True
+
         def replan(vs, gemm):
             rows = aligned_rows(s, dt) if aligned is None else aligned
-            return info.fn(dataclasses.replace(req, shapes=vs, aligned=rows[gemm]))
+            return info.fn(dataclasses.replace(req, shapes=vs, aligned=rows[gemm], inner=inner))
         p = split_k_rule.consider(p, replan)
     if stage is not False and dt in staging_rule.STAGED_DTYPES:
         # the leading dimensions: dense operands' (lda = K, ldb = N) unless given

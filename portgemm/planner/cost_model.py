@@ -256,6 +256,33 @@ def last_sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
     return np.full(kc.n_kinds, float(r)), np.full(kc.n_kinds, float(u))
 
 
+def _launch_times(kc: KindCosts, n: list, per_kind: bool):
+    """((prologue + epilogue, step), the same in the last wave), each a list per kind, of
+    tiles at :func:`sharing` and :func:`last_sharing` of ``n`` tiles per kind (integers,
+    as floats): their arithmetic, operation for operation, in Python floats (a handful
+    of kinds: NumPy's per-call cost would be most of it)."""
+    cus, tw, act = kc.cus, *_kind_lists(kc)[:2]
+    if per_kind:   # each kind's launch on its own (tiles_sharing, waves_of)
+        r = [min(max(x / cus, 1.0), a) for x, a in zip(n, act)]
+        u = [min(1.0, rk * w / SATURATING_WARPS) for rk, w in zip(r, tw)]
+        last = []
+        for x, a in zip(n, act):
+            slots = cus * a
+            last.append(x - max(float(math.ceil(x / slots - 1e-9)) - 1.0, 0.0) * slots)
+        rl = [min(max(x / cus, 1.0), a) for x, a in zip(last, act)]
+        ul = [min(1.0, rk * w / SATURATING_WARPS) for rk, w in zip(rl, tw)]
+        return _times_at(kc, r, u), _times_at(kc, rl, ul)
+    total = sum(n)   # integers: exact in any order, as is the dot product below
+    warps = sum(x * w for x, w in zip(n, tw)) / total if total else kc.tile_warps_max
+    r1 = min(max(total / cus, 1.0), kc.active_max)
+    slots = kc.slots_max
+    last = total - max(float(math.ceil(total / slots - 1e-9)) - 1.0, 0.0) * slots
+    rl = min(max(last / cus, 1.0), kc.active_max)
+    k = len(n)
+    return (_times_at(kc, [r1] * k, [min(1.0, r1 * warps / SATURATING_WARPS)] * k),
+            _times_at(kc, [rl] * k, [min(1.0, rl * warps / SATURATING_WARPS)] * k))
+
+
 def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     """(prologue, step, epilogue) seconds per kind at sharing (r, u)."""
     c = kc.ceil
@@ -279,7 +306,7 @@ def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
     :func:`sharing` and :func:`stage_times` on arrays, so the same numbers; on the few
     kinds of a family, Python floats cost a fraction of NumPy's per-call overhead."""
     cus, n = kc.cus, [float(x) for x in n_per_kind]
-    tw, act, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor = _kind_lists(kc)
+    tw, act = _kind_lists(kc)[:2]
     if per_kind:   # an alternative kind's launch: as shared as the busiest one
         r1 = max(min(max(x / cus, 1.0), a) for x, a in zip(n, act))
         r = [r1] * len(n)
@@ -289,6 +316,13 @@ def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
         warps = sum(x * w for x, w in zip(n, tw)) / total if total > 0 else kc.tile_warps_max
         r1 = min(max(total / cus, 1.0), kc.active_max)
         r, u = [r1] * len(n), [min(1.0, r1 * warps / SATURATING_WARPS)] * len(n)
+    return _times_at(kc, r, u)
+
+
+def _times_at(kc: KindCosts, r: list, u: list):
+    """:func:`stage_times` at sharing (r, u) (lists of floats, one per kind) as lists
+    (prologue + epilogue, step): the same IEEE operations in the same order."""
+    _, _, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor = _kind_lists(kc)
     c = kc.ceil
     lat, per_cu = c.latency_s, c.copy_bytes_per_s / kc.cus
     smem = c.smem_bytes_per_s_per_cu
@@ -408,13 +442,16 @@ class BatchModel:
         self.K = shapes[:, 2].astype(np.float64)
         self.floor = floors(shapes, kc) if floor is None else floor
 
-    def predict(self, kidx: np.ndarray):
+    def predict(self, kidx: np.ndarray, kc: KindCosts | None = None):
         """(seconds, tiles per kind) when GEMM i runs its tiles of kind kidx[i], one tile
-        per block; per-kind mode: the kinds' launches one after another."""
+        per block; per-kind mode: the kinds' launches one after another. ``kc``: other
+        costs of the same kinds (their tile shapes, element size and rates: the floors
+        and K steps stay), e.g. without measured factors; None: the model's own."""
         flat = self.base + kidx
         c = self.counts[flat]
         steps = self.steps.ravel()[flat]
-        return predict_gemms(self.kc, kidx, c, steps, self.K, self.per_kind, self.floor)
+        return predict_gemms(self.kc if kc is None else kc, kidx, c, steps, self.K,
+                             self.per_kind, self.floor)
 
     def tile_times(self, kidx: np.ndarray) -> np.ndarray:
         """(batch, kinds) seconds of one tile of kind k on GEMM i, at the sharing the
@@ -436,12 +473,9 @@ def predict_gemms(kc: KindCosts, kidx: np.ndarray, c: np.ndarray, steps: np.ndar
     in the order the plans launch them (tiling.gemm_lpt_order: descending tm tn K;
     per kind, descending K inside each kind's launch)."""
     n_k = np.bincount(kidx, weights=c, minlength=kc.n_kinds)
-    r, u = sharing(kc, n_k, per_kind)
-    pro, step, epi = stage_times(kc, r, u)
-    t = (pro + epi)[kidx] + steps * step[kidx]
-    rl, ul = last_sharing(kc, n_k, per_kind)
-    pro, step, epi = stage_times(kc, rl, ul)
-    t_last = (pro + epi)[kidx] + steps * step[kidx]
+    (pe, step), (pe_l, step_l) = _launch_times(kc, n_k.tolist(), per_kind)
+    t = np.array(pe).take(kidx) + steps * np.array(step).take(kidx)
+    t_last = np.array(pe_l).take(kidx) + steps * np.array(step_l).take(kidx)
     key = kc.tm[kidx] * kc.tn[kidx] * K   # integers below 2**53: exact
     if per_kind:
         exec_s, launches = 0.0, 0
@@ -604,7 +638,7 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
 
 def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
                    penalty: np.ndarray, per_kind: bool, floor: float,
-                   inverse: np.ndarray | None = None) -> float:
+                   inverse: np.ndarray | None = None, longest: float = 0.0) -> float:
     """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
     ``counts``, ``steps`` (K steps) and ``penalty`` (0 where a GEMM may take the kind, a
     value above any time where not: wavefront_tlp.OUT_OF_REACH) are (kinds, batch). A
@@ -616,7 +650,8 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
     mean-tile term of the model, its last wave included), and a call at least one launch
     latency plus the larger of that and the floors. Every GEMM is charged its allowed
     kind of least such time. ``inverse``: each GEMM's column where the columns are
-    classes of GEMMs (planner/classes.py)."""
+    classes of GEMMs (planner/classes.py). ``longest``: another lower bound on the
+    launches' exec where the caller has one (:func:`longest_tile_bound`)."""
     pe, step = _bound_times(kc, per_kind)
     per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
     per_cu += pe
@@ -626,7 +661,45 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
     if inverse is not None:   # columns are classes: each GEMM's, summed in GEMM order
         least = least.take(inverse)
     live_time = float(least.sum()) / kc.cus
-    return kc.ceil.launch_s + max(live_time, floor)
+    return kc.ceil.launch_s + max(live_time, longest, floor)
+
+
+def longest_tile_bound(kc: KindCosts, steps: np.ndarray, penalty, live: np.ndarray,
+                       per_kind: bool) -> float:
+    """A lower bound on every launch's exec for every assignment of allowed kinds (the
+    other half of :func:`resource_bound`): a launch lasts at least its longest tile, and
+    a tile is never shorter than alone on its CU (r = 1) with the most issue share its
+    launch can give it (u at the most warps a tile of the launch has: fused, the
+    family's largest; per kind, its own), since every stream's time grows with r and
+    falls with u. So the longest tile of any tiling is at least the largest, over the
+    live columns, of each column's least such tile. ``steps``, ``penalty``: (kinds,
+    batch) or broadcast; ``live``: (batch,). Scaled down by 1e-9 relative, below the
+    rounding of the quotients it stands for."""
+    pe, step = _alone_times(kc, per_kind)
+    t = np.multiply(steps, step, out=buffer("alone", (kc.n_kinds, live.shape[0]),
+                                             batch=live.shape[0]))
+    t += pe
+    t += penalty
+    least = t.min(axis=0)
+    least *= live   # finite for every column (its smallest allowed kind): x 0 drops it
+    return float(least.max(initial=0.0)) * (1 - 1e-9)
+
+
+def _alone_times(kc: KindCosts, per_kind: bool):
+    """longest_tile_bound's per-kind (prologue + epilogue, step) seconds of a tile alone
+    on its CU, as (kinds, 1) columns, memoised per KindCosts (shared and read-only)."""
+    key = (id(kc), per_kind, "alone")
+    hit = _bound_memo.get(key)
+    if hit is not None and hit[0] is kc:
+        return hit[1]
+    warps = kc.tile_warps if per_kind else np.full(kc.n_kinds, kc.tile_warps_max)
+    r = np.ones(kc.n_kinds)
+    pro, step, epi = stage_times(kc, r, np.minimum(1.0, warps / SATURATING_WARPS))
+    out = ((pro + epi)[:, None], step[:, None])
+    if len(_bound_memo) > 256:
+        _bound_memo.clear()
+    _bound_memo[key] = (kc, out)
+    return out
 
 
 _bound_memo: dict = {}

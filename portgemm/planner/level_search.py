@@ -388,3 +388,60 @@ def level_kinds(lo: np.ndarray, hi: np.ndarray, level: int, fk, fallback: np.nda
     GEMMs with no tiles, whose kind the model never sees)."""
     held = (lo <= level) & (level < hi)
     return np.where(live, first_kind(held, fk), fallback)
+
+
+# Up to this many columns the ladders' aggregates are summed column by column
+# (dense_rounds, dense_cap_aggregates): a few passes over (levels, kinds, columns), where
+# typed_rounds' and cap_aggregates' grouping by type and event costs more calls than it
+# saves (a batch of 8 GEMMs and its split-K replans of 15 to 60 virtual GEMMs: 1.1-1.2x
+# a miss, 64 GEMMs 1.1x, 128-256 1.02-1.03x; from 400 columns on the (levels, kinds,
+# columns) passes cost more: 0.87-0.95x; this CPU, bench/NOTES.md session 10).
+DENSE_COLUMNS = 256
+
+
+def dense_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int,
+                 bucket=None):
+    """:func:`typed_rounds` (its aggregates and kinds_of, the same numbers: sums of
+    integers and maxima) for few columns, GEMM by GEMM instead of type by type: every
+    column's kind at every level of both ladders is one gather from the round paths,
+    and each aggregate one bincount over (level, kind)."""
+    n, B = fk["n"], start.shape[0]
+    if fk["nested"]:
+        base = np.concatenate([start, least])
+        path, row_base = _round_paths(nested_rounds(n), n_levels)
+    else:
+        m_edges, n_edges, seq = round_table(fk["kinds"])
+        M, N = shapes_mn
+        if bucket is None:
+            bucket = count_le(m_edges, M) * (len(n_edges) + 1) + count_le(n_edges, N)
+        base = np.concatenate([start, least])
+        base += np.concatenate([bucket, bucket]) * n
+        path, row_base = _round_paths(seq, n_levels)
+    # (2L, B): row j < L the kind j rounds from the start, row L + j from the least work
+    kinds_at = path.take(base, axis=0).reshape(2, B, n_levels).transpose(0, 2, 1)
+    kinds_at = kinds_at.reshape(2 * n_levels, B)
+    at = (kinds_at * B + np.arange(B)).reshape(-1)    # (kind, column) in the tables
+    rows = (row_base + kinds_at).reshape(-1)           # (row, kind) of the aggregates
+    size = 2 * n_levels * n
+    agg_n = np.bincount(rows, weights=counts.reshape(-1).take(at), minlength=size)
+    agg_s = np.bincount(rows, weights=cs.reshape(-1).take(at), minlength=size)
+    agg_m = np.zeros(size)
+    steps = steps_live.take(at % B) if steps_live.ndim == 1 else steps_live.reshape(-1).take(at)
+    np.maximum.at(agg_m, rows, steps)
+
+    def kinds_of(row: int) -> np.ndarray:
+        """Each column's kind at row ``row`` (ladder x levels + level) of the rounds."""
+        return kinds_at[row].copy()
+    return (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n)), kinds_of
+
+
+def dense_cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
+    """:func:`cap_aggregates` (the same numbers: sums of integers and maxima of K steps
+    >= 0) for few columns: which (kind, column) runs hold each level, as one (levels,
+    kinds, columns) mask, then a sum (a max) along the columns."""
+    lv = np.arange(n_levels)[:, None, None]
+    held = (lo <= lv) & (lv < hi)
+    n = (held * counts).sum(axis=2)
+    S = (held * cs).sum(axis=2)
+    M = (held * steps_live).max(axis=2)
+    return n, S, M

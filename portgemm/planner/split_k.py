@@ -29,6 +29,7 @@ import numpy as np
 from ..occupancy.ceilings import ceilings_for
 from ..plan import Plan, SplitK
 from .cost_model import planned_ms
+from .tiling import built
 
 CANDIDATES = (2, 4, 8, 16)
 # The K step of the slices: a multiple of every K step of a kind that may split (the
@@ -93,7 +94,7 @@ def consider(unsplit: Plan, replan) -> Plan:
     """``unsplit`` itself, or a copy carrying the split (Plan.split) the cost model
     predicts faster. ``replan(shapes, gemm) -> Plan``: the same strategy and options over
     virtual shapes (``gemm``: each slice's GEMM, whose operands' layout it keeps), never
-    split."""
+    split; or a tiling.PlanToBuild, built here only if kept."""
     shapes = unsplit.shapes
     if shapes.shape[0] == 0 or unsplit.n_tiles == 0:
         return unsplit
@@ -136,6 +137,7 @@ def consider(unsplit: Plan, replan) -> Plan:
             f"of a wave of {wave}): {', '.join(weighed)} ms, none faster than "
             f"unsplit {base:.4g} ms")
     total, gemm_ms, red_ms, s, L, vplan, S = best
+    vplan = built(vplan)
     n_split = int((s > 1).sum())
     why = (f"split-K: {n_split} of {shapes.shape[0]} GEMM(s) split (up to {int(s.max())} ways, "
            f"slices of {int(L[s > 1].min())}..{int(L[s > 1].max())}): the unsplit plan's "

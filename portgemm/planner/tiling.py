@@ -30,6 +30,10 @@ class Request:
     # (batch, 2) bool: A's and B's rows are 16-byte aligned (planner/alignment.py);
     # None: dense row-major operands, read from the shapes
     aligned: np.ndarray | None = None
+    # a plan inside another (split-K's virtual GEMMs): only its tiles and prediction
+    # are read, so the strategy may take cheaper exact shortcuts (wavefront_tlp.plan_with);
+    # a string: the tile family of the plan it is inside (a hint: the likely winner)
+    inner: bool | str = False
 
     @property
     def batch(self) -> int:
@@ -38,6 +42,25 @@ class Request:
     def option(self, name, default):
         v = self.options.get(name)
         return default if v is None else v
+
+
+class PlanToBuild:
+    """An inner replan's plan before it is built (Request.inner): its predicted
+    milliseconds, and ``build()`` for the Plan itself. Split-K weighs its candidates by
+    prediction and builds only the one it keeps (building, the GEMM order and tile
+    layout, is a tenth of a small replan)."""
+    __slots__ = ("predicted_ms", "_build")
+
+    def __init__(self, predicted_ms: float, build):
+        self.predicted_ms, self._build = predicted_ms, build
+
+    def build(self) -> Plan:
+        return self._build()
+
+
+def built(p) -> Plan:
+    """``p`` itself, or the Plan of a PlanToBuild."""
+    return p.build() if isinstance(p, PlanToBuild) else p
 
 
 def cdiv(a, b):

@@ -58,15 +58,17 @@ from . import register
 from ..occupancy.vector_path import SWITCH_MARGIN
 from .alignment import aligned_batch, share_of
 from .classes import batch_classes
-from .cost_model import (batch_depth, kind_costs, predict_assignment, predict_gemms,
-                         predict_rows, resource_bound, start_stage_times)
-from .level_search import (LADDERS, MAX_CAPS, cap_aggregates, cap_events, count_le,
-                           family_keys, first_kind, level_kinds, nudges, typed_rounds)
+from .cost_model import (BatchModel, batch_depth, kind_costs, longest_tile_bound,
+                         predict_assignment, predict_gemms, predict_rows, resource_bound,
+                         start_stage_times)
+from .level_search import (DENSE_COLUMNS, LADDERS, MAX_CAPS, cap_aggregates, cap_events,
+                           count_le, dense_cap_aggregates, dense_rounds, family_keys,
+                           first_kind, level_kinds, nudges, typed_rounds)
 from .parallelism import (cu_demand, device_threads, kind_table, launch_capacity,
                           resident_tlp_and_capacity, tlp_threshold, wavefront_tlp,
                           workgroup_tlp)
 from .scratch import buffer, buffers, planning
-from .tiling import (gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
+from .tiling import (PlanToBuild, gemm_lpt_order, kind_counts, make_plan, notes_for_shapes,
                      per_gemm_tiles, tile_counts, tile_grid, tile_layout)
 
 FAMILY = ZHANG2025
@@ -321,10 +323,21 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
         """A kind per column -> a kind per GEMM."""
         return kidx if inverse is None else kidx.take(inverse)
 
+    priced = {}   # (costs, kind per column) -> tile_by_tile's seconds, for this rule
+
     def tile_by_tile(kidx, kc=kc):
         """The seconds of a kind per column, its GEMMs priced one by one in launch order
         (cost_model.predict_gemms: what BatchModel.predict gives; it differs from the
-        aggregates' price for launches of two waves only)."""
+        aggregates' price for launches of two waves only). Each tiling is priced once:
+        the ladders' levels often repeat one (8 GEMMs: 13 re-pricings of 2 tilings),
+        and a tiling's price depends on nothing else of this rule."""
+        key = (id(kc), kidx.dtype.char, kidx.tobytes())   # kc and kc_ladder outlive it
+        hit = priced.get(key)
+        if hit is None:
+            hit = priced[key] = _tile_by_tile(kidx, kc)
+        return hit
+
+    def _tile_by_tile(kidx, kc):
         c = counts.reshape(-1).take(kidx * B + cols)
         st = steps if fk["one_tk"] else steps.reshape(-1).take(kidx * B + cols)
         if inverse is not None:
@@ -390,12 +403,17 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             n_caps = j
             break
     n_levels = max(n_caps + 1, n_k)
-    (r_n, r_s, r_m), round_kinds = typed_rounds(
-        fk, (tabs.shapes[:, 0], tabs.shapes[:, 1]), start, least, counts_w, cs_w, steps_live,
-        n_levels,
-        None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
+    mn = (tabs.shapes[:, 0], tabs.shapes[:, 1])
+    if B <= DENSE_COLUMNS:   # few columns: summed column by column (level_search.py)
+        (r_n, r_s, r_m), round_kinds = dense_rounds(fk, mn, start, least, counts_w, cs_w,
+                                                    steps_live, n_levels, tabs.bucket)
+    else:
+        (r_n, r_s, r_m), round_kinds = typed_rounds(
+            fk, mn, start, least, counts_w, cs_w, steps_live, n_levels,
+            None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
-    c_n, c_s, c_m = cap_aggregates(lo, hi, counts_w, cs_w, steps_live, n_levels)
+    c_n, c_s, c_m = (dense_cap_aggregates if B <= DENSE_COLUMNS else cap_aggregates)(
+        lo, hi, counts_w, cs_w, steps_live, n_levels)
     # where measured factors correct the kinds' tile times (a tuned family, the device's
     # kind factors: cost_model.measured_factor), each kind on every GEMM, fitting or not,
     # is a candidate too: on the H100 one fp64 MMA kind alone beat the ladders' mixes of
@@ -582,14 +600,25 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     # The structure with the lower bound is planned first; the other is planned only if
     # its bound leaves it a chance (ties go to the paper's kinds), so a batch whose
     # winner is clear pays for one rule and a bound.
-    lb_p = least_possible(req, kinds, tabs_p)
-    lb_o = least_possible(ours_req, ours_kinds, tabs_o)
+    # A replan inside another plan (split-K's slices, Request.inner) bounds by the
+    # longest tile too, and plans first the structure its parent plan chose, bounding
+    # only the other: its notes are read by no one but its own describe(), where "not
+    # planned" is as true, and the plan it returns is the same (a structure skipped
+    # cannot win, whichever is planned first); a plan of its own keeps the bounds its
+    # notes have always quoted.
+    inner = bool(req.inner)
+    parent = req.inner if isinstance(req.inner, str) else None
+    ours_first = (True if parent == ours_kinds[0].family else
+                  False if parent == kinds[0].family else None)
     # ours is weighed against the paper's kinds as they are priced: without the device's
     # measured kind factors, which the paper's fused launch has none of (like_for_like)
     lo, alike = like_for_like(ours_req, ours_kinds, {k.engine for k in kinds}) \
         if req.dtype in LIKE_FOR_LIKE else (1.0, lambda choice, against: choice.predicted * 1e3)
-    lb_o *= lo
-    if lb_o < lb_p:
+    if ours_first is not False:
+        lb_p = least_possible(req, kinds, tabs_p, longest=inner)
+    if ours_first is not True:
+        lb_o = least_possible(ours_req, ours_kinds, tabs_o, longest=inner) * lo
+    if ours_first if ours_first is not None else lb_o < lb_p:
         ours = _choose(ours_req, tlp_formula, ours_kinds, tabs_o)
         o_ms, o_cmp = ours.predicted * 1e3, alike(ours, lb_p * 1e3 / (1 + 1e-6))
         if lb_p * 1e3 > o_cmp * (1 + 1e-6):
@@ -655,17 +684,25 @@ def like_for_like(req, kinds, engines):
     # tile times scale by 1 / kf, launches and floors not: the price lies between
     lo, hi = min(1.0, 1.0 / float(kf.max())), max(1.0, 1.0 / float(kf.min()))
 
+    priced = {}   # id(choice) -> (choice, its price): plan_with may ask twice
+
     def price(choice, against):
         o_ms = choice.predicted * 1e3
         if o_ms * hi < against or o_ms * lo >= against:   # decided without pricing it
             return o_ms * hi if o_ms * hi < against else o_ms * lo
+        hit = priced.get(id(choice))
+        if hit is None or hit[0] is not choice:
+            hit = priced[id(choice)] = (choice, exact(choice, o_ms))
+        return hit[1]
+
+    def exact(choice, o_ms):
         kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds),
                         depth=depth)
         plain = dataclasses.replace(kc, factor=kc.factor / kf)
-        counts = tile_counts(req.shapes, kinds)
-        t = predict_assignment(req.shapes, counts, choice.kidx, kc, True)
-        return o_ms * predict_assignment(req.shapes, counts, choice.kidx, plain, True) / t \
-            if t > 0 else o_ms
+        # one model of the batch for both prices: the factors change no floor
+        model = BatchModel(req.shapes, tile_counts(req.shapes, kinds), kc, True)
+        t = model.predict(choice.kidx)[0]
+        return o_ms * model.predict(choice.kidx, plain)[0] / t if t > 0 else o_ms
     return lo, price
 
 
@@ -675,12 +712,14 @@ def unfactored(o_cmp: float, same: bool, before: str, after: str = "") -> str:
     return "" if same else f"{before}{o_cmp:.4g} ms without the measured kind factors{after}"
 
 
-def least_possible(req, kinds, tabs: BatchTables) -> float:
+def least_possible(req, kinds, tabs: BatchTables, longest: bool = False) -> float:
     """A lower bound on the seconds the cost model predicts for any tiling the device
     rule can choose for ``kinds`` in the request's mode: every GEMM at its allowed kind
     of least *resource time* (cost_model.resource_bound). A few passes over the batch's
     tables, which the rule then reuses; it lets algorithm1 skip planning a structure
-    that cannot win."""
+    that cannot win. ``longest``: also bound it by the longest tile
+    (cost_model.longest_tile_bound: tighter for small batches, whose few tiles leave the
+    device idle)."""
     if not tabs.live.any():
         return 0.0
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
@@ -689,8 +728,10 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds), depth=depth)
     # the rule's one-kind candidates may put a GEMM on a tile that does not fit it
     one_kind = kind_costs(req.arch, kinds, table, req.dtype, depth=depth).factor is not None
-    return resource_bound(kc, tabs.counts, tabs.steps, 0.0 if one_kind else tabs.penalty,
-                          req.mode == "per-kind", tabs.floor(kc), tabs.inverse)
+    penalty, per_kind = 0.0 if one_kind else tabs.penalty, req.mode == "per-kind"
+    return resource_bound(kc, tabs.counts, tabs.steps, penalty, per_kind, tabs.floor(kc),
+                          tabs.inverse, longest_tile_bound(kc, tabs.steps, penalty, tabs.live,
+                                                           per_kind) if longest else 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -749,7 +790,15 @@ def _choose(req, tlp_formula: str, kinds=None, tabs=None) -> _Choice:
 
 def _build(req, strategy: str, tlp_formula: str, c: _Choice, more_notes: tuple = ()):
     """The plan of a choice: one tile per block, longest tiles first (all tiles of a
-    GEMM cost the same)."""
+    GEMM cost the same). An inner replan's (Request.inner) is built when asked
+    (tiling.PlanToBuild): split-K builds only the candidate it keeps."""
+    if req.inner:
+        return PlanToBuild(c.predicted * 1e3, lambda: _build_now(req, strategy, tlp_formula,
+                                                                   c, more_notes))
+    return _build_now(req, strategy, tlp_formula, c, more_notes)
+
+
+def _build_now(req, strategy: str, tlp_formula: str, c: _Choice, more_notes: tuple = ()):
     shapes, kinds, kidx = req.shapes, c.kinds, c.kidx
     notes = notes_for_shapes(shapes) + list(c.notes) + list(more_notes)
     # each GEMM's tile and tile grid, once: for the order and for the layout
