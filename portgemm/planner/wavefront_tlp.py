@@ -600,13 +600,12 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     # The structure with the lower bound is planned first; the other is planned only if
     # its bound leaves it a chance (ties go to the paper's kinds), so a batch whose
     # winner is clear pays for one rule and a bound.
-    # A replan inside another plan (split-K's slices, Request.inner) bounds by the
-    # longest tile too, and plans first the structure its parent plan chose, bounding
-    # only the other: its notes are read by no one but its own describe(), where "not
-    # planned" is as true, and the plan it returns is the same (a structure skipped
-    # cannot win, whichever is planned first); a plan of its own keeps the bounds its
-    # notes have always quoted.
-    inner = bool(req.inner)
+    # Both bounds include the longest tile (cost_model.longest_tile_bound: tight for small
+    # batches, whose few tiles leave the device idle), so more small batches plan one
+    # structure only; the plan is the same (a structure skipped cannot win), and its note
+    # quotes the bound ("at least ... ms: not planned"). A replan inside another plan
+    # (split-K's slices, Request.inner) plans first the structure its parent plan chose,
+    # bounding only the other.
     parent = req.inner if isinstance(req.inner, str) else None
     ours_first = (True if parent == ours_kinds[0].family else
                   False if parent == kinds[0].family else None)
@@ -615,9 +614,9 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     lo, alike = like_for_like(ours_req, ours_kinds, {k.engine for k in kinds}) \
         if req.dtype in LIKE_FOR_LIKE else (1.0, lambda choice, against: choice.predicted * 1e3)
     if ours_first is not False:
-        lb_p = least_possible(req, kinds, tabs_p, longest=inner)
+        lb_p = least_possible(req, kinds, tabs_p)
     if ours_first is not True:
-        lb_o = least_possible(ours_req, ours_kinds, tabs_o, longest=inner) * lo
+        lb_o = least_possible(ours_req, ours_kinds, tabs_o) * lo
     if ours_first if ours_first is not None else lb_o < lb_p:
         ours = _choose(ours_req, tlp_formula, ours_kinds, tabs_o)
         o_ms, o_cmp = ours.predicted * 1e3, alike(ours, lb_p * 1e3 / (1 + 1e-6))
@@ -712,14 +711,13 @@ def unfactored(o_cmp: float, same: bool, before: str, after: str = "") -> str:
     return "" if same else f"{before}{o_cmp:.4g} ms without the measured kind factors{after}"
 
 
-def least_possible(req, kinds, tabs: BatchTables, longest: bool = False) -> float:
+def least_possible(req, kinds, tabs: BatchTables) -> float:
     """A lower bound on the seconds the cost model predicts for any tiling the device
     rule can choose for ``kinds`` in the request's mode: every GEMM at its allowed kind
     of least *resource time* (cost_model.resource_bound). A few passes over the batch's
     tables, which the rule then reuses; it lets algorithm1 skip planning a structure
-    that cannot win. ``longest``: also bound it by the longest tile
-    (cost_model.longest_tile_bound: tighter for small batches, whose few tiles leave the
-    device idle)."""
+    that cannot win. Also bound by the longest tile (cost_model.longest_tile_bound:
+    tighter for small batches, whose few tiles leave the device idle)."""
     if not tabs.live.any():
         return 0.0
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
@@ -731,7 +729,7 @@ def least_possible(req, kinds, tabs: BatchTables, longest: bool = False) -> floa
     penalty, per_kind = 0.0 if one_kind else tabs.penalty, req.mode == "per-kind"
     return resource_bound(kc, tabs.counts, tabs.steps, penalty, per_kind, tabs.floor(kc),
                           tabs.inverse, longest_tile_bound(kc, tabs.steps, penalty, tabs.live,
-                                                           per_kind) if longest else 0.0)
+                                                           per_kind))
 
 
 @dataclasses.dataclass(frozen=True)
