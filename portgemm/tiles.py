@@ -352,16 +352,18 @@ PORTGEMM_F16 = _family("portgemm-f16", _HALF_KINDS)
 PORTGEMM_BF16 = _family("portgemm-bf16", _HALF_KINDS)
 
 # The wgmma kinds (WGMMA_FAMILIES; g: a warpgroup's sub-tile, 64 x 128 fp32 accumulators,
-# 64 registers a thread). 64x128/g64x128 (one warpgroup, 128 threads): BK 32 (two k16
-# wgmmas a stage), 4 cp.async stages of 12 KiB in static shared memory. 128x128/g64x128
-# (two warpgroups, 256 threads): BK 64, 3 stages of 32 KiB in dynamic shared memory (2
-# blocks an SM); measured on the H100 (bf16, tools/wgmma_timing.py --configs, session 10)
-# 1.00-1.11x BK 32 with 3 or 4 stages, where BK 64 with 4 stages (1 block an SM) ran
-# 0.81-0.95x and 64x128 with BK 64 no faster. kernels/render.py STAGES.
+# 64 registers a thread), BK 32 (two k16 wgmmas a stage), 4 cp.async stages
+# (kernels/render.py STAGES): 64x128/g64x128 (one warpgroup, 128 threads) in 48 KiB of
+# static shared memory, 128x128/g64x128 (two warpgroups, 256 threads) in 64 KiB of dynamic
+# shared memory (2 blocks an SM). BK 64 with 3 stages measured 1.03-1.08x faster still on
+# the H100 (bench/NOTES.md session 10), but the cost model, which charges every tile's
+# loads at DRAM bandwidth, then prices that kind 0-5 % above the mma.sync 128x128 one on
+# large aligned GEMMs (one more stage's loads up front) and plans those on the kind
+# measured 1.3-1.6x slower.
 #            kind               tm   tn  tk  threads rm   rn  engine
 _WGMMA_KINDS = [
     ("64x128/g64x128",   64, 128, 32, 128, 64, 128, "mma"),
-    ("128x128/g64x128", 128, 128, 64, 256, 64, 128, "mma"),
+    ("128x128/g64x128", 128, 128, 32, 256, 64, 128, "mma"),
 ]
 WGMMA_F16 = _family("wgmma-f16", _WGMMA_KINDS)
 WGMMA_BF16 = _family("wgmma-bf16", _WGMMA_KINDS)

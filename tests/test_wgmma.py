@@ -58,15 +58,16 @@ def test_built_for_sm_90_only():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_render_defines_stages_and_caps(dtype):
     big, small = (next(k for k in FAMILIES[FAMILY[dtype]] if k.tm == tm) for tm in (128, 64))
-    for k, st, cap in ((big, 3, 2), (small, 4, 4)):
+    for k, st, cap in ((big, 4, 2), (small, 4, 4)):
         v = Variant((k,), dtype, "tile-list", False, True)
         d = render.defines(v)
         assert d["PG_WGMMA_KINDS"] == "1" and d["PG_WG_SWIZZLE"] == "1" and d["PG_HALF"] == "1"
         assert ", 6)" in d["PG_KINDS(X)"] and d["PG_MMA"] == "1"
         assert int(d["PG_STAGES"]) == st and int(d["PG_MIN_BLOCKS"]) == cap
-        # unpadded stages within the static 48 KiB
+        # unpadded stages: 64x128's within the static 48 KiB, 128x128's (64 KiB) dynamic
         assert int(d["PG_SMEM_ELEMS_ASYNC"]) == st * k.tk * (k.tm + k.tn)
-        assert int(d["PG_SMEM_ELEMS_ASYNC"]) * 2 <= render.STATIC_SMEM_BYTES
+        dynamic = int(d["PG_SMEM_ELEMS_ASYNC"]) * 2 > render.STATIC_SMEM_BYTES
+        assert dynamic == (k is big) and (d.get("PG_DYN_SMEM") == "1") == dynamic
     # other variants render without the wgmma defines
     d = render.defines(Variant((FAMILIES[HALF[dtype]][-1],), dtype))
     assert "PG_WGMMA_KINDS" not in d and "PG_WG_SWIZZLE" not in d

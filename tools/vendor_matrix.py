@@ -221,9 +221,8 @@ def compile_cell(variant, arch: str, pch=None):
     precompiled HIP headers for this arch (clang_amd.build_pch), or None."""
     which = offline.compiler_for(arch)
     r = render(variant)
-    if which == "nvrtc":   # (with a launch's dynamic shared memory in the figure)
-        code, res = offline.compile_variant(variant, arch)
-        return code, res, None
+    if which == "nvrtc":
+        return (*offline.nvrtc_compile(r, arch), None)
     c = clang_amd.compile(r.source, r.name, arch, pch=pch)
     if which == "clang":
         return c.code, c.resources, c

@@ -105,10 +105,10 @@ def _seconds(kc, G, rows, N, K) -> np.ndarray:
     return busy + (launched - real) * kc.ceil.latency_s / (kc.cus * kc.active)
 
 
-# Predictions within this fraction of the least count as a tie (choose_kind): the model's
-# one known blind spot here, the first stage's loads of a deeper K step, moves the wgmma
-# 128x128 kind by up to 4.6 % against the mma.sync one over MoE layers of 512-16,384
-# tokens (bench/NOTES.md session 10).
+# Predictions within this fraction of the least count as a tie (choose_kind). The model
+# tells two kinds of one tile shape apart on large layers only by their first stage's
+# loads: a wgmma 128x128 kind with BK 64 (measured faster) was priced 0-4.6 % above the
+# mma.sync one over MoE layers of 512-16,384 tokens (bench/NOTES.md session 10).
 TIE = 0.05
 
 
@@ -118,8 +118,8 @@ def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype, precision: str =
     a tie goes to the kind of the faster engine, then to the least time, then to the
     first: the model charges every tile's loads at DRAM bandwidth (no L2 reuse), so on a
     large MoE layer the mma.sync and wgmma 128x128 tiles both sit at that stream and
-    differ only by their first stage's loads (the wgmma kind's BK 64 stage: +0-4.6 % predicted), where the
-    wgmma one measured 1.3-1.6x faster (bench/NOTES.md, sessions 8 and 10)."""
+    differ only by their first stage's loads (TIE), where the wgmma one measured 1.3-1.6x
+    faster (bench/NOTES.md, sessions 8 and 10)."""
     pred = predicted_seconds(arch, G, rows, N, K, dtype, precision)
     if not pred:
         return None

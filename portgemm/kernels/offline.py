@@ -67,16 +67,22 @@ def compile_variant(variant: Variant, arch: str, cache: bool = True) -> tuple[by
     r = render(variant)
     which = compiler_for(arch)
     if which == "nvrtc":
-        from . import nvrtc
-        code, res = nvrtc.compile(r.source, r.name, arch)
-        # a launch adds its dynamic shared memory to the static figure the compiler reports
-        return code, dataclasses.replace(res, shared_bytes=res.shared_bytes + r.dynamic_smem)
+        return nvrtc_compile(r, arch)
     if which == "hiprtc":
         from . import hiprtc_compile
         return hiprtc_compile.compile(r.source, r.name, arch, cache=cache)
     from . import clang_amd
     out = clang_amd.compile(r.source, r.name, arch)
     return out.code, out.resources
+
+
+def nvrtc_compile(r, arch: str) -> tuple[bytes, KernelResources]:
+    """NVRTC's (cubin, resources) of the rendered variant ``r``, its shared memory counted
+    as a launch uses it: the static bytes the compiler reports and the dynamic bytes every
+    launch passes (Rendered.dynamic_smem)."""
+    from . import nvrtc
+    code, res = nvrtc.compile(r.source, r.name, arch)
+    return code, dataclasses.replace(res, shared_bytes=res.shared_bytes + r.dynamic_smem)
 
 
 def _resources(job):

@@ -49,7 +49,7 @@ MIN_BLOCKS = {
        for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))},
     # the wgmma kinds (64 accumulators a thread, 123-152 registers with no hint): capped
     # at 128 registers, 128x128 (two warpgroups) keeps 2 resident blocks an SM and 64x128
-    # (one) 4, as their 96 / 48 KiB of shared memory allow; no spill on sm_90a
+    # (one) 4, as their 64 / 48 KiB of shared memory allow; no spill on sm_90a
     **{(fam, kind, dt): n for fam, dt in WGMMA_FAMILIES.items()
        for kind, n in (("64x128/g64x128", 4), ("128x128/g64x128", 2))},
     # 3xTF32 64x64 (four warps): with no hint ptxas aimed at 168 registers and spilled 4-8
@@ -87,10 +87,10 @@ STAGES = {
     # for 128x64 and 2 for 128x128); not timed against fewer yet
     **{(fam, kind, dt): 4 for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))
        for kind in ("32x32/w16x16", "64x64/w32x32", "128x64/w64x32", "128x128/w64x32")},
-    # the wgmma kinds (tiles.py): 64x128 4 stages of BK 32 (48 KiB, static), 128x128 3 of
-    # BK 64 (96 KiB, dynamic: PG_DYN_SMEM)
-    **{(fam, kind, dt): n for fam, dt in WGMMA_FAMILIES.items()
-       for kind, n in (("64x128/g64x128", 4), ("128x128/g64x128", 3))},
+    # the wgmma kinds (tiles.py): 4 stages of BK 32, 64x128's in 48 KiB (static), 128x128's
+    # in 64 KiB (dynamic: PG_DYN_SMEM)
+    **{(fam, kind, dt): 4 for fam, dt in WGMMA_FAMILIES.items()
+       for kind in ("64x128/g64x128", "128x128/g64x128")},
     # the TF32 kinds: 4 stages of BK 16 where 48 KiB allow (stages() drops to 3 for
     # 128x64 and 2 for 128x128); not timed against fewer yet
     **{(fam, kind, "float32"): 4 for fam in TF32_FAMILIES
