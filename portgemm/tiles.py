@@ -85,6 +85,19 @@ def weighed_families(family: str, arch: str | None) -> tuple[str, ...]:
     """``family`` and the families of WEIGHED_WITH built for the arch named ``arch``."""
     return (family,) + tuple(f for f in WEIGHED_WITH.get(family, ()) if family_builds_for(f, arch))
 
+
+_PARTNERS = frozenset(f for fams in WEIGHED_WITH.values() for f in fams)
+
+
+def without_superseded(kinds) -> tuple:
+    """``kinds`` less each kind whose tile shape (tm x tn) a kind of a WEIGHED_WITH partner
+    family among them also has: the wgmma 128x128 tile supersedes the mma.sync one. It
+    measured 1.24-1.37x faster on aligned rows (bench/NOTES.md session 8), and the cost
+    model, which charges both tiles the same loads at DRAM bandwidth, cannot tell them
+    apart on large GEMMs: there its figures differ by the first stage's loads alone."""
+    taken = {(k.tm, k.tn) for k in kinds if k.family in _PARTNERS}
+    return tuple(k for k in kinds if k.family in _PARTNERS or (k.tm, k.tn) not in taken)
+
 MMA_SHAPE_TF32 = (16, 8, 8)    # m, n, k of the TF32 MMA fragment (fp32 precision modes)
 # float32's tensor-core families, by the precision mode they compute (planner: plan(...,
 # precision=)); their MMA kinds round A and B to TF32 (3xtf32: as two TF32 parts).
@@ -354,12 +367,10 @@ PORTGEMM_BF16 = _family("portgemm-bf16", _HALF_KINDS)
 # The wgmma kinds (WGMMA_FAMILIES; g: a warpgroup's sub-tile, 64 x 128 fp32 accumulators,
 # 64 registers a thread), BK 32 (two k16 wgmmas a stage), 4 cp.async stages
 # (kernels/render.py STAGES): 64x128/g64x128 (one warpgroup, 128 threads) in 48 KiB of
-# static shared memory, 128x128/g64x128 (two warpgroups, 256 threads) in 64 KiB of dynamic
-# shared memory (2 blocks an SM). BK 64 with 3 stages measured 1.03-1.08x faster still on
-# the H100 (bench/NOTES.md session 10), but the cost model, which charges every tile's
-# loads at DRAM bandwidth, then prices that kind 0-5 % above the mma.sync 128x128 one on
-# large aligned GEMMs (one more stage's loads up front) and plans those on the kind
-# measured 1.3-1.6x slower.
+# static shared memory, 128x128/g64x128 (two warpgroups, 256 threads) in 64 KiB of
+# dynamic shared memory (2 blocks an SM). On aligned rows the 128x128 kind supersedes the
+# mma.sync one (without_superseded). BK 64 (3 stages) measured 1.12-1.16x faster on large
+# GEMMs but spills 4-8 bytes under the 128-register cap (bench/NOTES.md session 10).
 #            kind               tm   tn  tk  threads rm   rn  engine
 _WGMMA_KINDS = [
     ("64x128/g64x128",   64, 128, 32, 128, 64, 128, "mma"),

@@ -838,23 +838,20 @@ def test_device_offsets_kind_is_the_cost_models_least():
     assert f64 == {"zhang2025", "portgemm-f64"}
 
 
-def test_device_offsets_near_ties_go_to_the_faster_engine(monkeypatch):
-    """Kinds of one tile shape within ragged_kind.TIE of the least predicted time tie,
-    and the faster engine's kind wins the tie (the wgmma tile over the mma.sync one);
-    past TIE the least time wins. On sm_90 every MoE layer of the bench (bf16 and fp16, 4,096 tokens) runs
-    the wgmma 128x128 kind."""
+def test_device_offsets_weigh_the_wgmma_tile_over_its_mma_sync_shape():
+    """Where the wgmma kinds are weighed (sm_90, aligned rows), the mma.sync kind of a
+    wgmma tile shape is not (tiles.without_superseded); unaligned, it is. On sm_90 every
+    MoE layer of the bench (bf16 and fp16, 4,096 tokens) runs the wgmma 128x128 kind."""
     from portgemm.benchmark.workloads import moe_cases
     from portgemm.grouped import ragged_kind as rk
     from portgemm.occupancy import get_arch
-    from portgemm.tiles import FAMILIES
     arch = get_arch("sm_90")
-    mma, wg = (next(k for k in FAMILIES[f] if k.tm == k.tn == 128)
-               for f in ("portgemm-bf16", "wgmma-bf16"))
-    for late, want in ((rk.TIE / 2, wg), (2 * rk.TIE, mma)):
-        monkeypatch.setattr(rk, "predicted_seconds",
-                            lambda *a, late=late: [(mma, 1e-3), (wg, 1e-3 * (1 + late))])
-        assert rk.choose_kind(arch, 8, 8192, 4096, 4096, "bfloat16") is want
-    monkeypatch.undo()
+    names = {k.name for k, _ in rk.predicted_seconds(arch, 8, 8192, 4096, 4096, "bfloat16")}
+    assert "wgmma-bf16.128x128/g64x128" in names
+    assert "portgemm-bf16.128x128/w64x32" not in names
+    assert "portgemm-bf16.64x64/w32x32" in names
+    odd = {k.name for k, _ in rk.predicted_seconds(arch, 8, 8192, 4095, 4095, "bfloat16")}
+    assert "portgemm-bf16.128x128/w64x32" in odd and not any("wgmma" in n for n in odd)
     for case in moe_cases():
         s = case.shapes
         for dtype in ("bfloat16", "float16"):

@@ -173,3 +173,19 @@ def test_occupancy_cli_lists_the_kinds_on_sm_90():
     with contextlib.redirect_stdout(out):
         assert main(["--arch", "sm_80"]) == 0
     assert "wgmma" not in out.getvalue()
+
+
+def test_a_wgmma_tile_supersedes_the_mma_sync_tile_of_its_shape():
+    """tiles.without_superseded: the wgmma kinds' tile shapes leave the 16-bit family's
+    kinds of the same shape out, and nothing else; the planner's weighed kinds (aligned
+    batches on sm_90) follow it."""
+    from portgemm.tiles import without_superseded
+    for dtype in ("float16", "bfloat16"):
+        mine, theirs = FAMILIES[HALF[dtype]], FAMILIES[FAMILY[dtype]]
+        left = without_superseded(mine + theirs)
+        shapes = {(k.tm, k.tn) for k in theirs}
+        assert set(theirs) <= set(left)
+        assert {k for k in mine if k not in left} == {k for k in mine if (k.tm, k.tn) in shapes}
+        assert without_superseded(mine) == mine
+        kinds = _used(planner.plan(np.tile([[2048, 2048, 2048]], (8, 1)), dtype, "sm_90"))
+        assert kinds == {f"{FAMILY[dtype]}.128x128/g64x128"}

@@ -20,7 +20,7 @@ from ..occupancy.ceilings import ceilings_for
 from ..planner.wavefront_tlp import FAMILY, OUR_FAMILY
 from ..precision import FAMILY as PRECISION_FAMILY
 from ..planner.alignment import aligned_rows
-from ..tiles import FAMILIES, HALF_FAMILIES, MFMA_FAMILIES, weighed_families
+from ..tiles import FAMILIES, HALF_FAMILIES, MFMA_FAMILIES, weighed_families, without_superseded
 
 # The families a device-offsets call picks from, per dtype: the two the default planner
 # weighs, the paper's kinds and our own.
@@ -79,8 +79,10 @@ def predicted_seconds(arch, G: int, rows: int, N: int, K: int, dtype,
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     out = []
     aligned = bool(aligned_rows(np.array([[1, N, K]]), name).all())
-    for fam in candidate_families(name, arch, precision, aligned):
-        kinds = _kinds_of(fam)
+    fams = candidate_families(name, arch, precision, aligned)
+    weighed = set(without_superseded([k for fam in fams for k in _kinds_of(fam)]))
+    for fam in fams:
+        kinds = tuple(k for k in _kinds_of(fam) if k in weighed)
         try:
             kc = kind_costs(arch, kinds, kind_table(arch, kinds, "per-kind", name), name)
         except Exception:  # noqa: BLE001 - a family the occupancy model cannot place here
@@ -105,27 +107,14 @@ def _seconds(kc, G, rows, N, K) -> np.ndarray:
     return busy + (launched - real) * kc.ceil.latency_s / (kc.cus * kc.active)
 
 
-# Predictions within this fraction of the least count as a tie (choose_kind). The model
-# tells two kinds of one tile shape apart on large layers only by their first stage's
-# loads: a wgmma 128x128 kind with BK 64 (measured faster) was priced 0-4.6 % above the
-# mma.sync one over MoE layers of 512-16,384 tokens (bench/NOTES.md session 10).
-TIE = 0.05
-
-
 def choose_kind(arch, G: int, rows: int, N: int, K: int, dtype, precision: str = "ieee"):
     """The candidate kind with the least predicted time, or None when no candidate family
-    could be weighed here. Kinds of the least one's tile shape within TIE of it tie, and
-    a tie goes to the kind of the faster engine, then to the least time, then to the
-    first: the model charges every tile's loads at DRAM bandwidth (no L2 reuse), so on a
-    large MoE layer the mma.sync and wgmma 128x128 tiles both sit at that stream and
-    differ only by their first stage's loads (TIE), where the wgmma one measured 1.3-1.6x
-    faster (bench/NOTES.md, sessions 8 and 10)."""
+    could be weighed here. A tie goes to the kind of the faster engine, then to the first
+    (where the wgmma kinds are weighed, tiles.without_superseded has already left out
+    the mma.sync kinds of their tile shapes)."""
     pred = predicted_seconds(arch, G, rows, N, K, dtype, precision)
     if not pred:
         return None
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     c = ceilings_for(arch)
-    first = min(pred, key=lambda kv: kv[1])
-    near = [kv for kv in pred if kv[1] <= first[1] * (1 + TIE)
-            and (kv[0].tm, kv[0].tn) == (first[0].tm, first[0].tn)]
-    return min(near, key=lambda kv: (-c.kind_flops_per_s(kv[0], name), kv[1]))[0]
+    return min(pred, key=lambda kv: (kv[1], -c.kind_flops_per_s(kv[0], name)))[0]

@@ -1684,6 +1684,27 @@ struct PgWgStage {
     // k of 16): its offset before the swizzle, in elements (the hardware swizzles).
     static __device__ __forceinline__ int at(int x, int k) { return (KCONT ? lin(x, k) : lin(k, x)) >> 1; }
 
+    // The 16-byte copies of a slice that lies wholly inside the matrix (pg_tile_wgmma's
+    // interior tiles, whole k steps), with no per-unit arithmetic: thread t's units are
+    // stored rows R = NT / (CONT / 8) apart (a multiple of 8, so every one has its first's
+    // swizzle phase), its l-th unit l R rows after its first in the source and l R CONT
+    // elements after it in the stage, in every layout. `src`: the first unit's source at
+    // this k step; `dst`: its place in this step's stage (first_unit).
+    template <int NT>
+    static __device__ __forceinline__ void copy_inside(PG_T* dst, const PG_T* src, int ld)
+    {
+        constexpr int R = NT / (CONT / 8);
+        static_assert(UNITS % NT == 0 && NT % (CONT / 8) == 0 && R % 8 == 0,
+                      "whole rounds of units, 8 stored rows apart");
+#pragma unroll
+        for (int l = 0; l < UNITS / NT; ++l)
+            pg_cp_async16(dst + l * R * CONT, src + (long long)l * R * ld, 16);
+    }
+    // Thread t's first unit: (stored row, column) in the slice, and its place in a stage.
+    static __device__ __forceinline__ int first_row(int tid) { return tid / (CONT / 8); }
+    static __device__ __forceinline__ int first_col(int tid) { return (tid % (CONT / 8)) * 8; }
+    static __device__ __forceinline__ int first_unit(int tid) { return off(first_row(tid), first_col(tid)); }
+
     // This thread's copies of the slice (stored rows rbase.. below rlim, columns cbase..
     // below clim) by the widest width the operand's alignment allows (pg_align_of):
     // phase 0 the cp.async copies (16 or 4 bytes), phase 1 the 2-byte element copies
@@ -1773,7 +1794,30 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
 
     PG_T* As = smem;                    // [ST][SA::ELEMS]
     PG_T* Bs = smem + ST * SA::ELEMS;   // [ST][SB::ELEMS]
+    // A tile wholly inside both operands' x ranges with 16-byte rows copies its whole k
+    // steps by PgWgStage::copy_inside: its first units' sources and places are computed
+    // afresh each step (held across the loop, they cost the 128x128 kind spills under its
+    // register cap); at k0 a K-major operand's source is k0 elements on, an M/N-major
+    // one's k0 rows.
+    const bool inside = align_a >= 16 && align_b >= 16 && m0 + BM <= M && n0 + BN <= N;
     auto issue = [&](int stage, int k0, int phase) {
+        if (inside && k0 + BK <= K) {
+            if (phase == 0) {
+#if PG_TRANS_A
+                const PG_T* a0 = A + (long long)(k0 + SA::first_row(tid)) * lda + m0 + SA::first_col(tid);
+#else
+                const PG_T* a0 = A + (long long)(m0 + SA::first_row(tid)) * lda + k0 + SA::first_col(tid);
+#endif
+#if PG_TRANS_B
+                const PG_T* b0 = B + (long long)(n0 + SB::first_row(tid)) * ldb + k0 + SB::first_col(tid);
+#else
+                const PG_T* b0 = B + (long long)(k0 + SB::first_row(tid)) * ldb + n0 + SB::first_col(tid);
+#endif
+                SA::template copy_inside<NT>(As + stage * SA::ELEMS + SA::first_unit(tid), a0, lda);
+                SB::template copy_inside<NT>(Bs + stage * SB::ELEMS + SB::first_unit(tid), b0, ldb);
+            }
+            return;
+        }
 #if PG_TRANS_A
         SA::template copy<NT>(As + stage * SA::ELEMS, A, lda, k0, m0, K, M, align_a, tid, phase);
 #else
@@ -1805,11 +1849,11 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
             // flight for later stages and emptied the pipeline at every step.
             if (min(align_a, align_b) < 4) pg_fence_proxy_async();
             __syncthreads();
-            const PG_T* as = As + rs * SA::ELEMS;
-            const PG_T* bs = Bs + rs * SB::ELEMS;
 #pragma unroll
             for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
             pg_wgmma_fence();
+            const PG_T* as = As + rs * SA::ELEMS;
+            const PG_T* bs = Bs + rs * SB::ELEMS;
 #pragma unroll
             for (int kk = 0; kk < BK; kk += 16)
                 pg_wgmma_64x128x16<TA, TB>(

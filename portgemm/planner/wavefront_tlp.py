@@ -53,7 +53,8 @@ import numpy as np
 from ..errors import ValidationError
 from ..occupancy.archs import has_mfma
 from ..occupancy.tuned import tuned_family
-from ..tiles import FAMILIES, WEIGHED_WITH, ZHANG2025, family_dtypes, weighed_families
+from ..tiles import (FAMILIES, WEIGHED_WITH, ZHANG2025, family_dtypes, weighed_families,
+                     without_superseded)
 from . import register
 from ..occupancy.vector_path import SWITCH_MARGIN
 from .alignment import aligned_batch, share_of
@@ -748,8 +749,8 @@ class _Choice:
 def _kinds(req, kinds=None) -> tuple:
     """``kinds`` as a tuple, or the ``family`` option's (else FAMILY) with the kinds of
     the families weighed with it on the request's arch (tiles.weighed_families: the wgmma
-    kinds beside the 16-bit families on sm_90) where the batch's rows are aligned
-    (aligned_batch)."""
+    kinds beside the 16-bit families on sm_90, tiles.without_superseded) where the batch's
+    rows are aligned (aligned_batch)."""
     if kinds is not None:
         return tuple(kinds)
     name = req.options.get("family")
@@ -759,8 +760,8 @@ def _kinds(req, kinds=None) -> tuple:
     hit = _weighed.get(key)
     if hit is None:
         fams = weighed_families(name, req.arch.name)
-        hit = _weighed[key] = tuple(sorted((k for f in fams for k in family_option(f, req.dtype)),
-                                           key=lambda k: k.area))
+        kinds = without_superseded([k for f in fams for k in family_option(f, req.dtype)])
+        hit = _weighed[key] = tuple(sorted(kinds, key=lambda k: k.area))
     return hit
 
 
