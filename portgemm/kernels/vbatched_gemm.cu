@@ -317,7 +317,11 @@ struct PgStage {
     // session 9). Otherwise only 16-byte units skip them.
     static __device__ __forceinline__ void load(PG_T (&r)[L][W], const PG_T* __restrict__ X,
                                                 int ld, int rbase, int cbase, int rlim,
-                                                int clim, bool vec, int tid)
+                                                int clim, bool vec, int tid
+#if PG_LEAN
+                                                , const unsigned* q = nullptr
+#endif
+                                                )
     {
 #pragma unroll
         for (int l = 0; l < L; ++l) {
@@ -327,8 +331,11 @@ struct PgStage {
             const int row = rbase + o, col = cbase + c;
             const bool live = (UNITS % NT == 0 || u < UNITS) && row < rlim;
 #if PG_LEAN
+            // q (the main loop's, offsets()): X is the step's first element and the unit
+            // starts q[l] on (the same address where the unit is live: its row is not
+            // clamped then), so no row address is computed
+            const PG_T* p = q != nullptr ? X + q[l] : X + row * ld + col;
             if (live && col + W <= clim) {
-                const PG_T* p = X + row * ld + col;
                 if (W > 1 && vec) {
                     pg_ld16(p, r[l]);
                 } else {
@@ -343,10 +350,59 @@ struct PgStage {
 #endif
 #pragma unroll
                 for (int j = 0; j < W; ++j)
+#if PG_LEAN
+                    r[l][j] = (live && col + j < clim) ? pg_ldg(p + j) : PG_T(0);
+#else
                     r[l][j] = (live && col + j < clim) ? pg_ldg(X + row * ld + col + j) : PG_T(0);
+#endif
             }
         }
     }
+
+#if PG_LEAN
+    // PG_LEAN's main loop keeps each unit's offset in the tile's first k step and loads
+    // a step wholly inside the matrix from the step's address plus it, with no checks:
+    // the unit's row address was recomputed and its bounds checked every step
+    // (bench/NOTES.md, session 10). The caller tests `inside` per step (ROWS, CONT);
+    // the rest go through load(). Offsets, not pointers: a 64-bit address a unit spilled
+    // 4-36 bytes under the register caps (sm_90). Rows are clamped into the matrix, so
+    // a row past the edge (never read from here) cannot overflow; rlim >= 1 there.
+    static constexpr int ROWS = UNITS * W / CONT;   // stored rows of one slice
+
+    static __device__ __forceinline__ void offsets(unsigned (&q)[L], int ld, int rbase, int cbase,
+                                                   int rlim, int tid)
+    {
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            int o, c;
+            unit(tid + l * NT, o, c);
+            q[l] = unsigned(min(rbase + o, rlim - 1) * ld + cbase + c);
+        }
+    }
+
+    // A slice wholly inside the matrix: unit l at X + (koff + q[l]) (koff: the step's
+    // offset), a 32-bit sum, so each address is one wide multiply-add (as 64-bit sums
+    // the compiler sign-extended and added in pairs). One uniform branch on `vec` (per
+    // GEMM), not one per unit.
+    static __device__ __forceinline__ void load_inside(PG_T (&r)[L][W], const PG_T* __restrict__ X,
+                                                       unsigned koff, const unsigned (&q)[L],
+                                                       bool vec, int tid)
+    {
+        if (W > 1 && vec) {
+#pragma unroll
+            for (int l = 0; l < L; ++l)
+                if (UNITS % NT == 0 || tid + l * NT < UNITS) pg_ld16(X + (koff + q[l]), r[l]);
+        } else {
+#pragma unroll
+            for (int l = 0; l < L; ++l)
+                if (UNITS % NT == 0 || tid + l * NT < UNITS) {
+                    const PG_T* p = X + (koff + q[l]);
+#pragma unroll
+                    for (int j = 0; j < W; ++j) r[l][j] = pg_ldg(p + j);
+                }
+        }
+    }
+#endif
 
     // Registers -> Xs[k][x] (one stage).
     static __device__ __forceinline__ void store(const PG_T (&r)[L][W], PG_T* xs, int tid)
@@ -358,8 +414,16 @@ struct PgStage {
             int o, c;
             unit(u, o, c);
             if (TRANSPOSED) {           // o = x, c = k: one element in each of W rows
+#if PG_LEAN
+                // c is a multiple of W, so the W rows share one swizzle: one address and
+                // constant row steps (per element, the compiler kept W addresses)
+                PG_T* xc = xs + c * S + (o ^ swz(c));
+#pragma unroll
+                for (int j = 0; j < W; ++j) xc[j * S] = r[l][j];
+#else
 #pragma unroll
                 for (int j = 0; j < W; ++j) xs[(c + j) * S + (o ^ swz(c + j))] = r[l][j];
+#endif
             } else if (W > 1) {         // o = k, c = x: one 16-byte store
                 pg_put16(xs + o * S + c, r[l]);
             } else {
@@ -848,10 +912,47 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     PG_T* As = smem;                   // [2][BK][SA::S]
     PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
 
+#if PG_LEAN
+    // Each unit's offset at k = 0 (PgStage::offsets); a step inside the matrix starts
+    // k0 elements on along k-contiguous rows (A, B^T), k0 rows on otherwise.
+    unsigned qa[SA::L], qb[SB::L];
+    const bool a_in = m0 + BM <= M, b_in = n0 + BN <= N;
+#if PG_TRANS_A
+    SA::offsets(qa, lda, 0, m0, K, tid);
+#else
+    SA::offsets(qa, lda, m0, 0, M, tid);
+#endif
+#if PG_TRANS_B
+    SB::offsets(qb, ldb, n0, 0, N, tid);
+#else
+    SB::offsets(qb, ldb, 0, n0, K, tid);
+#endif
+    auto load = [&](int k0) {
+        const bool k_in = k0 + BK <= K;
+        const unsigned ak = PG_TRANS_A ? k0 * lda : k0, bk = PG_TRANS_B ? k0 : k0 * ldb;
+        if (a_in && k_in)
+            SA::load_inside(ra, A, ak, qa, vec_a, tid);
+        else
+#if PG_TRANS_A
+            SA::load(ra, A + ak, lda, k0, m0, K, M, vec_a, tid, qa);
+#else
+            SA::load(ra, A + ak, lda, m0, k0, M, K, vec_a, tid, qa);
+#endif
+        if (b_in && k_in)
+            SB::load_inside(rb, B, bk, qb, vec_b, tid);
+        else
+#if PG_TRANS_B
+            SB::load(rb, B + bk, ldb, n0, k0, N, K, vec_b, tid, qb);
+#else
+            SB::load(rb, B + bk, ldb, k0, n0, K, N, vec_b, tid, qb);
+#endif
+    };
+#else
     auto load = [&](int k0) {
         PG_LOAD_A(ra, A, lda, m0, k0, M, K, vec_a);
         PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec_b);
     };
+#endif
     auto store = [&](int buf) {
         SA::store(ra, As + buf * BK * SA::S, tid);
         SB::store(rb, Bs + buf * BK * SB::S, tid);
