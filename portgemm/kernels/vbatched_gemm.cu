@@ -35,6 +35,9 @@
 //                   families, render.lean): units and copies inside the matrix skip the
 //                   element checks, the epilogue picks its loop by beta once; 0 or absent:
 //                   the code before it
+//   PG_LEAN_STEP    1 (with PG_LEAN; render.lean_step): the register path's main loop
+//                   loads a k step inside the matrix from per-tile unit offsets with no
+//                   checks and keeps its two stages interleaved; 0 or absent: as before
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
@@ -53,6 +56,9 @@
 #endif
 #ifndef PG_LEAN
 #define PG_LEAN 0
+#endif
+#ifndef PG_LEAN_STEP
+#define PG_LEAN_STEP 0
 #endif
 
 struct PgGemm {                 // one per GEMM; layout mirrored by render.GEMM_DTYPE
@@ -318,7 +324,7 @@ struct PgStage {
     static __device__ __forceinline__ void load(PG_T (&r)[L][W], const PG_T* __restrict__ X,
                                                 int ld, int rbase, int cbase, int rlim,
                                                 int clim, bool vec, int tid
-#if PG_LEAN
+#if PG_LEAN_STEP
                                                 , const unsigned* q = nullptr
 #endif
                                                 )
@@ -331,10 +337,14 @@ struct PgStage {
             const int row = rbase + o, col = cbase + c;
             const bool live = (UNITS % NT == 0 || u < UNITS) && row < rlim;
 #if PG_LEAN
+#if PG_LEAN_STEP
             // q (the main loop's, offsets()): X is the step's first element and the unit
             // starts q[l] on (the same address where the unit is live: its row is not
             // clamped then), so no row address is computed
             const PG_T* p = q != nullptr ? X + q[l] : X + row * ld + col;
+#else
+            const PG_T* p = X + row * ld + col;
+#endif
             if (live && col + W <= clim) {
                 if (W > 1 && vec) {
                     pg_ld16(p, r[l]);
@@ -359,8 +369,8 @@ struct PgStage {
         }
     }
 
-#if PG_LEAN
-    // PG_LEAN's main loop keeps each unit's offset in the tile's first k step and loads
+#if PG_LEAN_STEP
+    // PG_LEAN_STEP's main loop keeps each unit's offset in the tile's first k step and loads
     // a step wholly inside the matrix from the step's address plus it, with no checks:
     // the unit's row address was recomputed and its bounds checked every step
     // (bench/NOTES.md, session 10). The caller tests `inside` per step (ROWS, CONT);
@@ -414,7 +424,7 @@ struct PgStage {
             int o, c;
             unit(u, o, c);
             if (TRANSPOSED) {           // o = x, c = k: one element in each of W rows
-#if PG_LEAN
+#if PG_LEAN_STEP
                 // c is a multiple of W, so the W rows share one swizzle: one address and
                 // constant row steps (per element, the compiler kept W addresses)
                 PG_T* xc = xs + c * S + (o ^ swz(c));
@@ -909,10 +919,19 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
     PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
 #endif
+#if PG_LEAN_STEP
+    // The two stages interleaved, [2][A | B] (BK rows of SA::S, then of SB::S): one
+    // offset, toggled by an XOR, picks a stage for both operands' reads and stores (the
+    // stage index multiplied into each address cost ~20 instructions a step).
+    constexpr int STAGE = BK * (SA::S + SB::S);
+    PG_T* As = smem;
+    PG_T* Bs = smem + BK * SA::S;
+#else
     PG_T* As = smem;                   // [2][BK][SA::S]
     PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
+#endif
 
-#if PG_LEAN
+#if PG_LEAN_STEP
     // Each unit's offset at k = 0 (PgStage::offsets); a step inside the matrix starts
     // k0 elements on along k-contiguous rows (A, B^T), k0 rows on otherwise.
     unsigned qa[SA::L], qb[SB::L];
@@ -953,10 +972,17 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
         PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec_b);
     };
 #endif
+#if PG_LEAN_STEP
+    auto store = [&](int so) {          // so: the stage's offset, 0 or STAGE
+        SA::store(ra, As + so, tid);
+        SB::store(rb, Bs + so, tid);
+    };
+#else
     auto store = [&](int buf) {
         SA::store(ra, As + buf * BK * SA::S, tid);
         SB::store(rb, Bs + buf * BK * SB::S, tid);
     };
+#endif
 #if PG_CARRY_ON
     // The next tile's first step, into the registers this tile no longer needs; false
     // when it has none (no next tile, or K == 0 there).
@@ -979,15 +1005,24 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
         // The previous tile's last barrier retired every read of both buffers.
         store(0);
         __syncthreads();
+#if PG_LEAN_STEP
+        int so = 0;                     // the stage read this step
+#else
         int buf = 0;
+#endif
         for (int k0 = 0; k0 < K; k0 += BK) {
             const bool more = k0 + BK < K;
             if (more) load(k0 + BK);
 #if PG_CARRY_ON
             else primed = prefetch();   // overlaps this last step's FMAs and the epilogue
 #endif
+#if PG_LEAN_STEP
+            const PG_T* as = As + so;
+            const PG_T* bs = Bs + so;
+#else
             const PG_T* as = As + buf * BK * SA::S;
             const PG_T* bs = Bs + buf * BK * SB::S;
+#endif
             PG_UNROLL_K
             for (int kk = 0; kk < BK; ++kk) {
                 PG_T a[RM], b[RN];
@@ -999,11 +1034,19 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
                     for (int j = 0; j < RN; ++j) acc[i][j] += PG_ACC(a[i]) * PG_ACC(b[j]);
             }
+#if PG_LEAN_STEP
+            if (more) store(so ^ STAGE);
+#else
             if (more) store(buf ^ 1);
+#endif
             // One barrier per step: the buffer just filled was last read before the
             // previous barrier, and the next step reads it only after this one.
             __syncthreads();
+#if PG_LEAN_STEP
+            so ^= STAGE;
+#else
             buf ^= 1;
+#endif
         }
     }
 #if PG_CARRY_ON
