@@ -412,6 +412,20 @@ struct PgStage {
                 }
         }
     }
+
+    // One k step of the main loop: unchecked where `inside` (the step's whole slice lies
+    // inside the matrix), else load() with its checks, addressed from the same offsets.
+    // (rbase, cbase, rlim, clim) as in load(); koff: the step's offset from X.
+    static __device__ __forceinline__ void load_step(PG_T (&r)[L][W], const PG_T* __restrict__ X,
+                                                     int ld, unsigned koff, const unsigned (&q)[L],
+                                                     bool inside, int rbase, int cbase, int rlim,
+                                                     int clim, bool vec, int tid)
+    {
+        if (inside)
+            load_inside(r, X, koff, q, vec, tid);
+        else
+            load(r, X + koff, ld, rbase, cbase, rlim, clim, vec, tid, q);
+    }
 #endif
 
     // Registers -> Xs[k][x] (one stage).
@@ -948,22 +962,15 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #endif
     auto load = [&](int k0) {
         const bool k_in = k0 + BK <= K;
-        const unsigned ak = PG_TRANS_A ? k0 * lda : k0, bk = PG_TRANS_B ? k0 : k0 * ldb;
-        if (a_in && k_in)
-            SA::load_inside(ra, A, ak, qa, vec_a, tid);
-        else
 #if PG_TRANS_A
-            SA::load(ra, A + ak, lda, k0, m0, K, M, vec_a, tid, qa);
+        SA::load_step(ra, A, lda, unsigned(k0 * lda), qa, a_in && k_in, k0, m0, K, M, vec_a, tid);
 #else
-            SA::load(ra, A + ak, lda, m0, k0, M, K, vec_a, tid, qa);
+        SA::load_step(ra, A, lda, unsigned(k0), qa, a_in && k_in, m0, k0, M, K, vec_a, tid);
 #endif
-        if (b_in && k_in)
-            SB::load_inside(rb, B, bk, qb, vec_b, tid);
-        else
 #if PG_TRANS_B
-            SB::load(rb, B + bk, ldb, n0, k0, N, K, vec_b, tid, qb);
+        SB::load_step(rb, B, ldb, unsigned(k0), qb, b_in && k_in, n0, k0, N, K, vec_b, tid);
 #else
-            SB::load(rb, B + bk, ldb, k0, n0, K, N, vec_b, tid, qb);
+        SB::load_step(rb, B, ldb, unsigned(k0 * ldb), qb, b_in && k_in, k0, n0, K, N, vec_b, tid);
 #endif
     };
 #else
