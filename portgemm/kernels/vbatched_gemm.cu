@@ -342,10 +342,11 @@ struct PgStage {
             // starts q[l] on (the same address where the unit is live: its row is not
             // clamped then), so no row address is computed
             const PG_T* p = q != nullptr ? X + q[l] : X + row * ld + col;
-#else
-            const PG_T* p = X + row * ld + col;
-#endif
             if (live && col + W <= clim) {
+#else
+            if (live && col + W <= clim) {
+                const PG_T* p = X + row * ld + col;
+#endif
                 if (W > 1 && vec) {
                     pg_ld16(p, r[l]);
                 } else {
@@ -360,7 +361,7 @@ struct PgStage {
 #endif
 #pragma unroll
                 for (int j = 0; j < W; ++j)
-#if PG_LEAN
+#if PG_LEAN_STEP
                     r[l][j] = (live && col + j < clim) ? pg_ldg(p + j) : PG_T(0);
 #else
                     r[l][j] = (live && col + j < clim) ? pg_ldg(X + row * ld + col + j) : PG_T(0);
