@@ -370,6 +370,24 @@ def test_short_k_random_batch(be, dtype, kind, trans):
     run_family_case(be, shapes, dtype, *trans, layouts, "per-kind", kind, name="short-k")
 
 
+@pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype, kind", SIMT_CASES, ids=[f"{d}-{k}" for d, k in SIMT_CASES])
+def test_lean_steps_long_k(be, dtype, kind, trans):
+    """Many k steps wholly inside the matrix between edge ones: the lean main loop loads
+    those from per-tile unit offsets with no checks (PG_LEAN_STEP) and switches to the
+    checked loads at the matrix edge (edge tiles, a partial last step) and for the next
+    tile's carried first step. M, N in [1, 300], K in [8, 300] (whole and partial last
+    steps), each layout, three tiles a block."""
+    rng = np.random.default_rng(stable_seed("lean-steps", dtype, kind, trans))
+    shapes = np.stack([rng.integers(1, 301, 16), rng.integers(1, 301, 16),
+                       rng.integers(8, 301, 16)], axis=1).astype(np.int64)
+    shapes[0] = (256, 256, 256)         # every step of every tile inside
+    shapes[1] = (257, 255, 263)         # edge tiles both ways, a partial last step
+    layouts = [LAYOUTS[i % len(LAYOUTS)] for i in range(len(shapes))]
+    run_family_case(be, shapes, dtype, *trans, layouts, "per-kind", kind, name="lean-steps",
+                    tiles_per_block=3)
+
+
 # 128-thread 8x8 kinds capped at 3 resident blocks an SM on sm_90 (kernels/render.py)
 CAPPED_KINDS = ("128x64/8x8", "64x128/8x8")
 

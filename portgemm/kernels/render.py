@@ -182,6 +182,33 @@ def lean(variant: Variant) -> bool:
             and not (variant.dtype == "float64" and stages(variant) > 0))
 
 
+# The lean variants whose register-path main loop loads the k steps inside the matrix
+# from per-tile unit offsets with no checks and keeps its two stages interleaved
+# (PG_LEAN_STEP, bench/NOTES.md session 10), by (family, kind, dtype): the fp32 kinds the
+# short-K cells run (and their tuning candidates), where sm_90 SASS shows 10-30 % fewer
+# non-FFMA instructions a k step at the same registers. Not 64x64/8x4 A^T B (LEAN_STEP_OFF,
+# with the op): there the offsets took 127 registers on sm_90 (4 blocks an SM) where it
+# had 95 (5), and capped at 5 blocks it spills (32 bytes; 28 without them). Not the other
+# lean kinds: fp64 and the smaller fp32 kinds took more registers with it, and some lost
+# a block an SM (sm_80, sm_90, gfx940).
+LEAN_STEP = {
+    *(("portgemm", k, "float32") for k in ("64x128/8x8", "128x64/8x8", "64x64/8x4",
+                                            "128x128/16x8")),
+    *(("tune", k, "float32") for k in ("64x128/8x8/k8", "128x64/8x8/k8", "64x64/8x4/k16",
+                                        "128x128/16x8/k8")),
+}
+LEAN_STEP_OFF = {
+    ("portgemm", "64x64/8x4", "float32", "tn"),
+    ("tune", "64x64/8x4/k16", "float32", "tn"),
+}
+
+
+def lean_step(variant: Variant) -> bool:
+    """Whether ``variant`` takes PG_LEAN_STEP (LEAN_STEP above)."""
+    return (lean(variant) and _key(variant) in LEAN_STEP
+            and _key(variant) + (_op(variant),) not in LEAN_STEP_OFF)
+
+
 def _key(variant: Variant) -> tuple[str, str, str]:
     what = "fused" if variant.fused else variant.kinds[0].kind
     return (variant.kinds[0].family, what, variant.dtype)
@@ -372,6 +399,7 @@ def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str
         "PG_CARRY": str(int(carry(variant))),
         # only a lean variant gets its define: every other renders as before
         **({"PG_LEAN": "1"} if lean(variant) else {}),
+        **({"PG_LEAN_STEP": "1"} if lean_step(variant) else {}),
         **tf32,
         **mfma,
         **wgmma,

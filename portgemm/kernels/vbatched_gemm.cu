@@ -35,6 +35,9 @@
 //                   families, render.lean): units and copies inside the matrix skip the
 //                   element checks, the epilogue picks its loop by beta once; 0 or absent:
 //                   the code before it
+//   PG_LEAN_STEP    1 (with PG_LEAN; render.lean_step): the register path's main loop
+//                   loads a k step inside the matrix from per-tile unit offsets with no
+//                   checks and keeps its two stages interleaved; 0 or absent: as before
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
@@ -53,6 +56,9 @@
 #endif
 #ifndef PG_LEAN
 #define PG_LEAN 0
+#endif
+#ifndef PG_LEAN_STEP
+#define PG_LEAN_STEP 0
 #endif
 
 struct PgGemm {                 // one per GEMM; layout mirrored by render.GEMM_DTYPE
@@ -317,7 +323,11 @@ struct PgStage {
     // session 9). Otherwise only 16-byte units skip them.
     static __device__ __forceinline__ void load(PG_T (&r)[L][W], const PG_T* __restrict__ X,
                                                 int ld, int rbase, int cbase, int rlim,
-                                                int clim, bool vec, int tid)
+                                                int clim, bool vec, int tid
+#if PG_LEAN_STEP
+                                                , const unsigned* q = nullptr
+#endif
+                                                )
     {
 #pragma unroll
         for (int l = 0; l < L; ++l) {
@@ -327,8 +337,16 @@ struct PgStage {
             const int row = rbase + o, col = cbase + c;
             const bool live = (UNITS % NT == 0 || u < UNITS) && row < rlim;
 #if PG_LEAN
+#if PG_LEAN_STEP
+            // q (the main loop's, offsets()): X is the step's first element and the unit
+            // starts q[l] on (the same address where the unit is live: its row is not
+            // clamped then), so no row address is computed
+            const PG_T* p = q != nullptr ? X + q[l] : X + row * ld + col;
+            if (live && col + W <= clim) {
+#else
             if (live && col + W <= clim) {
                 const PG_T* p = X + row * ld + col;
+#endif
                 if (W > 1 && vec) {
                     pg_ld16(p, r[l]);
                 } else {
@@ -343,10 +361,73 @@ struct PgStage {
 #endif
 #pragma unroll
                 for (int j = 0; j < W; ++j)
+#if PG_LEAN_STEP
+                    r[l][j] = (live && col + j < clim) ? pg_ldg(p + j) : PG_T(0);
+#else
                     r[l][j] = (live && col + j < clim) ? pg_ldg(X + row * ld + col + j) : PG_T(0);
+#endif
             }
         }
     }
+
+#if PG_LEAN_STEP
+    // PG_LEAN_STEP's main loop keeps each unit's offset in the tile's first k step and loads
+    // a step wholly inside the matrix from the step's address plus it, with no checks:
+    // the unit's row address was recomputed and its bounds checked every step
+    // (bench/NOTES.md, session 10). The caller tests `inside` per step (ROWS, CONT);
+    // the rest go through load(). Offsets, not pointers: a 64-bit address a unit spilled
+    // 4-36 bytes under the register caps (sm_90). Rows are clamped into the matrix, so
+    // a row past the edge (never read from here) cannot overflow; rlim >= 1 there.
+    static constexpr int ROWS = UNITS * W / CONT;   // stored rows of one slice
+
+    static __device__ __forceinline__ void offsets(unsigned (&q)[L], int ld, int rbase, int cbase,
+                                                   int rlim, int tid)
+    {
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            int o, c;
+            unit(tid + l * NT, o, c);
+            q[l] = unsigned(min(rbase + o, rlim - 1) * ld + cbase + c);
+        }
+    }
+
+    // A slice wholly inside the matrix: unit l at X + (koff + q[l]) (koff: the step's
+    // offset), a 32-bit sum, so each address is one wide multiply-add (as 64-bit sums
+    // the compiler sign-extended and added in pairs). One uniform branch on `vec` (per
+    // GEMM), not one per unit.
+    static __device__ __forceinline__ void load_inside(PG_T (&r)[L][W], const PG_T* __restrict__ X,
+                                                       unsigned koff, const unsigned (&q)[L],
+                                                       bool vec, int tid)
+    {
+        if (W > 1 && vec) {
+#pragma unroll
+            for (int l = 0; l < L; ++l)
+                if (UNITS % NT == 0 || tid + l * NT < UNITS) pg_ld16(X + (koff + q[l]), r[l]);
+        } else {
+#pragma unroll
+            for (int l = 0; l < L; ++l)
+                if (UNITS % NT == 0 || tid + l * NT < UNITS) {
+                    const PG_T* p = X + (koff + q[l]);
+#pragma unroll
+                    for (int j = 0; j < W; ++j) r[l][j] = pg_ldg(p + j);
+                }
+        }
+    }
+
+    // One k step of the main loop: unchecked where `inside` (the step's whole slice lies
+    // inside the matrix), else load() with its checks, addressed from the same offsets.
+    // (rbase, cbase, rlim, clim) as in load(); koff: the step's offset from X.
+    static __device__ __forceinline__ void load_step(PG_T (&r)[L][W], const PG_T* __restrict__ X,
+                                                     int ld, unsigned koff, const unsigned (&q)[L],
+                                                     bool inside, int rbase, int cbase, int rlim,
+                                                     int clim, bool vec, int tid)
+    {
+        if (inside)
+            load_inside(r, X, koff, q, vec, tid);
+        else
+            load(r, X + koff, ld, rbase, cbase, rlim, clim, vec, tid, q);
+    }
+#endif
 
     // Registers -> Xs[k][x] (one stage).
     static __device__ __forceinline__ void store(const PG_T (&r)[L][W], PG_T* xs, int tid)
@@ -358,8 +439,16 @@ struct PgStage {
             int o, c;
             unit(u, o, c);
             if (TRANSPOSED) {           // o = x, c = k: one element in each of W rows
+#if PG_LEAN_STEP
+                // c is a multiple of W, so the W rows share one swizzle: one address and
+                // constant row steps (per element, the compiler kept W addresses)
+                PG_T* xc = xs + c * S + (o ^ swz(c));
+#pragma unroll
+                for (int j = 0; j < W; ++j) xc[j * S] = r[l][j];
+#else
 #pragma unroll
                 for (int j = 0; j < W; ++j) xs[(c + j) * S + (o ^ swz(c + j))] = r[l][j];
+#endif
             } else if (W > 1) {         // o = k, c = x: one 16-byte store
                 pg_put16(xs + o * S + c, r[l]);
             } else {
@@ -845,17 +934,63 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     using SB = PgStage<BK, BN, NT, (bool)PG_TRANS_B>;  // Bs[k][n]
     PG_T ra[SA::L][SA::W], rb[SB::L][SB::W];
 #endif
+#if PG_LEAN_STEP
+    // The two stages interleaved, [2][A | B] (BK rows of SA::S, then of SB::S): one
+    // offset, toggled by an XOR, picks a stage for both operands' reads and stores (the
+    // stage index multiplied into each address cost ~20 instructions a step).
+    constexpr int STAGE = BK * (SA::S + SB::S);
+    PG_T* As = smem;
+    PG_T* Bs = smem + BK * SA::S;
+#else
     PG_T* As = smem;                   // [2][BK][SA::S]
     PG_T* Bs = smem + 2 * BK * SA::S;  // [2][BK][SB::S]
+#endif
 
+#if PG_LEAN_STEP
+    // Each unit's offset at k = 0 (PgStage::offsets); a step inside the matrix starts
+    // k0 elements on along k-contiguous rows (A, B^T), k0 rows on otherwise.
+    unsigned qa[SA::L], qb[SB::L];
+    const bool a_in = m0 + BM <= M, b_in = n0 + BN <= N;
+#if PG_TRANS_A
+    SA::offsets(qa, lda, 0, m0, K, tid);
+#else
+    SA::offsets(qa, lda, m0, 0, M, tid);
+#endif
+#if PG_TRANS_B
+    SB::offsets(qb, ldb, n0, 0, N, tid);
+#else
+    SB::offsets(qb, ldb, 0, n0, K, tid);
+#endif
+    auto load = [&](int k0) {
+        const bool k_in = k0 + BK <= K;
+#if PG_TRANS_A
+        SA::load_step(ra, A, lda, unsigned(k0 * lda), qa, a_in && k_in, k0, m0, K, M, vec_a, tid);
+#else
+        SA::load_step(ra, A, lda, unsigned(k0), qa, a_in && k_in, m0, k0, M, K, vec_a, tid);
+#endif
+#if PG_TRANS_B
+        SB::load_step(rb, B, ldb, unsigned(k0), qb, b_in && k_in, n0, k0, N, K, vec_b, tid);
+#else
+        SB::load_step(rb, B, ldb, unsigned(k0 * ldb), qb, b_in && k_in, k0, n0, K, N, vec_b, tid);
+#endif
+    };
+#else
     auto load = [&](int k0) {
         PG_LOAD_A(ra, A, lda, m0, k0, M, K, vec_a);
         PG_LOAD_B(rb, B, ldb, n0, k0, N, K, vec_b);
     };
+#endif
+#if PG_LEAN_STEP
+    auto store = [&](int so) {          // so: the stage's offset, 0 or STAGE
+        SA::store(ra, As + so, tid);
+        SB::store(rb, Bs + so, tid);
+    };
+#else
     auto store = [&](int buf) {
         SA::store(ra, As + buf * BK * SA::S, tid);
         SB::store(rb, Bs + buf * BK * SB::S, tid);
     };
+#endif
 #if PG_CARRY_ON
     // The next tile's first step, into the registers this tile no longer needs; false
     // when it has none (no next tile, or K == 0 there).
@@ -878,15 +1013,24 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
         // The previous tile's last barrier retired every read of both buffers.
         store(0);
         __syncthreads();
+#if PG_LEAN_STEP
+        int so = 0;                     // the stage read this step
+#else
         int buf = 0;
+#endif
         for (int k0 = 0; k0 < K; k0 += BK) {
             const bool more = k0 + BK < K;
             if (more) load(k0 + BK);
 #if PG_CARRY_ON
             else primed = prefetch();   // overlaps this last step's FMAs and the epilogue
 #endif
+#if PG_LEAN_STEP
+            const PG_T* as = As + so;
+            const PG_T* bs = Bs + so;
+#else
             const PG_T* as = As + buf * BK * SA::S;
             const PG_T* bs = Bs + buf * BK * SB::S;
+#endif
             PG_UNROLL_K
             for (int kk = 0; kk < BK; ++kk) {
                 PG_T a[RM], b[RN];
@@ -898,11 +1042,19 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
                     for (int j = 0; j < RN; ++j) acc[i][j] += PG_ACC(a[i]) * PG_ACC(b[j]);
             }
+#if PG_LEAN_STEP
+            if (more) store(so ^ STAGE);
+#else
             if (more) store(buf ^ 1);
+#endif
             // One barrier per step: the buffer just filled was last read before the
             // previous barrier, and the next step reads it only after this one.
             __syncthreads();
+#if PG_LEAN_STEP
+            so ^= STAGE;
+#else
             buf ^= 1;
+#endif
         }
     }
 #if PG_CARRY_ON
