@@ -13,3 +13,16 @@ def kept(cache: dict, key, most: int, make):
             cache.clear()
         value = cache[key] = make()
     return value
+
+
+def kept_for(cache: dict, owner, key, most: int, make):
+    """:func:`kept` for a value derived from ``owner`` (key it by ``id(owner)``): a hit
+    made for another object that has since taken the same id is made again."""
+    hit = cache.get(key)
+    if hit is not None and hit[0] is owner:
+        return hit[1]
+    if len(cache) >= most:
+        cache.clear()
+    value = make()
+    cache[key] = (owner, value)
+    return value

@@ -1,6 +1,7 @@
 """The planning-time shortcuts of session 10 (bench/NOTES.md, "Session 10: planning time")
-give the plans the general path gives: the longest-tile bound that lets split-K's inner
-replans skip a launch structure is a lower bound on every rule's prediction, an inner
+give the plans the general path gives: the longest-tile bound that lets a plan (and
+split-K's inner replans) skip a launch structure is a lower bound on every rule's
+prediction, an inner
 replan is the same plan (tiles, kinds, prediction) as the same request planned on its
 own, and the device rule's tile-by-tile prices (Python-float sharing) are the array
 formula's to the bit. Random batches, many seeds, every dtype and arch the default plan

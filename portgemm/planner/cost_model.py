@@ -82,6 +82,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..memo import kept_for
 from ..occupancy import tuned, vector_path
 from ..occupancy.ceilings import Ceilings, ceilings_for
 from ..tiles import ITEMSIZE
@@ -256,6 +257,17 @@ def last_sharing(kc: KindCosts, n_per_kind: np.ndarray, per_kind: bool):
     return np.full(kc.n_kinds, float(r)), np.full(kc.n_kinds, float(u))
 
 
+def _sharing_of(tiles: float, cus: float, active: float, warps: float):
+    """:func:`tiles_sharing` of one launch (or wave) in Python floats: (r, u)."""
+    r = min(max(tiles / cus, 1.0), active)
+    return r, min(1.0, r * warps / SATURATING_WARPS)
+
+
+def _last_wave(tiles: float, slots: float) -> float:
+    """:func:`waves_of`'s tiles in the last wave, in Python floats."""
+    return tiles - max(float(math.ceil(tiles / slots - 1e-9)) - 1.0, 0.0) * slots
+
+
 def _launch_times(kc: KindCosts, n: list, per_kind: bool):
     """((prologue + epilogue, step), the same in the last wave), each a list per kind, of
     tiles at :func:`sharing` and :func:`last_sharing` of ``n`` tiles per kind (integers,
@@ -263,24 +275,15 @@ def _launch_times(kc: KindCosts, n: list, per_kind: bool):
     of kinds: NumPy's per-call cost would be most of it)."""
     cus, tw, act = kc.cus, *_kind_lists(kc)[:2]
     if per_kind:   # each kind's launch on its own (tiles_sharing, waves_of)
-        r = [min(max(x / cus, 1.0), a) for x, a in zip(n, act)]
-        u = [min(1.0, rk * w / SATURATING_WARPS) for rk, w in zip(r, tw)]
-        last = []
-        for x, a in zip(n, act):
-            slots = cus * a
-            last.append(x - max(float(math.ceil(x / slots - 1e-9)) - 1.0, 0.0) * slots)
-        rl = [min(max(x / cus, 1.0), a) for x, a in zip(last, act)]
-        ul = [min(1.0, rk * w / SATURATING_WARPS) for rk, w in zip(rl, tw)]
-        return _times_at(kc, r, u), _times_at(kc, rl, ul)
+        first = [_sharing_of(x, cus, a, w) for x, a, w in zip(n, act, tw)]
+        last = [_sharing_of(_last_wave(x, cus * a), cus, a, w) for x, a, w in zip(n, act, tw)]
+        return _times_at(kc, *zip(*first)), _times_at(kc, *zip(*last))
     total = sum(n)   # integers: exact in any order, as is the dot product below
     warps = sum(x * w for x, w in zip(n, tw)) / total if total else kc.tile_warps_max
-    r1 = min(max(total / cus, 1.0), kc.active_max)
-    slots = kc.slots_max
-    last = total - max(float(math.ceil(total / slots - 1e-9)) - 1.0, 0.0) * slots
-    rl = min(max(last / cus, 1.0), kc.active_max)
     k = len(n)
-    return (_times_at(kc, [r1] * k, [min(1.0, r1 * warps / SATURATING_WARPS)] * k),
-            _times_at(kc, [rl] * k, [min(1.0, rl * warps / SATURATING_WARPS)] * k))
+    r, u = _sharing_of(total, cus, kc.active_max, warps)
+    rl, ul = _sharing_of(_last_wave(total, kc.slots_max), cus, kc.active_max, warps)
+    return _times_at(kc, [r] * k, [u] * k), _times_at(kc, [rl] * k, [ul] * k)
 
 
 def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
@@ -314,8 +317,8 @@ def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
     else:
         total = sum(n)   # integers: exact in any order, as is the dot product below
         warps = sum(x * w for x, w in zip(n, tw)) / total if total > 0 else kc.tile_warps_max
-        r1 = min(max(total / cus, 1.0), kc.active_max)
-        r, u = [r1] * len(n), [min(1.0, r1 * warps / SATURATING_WARPS)] * len(n)
+        r1, u1 = _sharing_of(total, cus, kc.active_max, warps)
+        r, u = [r1] * len(n), [u1] * len(n)
     return _times_at(kc, r, u)
 
 
@@ -339,6 +342,8 @@ def _times_at(kc: KindCosts, r: list, u: list):
     return pe, steps
 
 
+# per-KindCosts memos (_kind_lists, _bound_times, _alone_times): entries before one is emptied
+MEMO_ENTRIES = 256
 _lists_memo: dict = {}
 
 
@@ -346,17 +351,11 @@ def _kind_lists(kc: KindCosts) -> tuple:
     """start_stage_times' per-kind constants as lists of floats (tile warps, resident
     workgroups, global, shared and C bytes, FMAs per step, FMA rate per CU, tuned factor
     or None), memoised per KindCosts (shared and read-only)."""
-    hit = _lists_memo.get(id(kc))
-    if hit is not None and hit[0] is kc:
-        return hit[1]
-    out = (kc.tile_warps.tolist(), kc.active.tolist(), kc.g_bytes.tolist(),
-           kc.s_bytes.tolist(), kc.fmas.tolist(), kc.c_bytes.tolist(),
-           (kc.kind_flops / 2.0 / kc.cus).tolist(),
-           kc.factor.tolist() if kc.factor is not None else None)
-    if len(_lists_memo) > 256:
-        _lists_memo.clear()
-    _lists_memo[id(kc)] = (kc, out)
-    return out
+    return kept_for(_lists_memo, kc, id(kc), MEMO_ENTRIES, lambda: (
+        kc.tile_warps.tolist(), kc.active.tolist(), kc.g_bytes.tolist(),
+        kc.s_bytes.tolist(), kc.fmas.tolist(), kc.c_bytes.tolist(),
+        (kc.kind_flops / 2.0 / kc.cus).tolist(),
+        kc.factor.tolist() if kc.factor is not None else None))
 
 
 def steps_of(K: np.ndarray, tk: np.ndarray) -> np.ndarray:
@@ -688,18 +687,12 @@ def longest_tile_bound(kc: KindCosts, steps: np.ndarray, penalty, live: np.ndarr
 def _alone_times(kc: KindCosts, per_kind: bool):
     """longest_tile_bound's per-kind (prologue + epilogue, step) seconds of a tile alone
     on its CU, as (kinds, 1) columns, memoised per KindCosts (shared and read-only)."""
-    key = (id(kc), per_kind, "alone")
-    hit = _bound_memo.get(key)
-    if hit is not None and hit[0] is kc:
-        return hit[1]
-    warps = kc.tile_warps if per_kind else np.full(kc.n_kinds, kc.tile_warps_max)
-    r = np.ones(kc.n_kinds)
-    pro, step, epi = stage_times(kc, r, np.minimum(1.0, warps / SATURATING_WARPS))
-    out = ((pro + epi)[:, None], step[:, None])
-    if len(_bound_memo) > 256:
-        _bound_memo.clear()
-    _bound_memo[key] = (kc, out)
-    return out
+    def make():
+        warps = kc.tile_warps if per_kind else np.full(kc.n_kinds, kc.tile_warps_max)
+        pro, step, epi = stage_times(kc, np.ones(kc.n_kinds),
+                                     np.minimum(1.0, warps / SATURATING_WARPS))
+        return (pro + epi)[:, None], step[:, None]
+    return kept_for(_bound_memo, kc, (id(kc), per_kind, "alone"), MEMO_ENTRIES, make)
 
 
 _bound_memo: dict = {}
@@ -708,21 +701,15 @@ _bound_memo: dict = {}
 def _bound_times(kc: KindCosts, per_kind: bool):
     """resource_bound's per-kind (prologue + epilogue, step) CU seconds at the most
     sharing, memoised per KindCosts (shared and read-only)."""
-    key = (id(kc), per_kind)
-    hit = _bound_memo.get(key)
-    if hit is not None and hit[0] is kc:
-        return hit[1]
-    c = kc.ceil
-    A = kc.active if per_kind else np.full(kc.n_kinds, kc.active_max)
-    bw = c.copy_bytes_per_s / kc.cus
-    step = np.maximum(np.maximum(c.latency_s / A, kc.g_bytes / bw),
-                      np.maximum(kc.s_bytes / c.smem_bytes_per_s_per_cu,
-                                 kc.fmas / (kc.flops_per_s / 2.0 / kc.cus)))
-    pe = PROLOGUE_LATENCIES * c.latency_s / A + (kc.g_bytes + kc.c_bytes) / bw
-    if kc.factor is not None:
-        step, pe = step * kc.factor, pe * kc.factor
-    out = (pe[:, None], step[:, None])
-    if len(_bound_memo) > 256:
-        _bound_memo.clear()
-    _bound_memo[key] = (kc, out)
-    return out
+    def make():
+        c = kc.ceil
+        A = kc.active if per_kind else np.full(kc.n_kinds, kc.active_max)
+        bw = c.copy_bytes_per_s / kc.cus
+        step = np.maximum(np.maximum(c.latency_s / A, kc.g_bytes / bw),
+                          np.maximum(kc.s_bytes / c.smem_bytes_per_s_per_cu,
+                                     kc.fmas / (kc.flops_per_s / 2.0 / kc.cus)))
+        pe = PROLOGUE_LATENCIES * c.latency_s / A + (kc.g_bytes + kc.c_bytes) / bw
+        if kc.factor is not None:
+            step, pe = step * kc.factor, pe * kc.factor
+        return pe[:, None], step[:, None]
+    return kept_for(_bound_memo, kc, (id(kc), per_kind), MEMO_ENTRIES, make)

@@ -35,8 +35,8 @@ CANDIDATES = (2, 4, 8, 16)
 # The K step of the slices: a multiple of every K step of a kind that may split (the
 # fp32 / fp64 families; the 16-bit ones never split: planner.HALF_FAMILY), so no K step
 # straddles two slices and the offset A and B keep their 16-byte alignment. Those steps
-# are at most 16 (tests/test_split_k.py); 32 is what the split-K plans were measured with (it was the widest
-# step of any family then, the 16-bit wgmma kinds' BK included).
+# are at most 16 (tests/test_split_k.py); 32 is what the split-K plans were measured
+# with (it was the widest step of any family then, the 16-bit wgmma kinds' BK included).
 BK = 32
 MIN_SLICE = 2 * BK
 
