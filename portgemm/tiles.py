@@ -393,7 +393,7 @@ WGMMA_BF16 = _family("wgmma-bf16", _WGMMA_KINDS)
 # 3xTF32 on wgmma (pg_tile_wgmma's fp32 form): the same warpgroup tiles, BK 32 (one
 # 128-byte row of fp32 a split stage), operands staged as the TF32 kinds' (any leading
 # dimension), B split once per block into a K-major stage, A into wgmma's A registers.
-WGMMA_3XTF32 = _family("wgmma-3xtf32", _WGMMA_KINDS)
+WGMMA_3XTF32 = _family("wgmma-3xtf32", _WGMMA_KINDS + [("64x64/g64x64", 64, 64, 32, 128, 64, 64, "mma")])
 
 # AMD's MFMA kinds (MFMA_FAMILIES; 256 threads = 4 waves of 64, w: a wave's sub-tile of
 # 16x16 MFMA blocks), staged like the MMA kinds (register double buffer: AMD has no

@@ -104,15 +104,20 @@ def test_a_launch_passes_its_dynamic_bytes():
 def test_the_3xtf32_wgmma_kinds_hold_their_split_stage_and_two_64x128_blocks_an_sm():
     """3 cp.async stages (A padded as the TF32 kinds', B unpadded), then B's split stage
     (big and small, 1 KiB aligned): 64x128 must leave two blocks an SM (sm_90 reserves
-    1 KiB of shared memory a block), which it measured to need (bench/NOTES.md, session 11)."""
-    for kind, a_stage in (("64x128/g64x128", 64 * 36), ("128x128/g64x128", 128 * 36)):
+    1 KiB of shared memory a block), which it measured to need, and 64x64 three
+    (bench/NOTES.md, session 11)."""
+    for kind, a_stage in (("64x128/g64x128", 64 * 36), ("128x128/g64x128", 128 * 36),
+                          ("64x64/g64x64", 64 * 36)):
         k = next(k for k in FAMILIES["wgmma-3xtf32"] if k.kind == kind)
         v = Variant((k,), "float32", "tile-list")
-        assert (k.tk, rd.stages(v), rd.split_stage_elems(k)) == (32, 3, 2 * 128 * 32)
-        stages = 3 * (a_stage + 32 * 128)
-        tiles = -(-stages // 256) * 256 + 2 * 128 * 32
+        assert (k.tk, rd.stages(v), rd.split_stage_elems(k)) == (32, 3, 2 * k.tn * 32)
+        stages = 3 * (a_stage + 32 * k.tn)
+        tiles = -(-stages // 256) * 256 + 2 * k.tn * 32
         assert rd.smem_elems_async(v.kinds, "float32", 3) == tiles
         assert rd.dynamic_smem(v) == 4 * tiles + rd.DYNAMIC_SMEM_SLACK
     small = Variant((next(k for k in FAMILIES["wgmma-3xtf32"] if k.kind == "64x128/g64x128"),),
                     "float32", "tile-list")
     assert 2 * (rd.dynamic_smem(small) + 1024) <= get_arch("sm_90").shared_per_cu
+    smallest = Variant((next(k for k in FAMILIES["wgmma-3xtf32"] if k.kind == "64x64/g64x64"),),
+                       "float32", "tile-list")
+    assert 3 * (rd.dynamic_smem(smallest) + 1024) <= get_arch("sm_90").shared_per_cu

@@ -80,7 +80,7 @@ def test_the_h100_has_fp32_factors_overall_and_per_depth():
     raw = json.loads(ceilings.PATH.read_text())["measured"]["sm_90"]
     assert "float32" in raw[ceilings.KIND_FACTORS + "_source"]["portgemm"]
     prof = dict(c.kind_depth_factors)
-    assert set(prof) == {k.name for k in F32}
+    assert {n for n in prof if n.startswith("portgemm.")} == {k.name for k in F32}
     for k in F32:
         ks = [d for d, _ in prof[k.name]]
         assert ks == [32, 256, 1024]
@@ -175,7 +175,10 @@ def test_writing_ceilings_keeps_the_factors(tmp_path):
         ceilings.write_kind_factors("sm_90", {"portgemm.32x32/4x4": 0.7}, "t32", path,
                                     depth_factors={"portgemm.32x32/4x4": [[32, 0.6]]})
         row = json.loads(path.read_text())["measured"]["sm_90"]
-        assert row[ceilings.KIND_DEPTH_FACTORS] == {"portgemm.32x32/4x4": [[32, 0.6]]}
+        # fp32's depth factors replaced; the other families' (the 3xtf32 ones) stay
+        assert {n: r for n, r in row[ceilings.KIND_DEPTH_FACTORS].items()
+                if n.startswith("portgemm.")} == {"portgemm.32x32/4x4": [[32, 0.6]]}
+        assert row[ceilings.KIND_DEPTH_FACTORS]["wgmma-3xtf32.64x128/g64x128"][0][0] == 32
         assert row[ceilings.KIND_FACTORS]["portgemm-f64.32x32/4x4"] == 0.5
         with pytest.raises(ValueError, match="measure them first"):
             ceilings.write_kind_factors("gfx90a", {"portgemm-f64.32x32/4x4": 0.5}, "t", path)
@@ -420,7 +423,7 @@ def test_the_command_divides_out_the_path_efficiencies_for_fp32(tmp_path, monkey
     row = json.loads(path.read_text())["measured"]["sm_90"]
     got = {n: f for n, f in row[ceilings.KIND_FACTORS].items() if n.startswith("portgemm.")}
     assert got == {n: pytest.approx(f, rel=2e-3) for n, f in known.items()}
-    deep = row[ceilings.KIND_DEPTH_FACTORS]
+    deep = {n: r for n, r in row[ceilings.KIND_DEPTH_FACTORS].items() if n.startswith("portgemm.")}
     assert {n: [d for d, _ in r] for n, r in deep.items()} == {n: [32, 256] for n in known}
     for n, r in deep.items():
         assert [f for _, f in r] == [pytest.approx(known[n], rel=2e-3)] * 2
@@ -463,3 +466,19 @@ def test_a_kind_dearer_than_modelled_still_wins_like_for_like():
 def test_fp64_weighs_its_structures_with_its_factors():
     from portgemm.planner.wavefront_tlp import LIKE_FOR_LIKE
     assert "float64" not in LIKE_FOR_LIKE
+
+
+def test_the_h100_has_factors_for_every_kind_a_3xtf32_plan_weighs():
+    """Session 11: both 3xtf32 families' kinds measured alone (kind_factors --family
+    portgemm-3xtf32 / wgmma-3xtf32), so the kinds an sm_90 3xtf32 plan weighs (its family's
+    and wgmma-3xtf32's, less the superseded) all have a factor, and the wgmma tiles are
+    told apart: the large ones cheaper than modelled than the 64x64 one."""
+    from portgemm.tiles import FAMILIES, weighed_families, without_superseded
+    c = ceilings_for(H100)
+    kinds = without_superseded([k for f in weighed_families("portgemm-3xtf32", "sm_90")
+                                for k in FAMILIES[f]])
+    f = c.kind_factors_of(kinds)
+    assert f is not None and ((f > 0.3) & (f < 1.5)).all()
+    by = {k.name: x for k, x in zip(kinds, f)}
+    assert by["wgmma-3xtf32.128x128/g64x128"] < by["wgmma-3xtf32.64x64/g64x64"]
+    assert by["wgmma-3xtf32.64x128/g64x128"] < by["wgmma-3xtf32.64x64/g64x64"]

@@ -29,15 +29,17 @@ HALF = {d: f for f, d in HALF_FAMILIES.items()}
 def test_families_are_warpgroup_kinds_of_64_accumulators():
     assert WGMMA_FAMILIES == {"wgmma-f16": "float16", "wgmma-bf16": "bfloat16",
                               "wgmma-3xtf32": "float32"}
-    for fam in ("wgmma-f16", "wgmma-3xtf32"):    # the same tiles in every wgmma family
-        assert FAMILIES[fam] == tuple(
+    for fam in ("wgmma-f16", "wgmma-3xtf32"):    # bf16's tiles in every wgmma family
+        assert FAMILIES[fam][:2] == tuple(
             type(k)(fam, *[getattr(k, f) for f in ("kind", "tm", "tn", "tk", "threads",
                                                     "rm", "rn", "engine")])
             for k in FAMILIES["wgmma-bf16"])
+    # ... and wgmma-3xtf32 a 64x64 one of m64n64k8 wgmmas
+    assert [k.kind for k in FAMILIES["wgmma-3xtf32"][2:]] == ["64x64/g64x64"]
     for fam, dtype in WGMMA_FAMILIES.items():
         for k in FAMILIES[fam]:
-            assert k.engine == "mma" and k.lanes == 128 and (k.rm, k.rn) == (64, 128)
-            assert k.accumulators == 64 and k.threads == 128 * (k.tm // 64) * (k.tn // 128)
+            assert k.engine == "mma" and k.lanes == 128 and k.rm == 64 and k.rn in (64, 128)
+            assert k.accumulators == k.rn // 2 and k.threads == 128 * (k.tm // 64) * (k.tn // k.rn)
             assert k.tk == 32 and render.engine_id(k, dtype) == render.ENGINE_WGMMA == 6
 
 
@@ -51,7 +53,7 @@ def test_built_for_sm_90_only():
     assert {v.name for v in catalogue_variants(arch="sm_80")}.isdisjoint(
         n for n in names if "wgmma" in n)
     wg = [v for v in catalogue_variants(arch="sm_90") if v.kinds[0].family in WGMMA_FAMILIES]
-    assert len(wg) == 6 and all(not v.fused and v.dtype == WGMMA_FAMILIES[v.kinds[0].family]
+    assert len(wg) == 7 and all(not v.fused and v.dtype == WGMMA_FAMILIES[v.kinds[0].family]
                                 for v in wg)          # per kind only
     assert weighed_families("portgemm-f16", "sm_90") == ("portgemm-f16", "wgmma-f16")
     assert weighed_families("portgemm-f16", "sm_80") == ("portgemm-f16",)

@@ -380,24 +380,43 @@ __device__ __forceinline__ void pg_wgmma_64x128x16(float (&d)[64], unsigned long
     PG_WGMMA_64X128("bf16");
 }
 #undef PG_WGMMA_64X128
-// D(64 x 128) (+)= A B in TF32 (wgmma-3xtf32): A (64 x 8) from registers, this thread's
-// four as PgMmaTf32's A fragment of its warp's 16 rows; B (8 x 128) K-major in shared
-// memory (TF32 has no transposed form). scale_d 0 writes D = A B (the accumulators' old
-// values ignored).
-__device__ __forceinline__ void pg_wgmma_64x128x8_tf32(float (&d)[64], const unsigned (&a)[4],
-                                                       unsigned long long b, int scale_d)
+// D(64 x N) (+)= A B in TF32 (wgmma-3xtf32), N = 128 or 64: A (64 x 8) from registers,
+// this thread's four as PgMmaTf32's A fragment of its warp's 16 rows; B (8 x N) K-major in
+// shared memory (TF32 has no transposed form). scale_d 0 writes D = A B (the
+// accumulators' old values ignored). D is %0 .. %(N/2 - 1), then A, B and scale_d.
+#define PG_WGMMA_TF32(SHAPE, DREGS, A0, A1, A2, A3, BD, SD, ...)                          \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SD ", 0;\n"                          \
+                 "wgmma.mma_async.sync.aligned." SHAPE ".f32.tf32.tf32 " DREGS ", "         \
+                 "{" A0 ", " A1 ", " A2 ", " A3 "}, " BD ", p, 1, 1;\n}\n"                   \
+                 : __VA_ARGS__                                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d) : "memory")
+template <int N>
+__device__ __forceinline__ void pg_wgmma_tf32(float (&d)[N / 2], const unsigned (&a)[4],
+                                              unsigned long long b, int scale_d);
+template <>
+__device__ __forceinline__ void pg_wgmma_tf32<128>(float (&d)[64], const unsigned (&a)[4],
+                                                   unsigned long long b, int scale_d)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-                 "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-                 : PG_WG_D8(0), PG_WG_D8(8), PG_WG_D8(16), PG_WG_D8(24), PG_WG_D8(32),
-                   PG_WG_D8(40), PG_WG_D8(48), PG_WG_D8(56)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d) : "memory");
+    PG_WGMMA_TF32("m64n128k8",
+                  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}",
+                  "%64", "%65", "%66", "%67", "%68", "%69",
+                  PG_WG_D8(0), PG_WG_D8(8), PG_WG_D8(16), PG_WG_D8(24), PG_WG_D8(32),
+                  PG_WG_D8(40), PG_WG_D8(48), PG_WG_D8(56));
 }
+template <>
+__device__ __forceinline__ void pg_wgmma_tf32<64>(float (&d)[32], const unsigned (&a)[4],
+                                                  unsigned long long b, int scale_d)
+{
+    PG_WGMMA_TF32("m64n64k8",
+                  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}",
+                  "%32", "%33", "%34", "%35", "%36", "%37",
+                  PG_WG_D8(0), PG_WG_D8(8), PG_WG_D8(16), PG_WG_D8(24));
+}
+#undef PG_WGMMA_TF32
 #undef PG_WG_D8
 #else
 #define PG_WGMMA 0

@@ -1738,8 +1738,8 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
 {
     using F = PgMmaTf32;
     static_assert(sizeof(PG_T) == 4, "the fp32 wgmma kinds are 3xTF32");
-    static_assert(WM == 64 && WN == 128 && BK == 32,
-                  "m64n128k8 wgmmas, split stages of 128-byte rows");
+    static_assert(WM == 64 && (WN == 128 || WN == 64) && BK == 32,
+                  "m64n128k8 or m64n64k8 wgmmas, split stages of 128-byte rows");
     constexpr int WGN = BN / WN;
     static_assert((BM / WM) * WGN * 128 == NT, "one warpgroup per sub-tile");
     using SA = PgTf32Stage<BK, BM, NT, !PG_TRANS_A>;
@@ -1807,9 +1807,9 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
             const PG_T* b = bsplit + wn * BK + kf * F::K;
             const unsigned long long big = pg_wgmma_desc(b, 16, 8 * BK * 4, 1);
             const unsigned long long small = pg_wgmma_desc(b + PART, 16, 8 * BK * 4, 1);
-            pg_wgmma_64x128x8_tf32(d, a[kf][1], big, kf > 0);   // a_small b_big
-            pg_wgmma_64x128x8_tf32(d, a[kf][0], small, 1);      // a_big b_small
-            pg_wgmma_64x128x8_tf32(d, a[kf][0], big, 1);        // a_big b_big
+            pg_wgmma_tf32<WN>(d, a[kf][1], big, kf > 0);   // a_small b_big
+            pg_wgmma_tf32<WN>(d, a[kf][0], small, 1);      // a_big b_small
+            pg_wgmma_tf32<WN>(d, a[kf][0], big, 1);        // a_big b_big
         }
         pg_wgmma_commit();
         pg_wgmma_wait<0>();
