@@ -703,6 +703,23 @@ struct PgAsync {
 #define PG_SMEM_DECL(name) alignas(PG_SMEM_ALIGN) __shared__ PG_T name[PG_SMEM_TILE]  // alignas first: clang (HIP) rejects it after __shared__
 #endif
 
+// Stored A is M x K (K x M when transposed), B K x N (N x K); a 16-byte unit starts at a
+// multiple of PG_V columns from the slice start, so these keep it aligned.
+__device__ __forceinline__ bool pg_vec_a(const PgGemm* gp, int m0)
+{
+    return pg_aligned16(gp->A) && gp->lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+}
+__device__ __forceinline__ bool pg_vec_b(const PgGemm* gp, int n0)
+{
+    return pg_aligned16(gp->B) && gp->ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+}
+
+// A tile's K as the main loop sees it: alpha == 0 reads neither A nor B.
+__device__ __forceinline__ int pg_k_of(const PgGemm* gp)
+{
+    return (gp->alpha == 0.0) ? 0 : gp->K;
+}
+
 // The carry (PG_CARRY, where compat.h's PG_CARRY_VENDOR allows). Everything below that
 // it needs is compiled only under PG_CARRY_ON, so a variant that does not carry renders
 // to the same code as without the carry (its registers and spills unchanged).
@@ -728,23 +745,6 @@ struct PgCarry {
     __device__ __forceinline__ void reset() {}
 #endif
 };
-
-// Stored A is M x K (K x M when transposed), B K x N (N x K); a 16-byte unit starts at a
-// multiple of PG_V columns from the slice start, so these keep it aligned.
-__device__ __forceinline__ bool pg_vec_a(const PgGemm* gp, int m0)
-{
-    return pg_aligned16(gp->A) && gp->lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
-}
-__device__ __forceinline__ bool pg_vec_b(const PgGemm* gp, int n0)
-{
-    return pg_aligned16(gp->B) && gp->ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
-}
-
-// A tile's K as the main loop sees it: alpha == 0 reads neither A nor B.
-__device__ __forceinline__ int pg_k_of(const PgGemm* gp)
-{
-    return (gp->alpha == 0.0) ? 0 : gp->K;
-}
 
 // pg_tile's further parameters when it carries: the carry, and the next tile (nullptr:
 // none of this kind, nothing to prefetch).
@@ -1752,14 +1752,6 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
 
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
     const int wm = (wg / WGN) * WM, wn = (wg % WGN) * WN;
-    const int M = gp->M, N = gp->N;
-    const int K = (gp->alpha == 0.0) ? 0 : gp->K;   // alpha == 0 never reads A or B
-    const PG_T* __restrict__ A = gp->A;
-    const PG_T* __restrict__ B = gp->B;
-    const int lda = gp->lda, ldb = gp->ldb;
-    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
-    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
-
     float acc[WN / 2], d[WN / 2];
 #pragma unroll
     for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
@@ -1819,8 +1811,9 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
             acc[i] += d[i];
         }
     };
-    pg_mma_k_loop<BM, BN, BK, NT, BK, SA, SB>(A, B, lda, ldb, M, N, K, m0, n0, vec_a, vec_b,
-                                              tid, smem, step);
+    pg_mma_k_loop<BM, BN, BK, NT, BK, SA, SB>(gp->A, gp->B, gp->lda, gp->ldb, gp->M, gp->N,
+                                              pg_k_of(gp), m0, n0, pg_vec_a(gp, m0),
+                                              pg_vec_b(gp, n0), tid, smem, step);
 
     pg_wgmma_epilogue<WN>(gp, m0 + wm, n0 + wn, acc, tid);
 }
