@@ -166,42 +166,44 @@ def first_kind(mask: np.ndarray, fk) -> np.ndarray:
 
 
 def cap_bins(T: np.ndarray, t_long: float, n_caps: int) -> np.ndarray:
-    """(kinds, batch) int32: for each tile, how many caps tau_j = t_long / 2**j (j =
-    1..n_caps) it is no longer than (T positive). Exact without dividing: T <= t_long /
-    2**j iff T 2**j <= t_long, which the binary exponents and mantissas of T and t_long
-    decide (frexp). The result is a kept buffer (scratch.py): valid for this plan only."""
+    """(kinds, batch) int8: for each tile, how many caps tau_j = t_long / 2**j (j =
+    1..n_caps) it is no longer than (T >= 0). Exact without dividing or frexp: tau_j is
+    t_long with j subtracted from its binary exponent (a normal number: t_long is
+    seconds, far above 2**-1014), i.e. its bit pattern less j << 52, and non-negative
+    doubles order as their bit patterns, so T <= tau_j iff j <= (bits(t_long) -
+    bits(T)) >> 52: one subtraction and one shift over the table, then a clip. The
+    result is a kept buffer (scratch.py): valid for this plan only."""
     B = T.shape[-1]
-    mT, eT = np.frexp(T, out=(buffer("mantissa", T.shape, batch=B),
-                              buffer("exponent", T.shape, np.intc, B)))
-    mL, eL = math.frexp(t_long)
-    last = np.subtract(eL, eT, out=eT)
-    last -= np.greater(mT, mL, out=buffer("mask", T.shape, np.bool_, B))
-    np.maximum(last, 0, out=last)   # a clip, without np.clip's Python layers
-    return np.minimum(last, n_caps, out=last)
+    d = np.subtract(np.float64(t_long).view(np.int64), T.view(np.int64),
+                    out=buffer("cap_bits", T.shape, np.int64, B))
+    np.right_shift(d, 52, out=d)
+    np.maximum(d, 0, out=d)   # a clip, without np.clip's Python layers
+    return np.minimum(d, n_caps, out=buffer("cap_bins", T.shape, np.int8, B))
 
 
 def cap_events(work: np.ndarray, T: np.ndarray, allowed: np.ndarray, fastest_mask: np.ndarray,
                t_long: float, n_caps: int, n_levels: int):
-    """(lo, hi), each (kinds, batch) (int64, int32), of the caps ladder: GEMM i takes kind k
-    at levels lo <= j < hi. hi: 1 + the caps k is within where allowed (level 0 is no cap),
+    """(lo, hi), each (kinds, batch) int8, of the caps ladder: GEMM i takes kind k at
+    levels lo <= j < hi. hi: 1 + the caps k is within where allowed (level 0 is no cap),
     0 where not, every level for the GEMM's fastest tile (the one taken where no tile is
     short enough); lo: the most levels any tile of less work reaches. Both are kept
-    buffers (scratch.py): valid for this plan only."""
+    buffers (scratch.py): valid for this plan only. One byte per entry (levels <=
+    MAX_CAPS + 1 or the kinds, far below 127): the (kinds, kinds, batch) step below
+    runs on bytes throughout, with no conversions."""
     n_k, B = work.shape
     hi = cap_bins(T, t_long, n_caps)
     hi += 1
-    hi *= allowed
+    hi *= allowed.view(np.int8)   # a bool's byte is 0 or 1: x 1 keeps, x 0 clears
     # every level for the fastest tile: hi <= n_caps + 1 <= n_levels, so a max with
     # n_levels x mask is the masked store (np.putmask), in two unmasked passes
-    np.maximum(hi, np.multiply(fastest_mask, n_levels, out=buffer("hi_fast", hi.shape, hi.dtype,
-                                                                   B)), out=hi)
+    np.maximum(hi, np.multiply(fastest_mask.view(np.int8), n_levels,
+                               out=buffer("hi_fast", hi.shape, np.int8, B)), out=hi)
     # [k, k', i]: k' has less work than k
     less = np.less(work[None, :, :], work[:, None, :],
                    out=buffer("less", (n_k, n_k, B), np.bool_, B))
-    held = np.multiply(less, hi.astype(np.int8)[None, :, :],
+    held = np.multiply(less.view(np.int8), hi[None, :, :],
                        out=buffer("less_hi", (n_k, n_k, B), np.int8, B))
-    lo = buffer("lo", (n_k, B), np.int64, B)
-    lo[...] = held.max(axis=1)
+    lo = np.maximum.reduce(held, axis=1, out=buffer("lo", (n_k, B), np.int8, B))
     return lo, hi
 
 
@@ -243,7 +245,7 @@ def nested_rounds(n: int) -> np.ndarray:
 
 
 def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int,
-                 k_live=None, bucket=None):
+                 k_live=None, bucket=None, totals: bool = False):
     """Per-kind aggregates (tiles, tiles x steps, most steps), each (2 x levels, kinds), of
     Algorithm 1's rounds from the start and from the least-work tiles (level 0: the base
     itself), and a function giving every GEMM's kind at one of these rows (the winner's).
@@ -255,7 +257,10 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     per GEMM (0 where it has no tiles), where the caller has it: the most K steps of a
     type are then those of its longest K, kind by kind (ceil(K / tk) never falls as K
     grows), from one pass over the GEMMs instead of one over (kind, GEMM). ``bucket``:
-    BatchTables.bucket, where the caller has it."""
+    BatchTables.bucket, where the caller has it. ``totals``: also return, per kind, the
+    whole batch's tiles, tiles x steps and most steps of a live GEMM (the one-kind
+    candidates' aggregates), summed over the small (type, kind) tables instead of
+    over (kind, GEMM) again: integers, so the same numbers."""
     n = fk["n"]
     M, N = shapes_mn
     m_edges, n_edges, seq = round_table(fk["kinds"])
@@ -309,7 +314,12 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
         place = np.zeros(n_typ, dtype=np.int64)
         place[present] = np.arange(present.shape[0])
         return kinds_at[row].take(place.take(typ))
-    return (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n)), kinds_of
+    aggs = (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n))
+    if not totals:
+        return aggs, kinds_of
+    # absent types hold 0, below every live GEMM's steps (>= 0): the same maxima
+    tot = tuple(np.add.reduce(t.reshape(n_typ, n), axis=0) for t in (t_n, t_s))
+    return aggs, kinds_of, (*tot, np.maximum.reduce(t_m.reshape(n_typ, n), axis=0))
 
 
 _paths_memo: dict = {}
@@ -345,8 +355,7 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     # only the runs that hold a level (a GEMM's few kinds of least work): the rest would
     # add nothing, so the sums and the max run over a fraction of the table
     held = (lo < hi).reshape(-1).nonzero()[0]
-    keys = lo.reshape(-1).take(held)
-    keys *= L1
+    keys = np.multiply(lo.reshape(-1).take(held), L1, dtype=np.intp)   # bytes: widen
     keys += hi.reshape(-1).take(held)
     keys *= n_k
     keys += held // B                                   # the kind: the event's row

@@ -405,13 +405,19 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             break
     n_levels = max(n_caps + 1, n_k)
     mn = (tabs.shapes[:, 0], tabs.shapes[:, 1])
+    # the one-kind candidates (below) need per-kind totals of the batch: typed_rounds
+    # has them from its small (type, kind) tables
+    one_kind = kc_ladder.factor is not None
+    totals = None
     if B <= DENSE_COLUMNS:   # few columns: summed column by column (level_search.py)
         (r_n, r_s, r_m), round_kinds = dense_rounds(fk, mn, start, least, counts_w, cs_w,
                                                     steps_live, n_levels, tabs.bucket)
     else:
-        (r_n, r_s, r_m), round_kinds = typed_rounds(
+        (r_n, r_s, r_m), round_kinds, *totals = typed_rounds(
             fk, mn, start, least, counts_w, cs_w, steps_live, n_levels,
-            None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
+            None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket,
+            totals=one_kind)
+        totals = totals[0] if totals else None
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = (dense_cap_aggregates if B <= DENSE_COLUMNS else cap_aggregates)(
         lo, hi, counts_w, cs_w, steps_live, n_levels)
@@ -419,7 +425,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     # kind factors: cost_model.measured_factor), each kind on every GEMM, fitting or not,
     # is a candidate too: on the H100 one fp64 MMA kind alone beat the ladders' mixes of
     # launches by 5-15 % (bench/NOTES.md, session 8), and the corrected model prices it
-    one = one_kind_rows(counts_w, cs_w, steps_live, fk) if kc_ladder.factor is not None else None
+    one = one_kind_rows(counts_w, cs_w, steps_live, fk, totals) if one_kind else None
     n_all = np.concatenate([r_n, c_n] + ([one[0]] if one else []))
 
     def kinds_at(row):
@@ -500,11 +506,14 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     return each(kidx), t, th, notes, s_all[best]
 
 
-def one_kind_rows(counts_w, cs_w, steps_live, fk):
+def one_kind_rows(counts_w, cs_w, steps_live, fk, totals=None):
     """(tiles, tiles x K steps, most K steps of a live GEMM), each (kinds, kinds): row k
-    puts every GEMM on kind k (predict_rows' aggregates of those n_k candidates)."""
+    puts every GEMM on kind k (predict_rows' aggregates of those n_k candidates).
+    ``totals``: those three per kind where the caller has them (typed_rounds)."""
     n_k = fk["n"]
     eye = np.eye(n_k)
+    if totals is not None:
+        return eye * totals[0], eye * totals[1], eye * totals[2]
     most = steps_live.max(axis=1) if steps_live.ndim == 2 else np.full(n_k, steps_live.max())
     if most.shape[0] != n_k:   # one row of steps for every kind (one tk)
         most = np.full(n_k, most[0])
