@@ -637,7 +637,7 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
 
 def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
                    penalty: np.ndarray, per_kind: bool, floor: float,
-                   inverse: np.ndarray | None = None, longest: float = 0.0) -> float:
+                   inverse: np.ndarray | None = None, longest=0.0) -> float:
     """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
     ``counts``, ``steps`` (K steps) and ``penalty`` (0 where a GEMM may take the kind, a
     value above any time where not: wavefront_tlp.OUT_OF_REACH) are (kinds, batch). A
@@ -650,7 +650,9 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
     latency plus the larger of that and the floors. Every GEMM is charged its allowed
     kind of least such time. ``inverse``: each GEMM's column where the columns are
     classes of GEMMs (planner/classes.py). ``longest``: another lower bound on the
-    launches' exec where the caller has one (:func:`longest_tile_bound`)."""
+    launches' exec where the caller has one (:func:`longest_tile_bound`), or a function
+    of the larger of the other two terms giving it (it may then give any value no
+    larger than that where it can tell the bound would not be the largest term)."""
     pe, step = _bound_times(kc, per_kind)
     per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
     per_cu += pe
@@ -660,11 +662,13 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
     if inverse is not None:   # columns are classes: each GEMM's, summed in GEMM order
         least = least.take(inverse)
     live_time = float(least.sum()) / kc.cus
+    if callable(longest):
+        longest = longest(max(live_time, floor))
     return kc.ceil.launch_s + max(live_time, longest, floor)
 
 
 def longest_tile_bound(kc: KindCosts, steps: np.ndarray, penalty, live: np.ndarray,
-                       per_kind: bool) -> float:
+                       per_kind: bool, above: float | None = None, free: int = 0) -> float:
     """A lower bound on every launch's exec for every assignment of allowed kinds (the
     other half of :func:`resource_bound`): a launch lasts at least its longest tile, and
     a tile is never shorter than alone on its CU (r = 1) with the most issue share its
@@ -673,8 +677,23 @@ def longest_tile_bound(kc: KindCosts, steps: np.ndarray, penalty, live: np.ndarr
     falls with u. So the longest tile of any tiling is at least the largest, over the
     live columns, of each column's least such tile. ``steps``, ``penalty``: (kinds,
     batch) or broadcast; ``live``: (batch,). Scaled down by 1e-9 relative, below the
-    rounding of the quotients it stands for."""
+    rounding of the quotients it stands for.
+
+    ``above``: where the caller only needs the bound if it exceeds this (another term
+    of a max), first a cap from kind ``free`` alone, which every column may take (its
+    penalty 0: a kind of the smallest area, wavefront_tlp.BatchTables): each column's
+    least tile is no longer than its tile of that kind, and that is longest at the
+    most K steps of a live column (a tile's time grows with its steps; IEEE products
+    and sums are monotone, so the cap computed on one column bounds the computed
+    table). A cap not above ``above`` is returned as is, without the table passes:
+    the max it enters is the same (large batches, whose total time dwarfs one tile)."""
     pe, step = _alone_times(kc, per_kind)
+    if above is not None:
+        row = steps if steps.ndim == 1 else steps[free]
+        most = np.maximum.reduce(np.multiply(row, live), initial=0.0)  # steps >= 0
+        cap = float((most * step[free, 0] + pe[free, 0]) * (1 - 1e-9))
+        if cap <= above:
+            return cap
     t = np.multiply(steps, step, out=buffer("alone", (kc.n_kinds, live.shape[0]),
                                              batch=live.shape[0]))
     t += pe

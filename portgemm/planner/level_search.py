@@ -46,7 +46,8 @@ def family_keys(kinds: tuple):
     then divides, then larger index); the tie-break key of equal work; whether the
     kinds nest (distinct areas, tm and tn never shrinking as tiles grow, so the tiles
     that fit are a prefix of the kinds); whether every kind has one tk; the kinds'
-    reversed indices as bytes (first_kind)."""
+    reversed indices as bytes (first_kind); a kind of the smallest area, which every
+    GEMM may take ("free")."""
     n = len(kinds)
     tm = np.array([k.tm for k in kinds], dtype=np.float64)
     tn = np.array([k.tn for k in kinds], dtype=np.float64)
@@ -69,6 +70,7 @@ def family_keys(kinds: tuple):
             "rank_c": col(rank), "start_key_c": col(rank * (2 * n) + idx),
             "start_key1_c": col(rank * (2 * n) + idx + 1),
             "order_key": rank * n + idx, "rank0_c": col(rank == 0), "nested": nested,
+            "free": int(np.flatnonzero(rank == 0)[0]),   # a kind every GEMM may take
             "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)})
 
 
