@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import portgemm  # noqa: F401  (sets the default resources provider)
 from portgemm import planner
 from portgemm.occupancy import get_arch
 from portgemm.planner import level_search as L

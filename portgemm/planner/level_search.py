@@ -27,7 +27,6 @@ nothing here loops over GEMMs, tiles or levels in Python.
 """
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numpy as np
