@@ -275,8 +275,6 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
         nmb = nnb = 1
         seq = nested_rounds(n)
     n_typ = n * n * nmb * nnb
-    seen = np.bincount(typ, minlength=n_typ)
-    present = seen.nonzero()[0]
     flat = np.add(typ * n, fk["idx_c"], out=buffer("type_kind", counts.shape, np.int64,
                                                    counts.shape[1])).reshape(-1)
     # (type, kind) per (kind, GEMM)
@@ -293,34 +291,58 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     else:
         t_m = np.zeros(n_typ * n)
         np.maximum.at(t_m, flat, steps_live.reshape(-1))
-    t_start, rest = np.divmod(present, n * nmb * nnb)
-    t_least, t_bucket = np.divmod(rest, nmb * nnb)
-    path, row_base = _round_paths(seq, n_levels)
-    # (2L, types): row j < L the kind j rounds from the start, row L + j from the least
-    base = np.concatenate([t_start, t_least]).reshape(2, -1)
-    base += n * t_bucket
-    kinds_at = path.take(base.reshape(-1), axis=0)
-    kinds_at = kinds_at.reshape(2, -1, n_levels).transpose(0, 2, 1).reshape(2 * n_levels, -1)
-    cell = (present * n)[None, :] + kinds_at
-    rows = row_base + kinds_at
+    # the present types' kinds along both ladders (a family constant per type), type
+    # by type: consecutive entries add to different (row, kind) cells, so the sums
+    # below do not wait on one another
+    present = np.bincount(typ, minlength=n_typ).nonzero()[0]
+    kinds_at, row_base = _typed_paths(seq, n_levels)
+    at = kinds_at.take(present, axis=0)                  # (types present, 2L)
+    cell = (present * n)[:, None] + at                   # where each reads, ...
+    rows = row_base + at                                 # ... and adds
     size = 2 * n_levels * n
     agg_n = np.bincount(rows.reshape(-1), weights=t_n.take(cell).reshape(-1), minlength=size)
     agg_s = np.bincount(rows.reshape(-1), weights=t_s.take(cell).reshape(-1), minlength=size)
     agg_m = np.zeros(size)
     np.maximum.at(agg_m, rows.reshape(-1), t_m.take(cell).reshape(-1))
 
-
     def kinds_of(row: int) -> np.ndarray:
         """Each GEMM's kind at row ``row`` (ladder x levels + level) of the rounds."""
-        place = np.zeros(n_typ, dtype=np.int64)
-        place[present] = np.arange(present.shape[0])
-        return kinds_at[row].take(place.take(typ))
+        return kinds_at[:, row].take(typ)
     aggs = (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n))
     if not totals:
         return aggs, kinds_of
     # absent types hold 0, below every live GEMM's steps (>= 0): the same maxima
     tot = tuple(np.add.reduce(t.reshape(n_typ, n), axis=0) for t in (t_n, t_s))
     return aggs, kinds_of, (*tot, np.maximum.reduce(t_m.reshape(n_typ, n), axis=0))
+
+
+_typed_memo: dict = {}
+
+
+def _typed_paths(seq: np.ndarray, n_levels: int):
+    """typed_rounds' constants for one round table and number of levels, over every
+    GEMM type (memoised by the table's identity, itself memoised per family):
+    (kinds_at, row_base), kinds_at (types, 2L) each type's kind j rounds from its start
+    (column j) and from its least-work kind (column L + j), row_base (1, 2L) each
+    column's offset in the (row, kind) aggregates."""
+    key = (id(seq), n_levels)
+    hit = _typed_memo.get(key)
+    if hit is not None and hit[0] is seq:
+        return hit[1]
+    nmb, nnb, n = seq.shape[0], seq.shape[1], seq.shape[-1]
+    t_start, rest = np.divmod(np.arange(n * n * nmb * nnb), n * nmb * nnb)
+    t_least, t_bucket = np.divmod(rest, nmb * nnb)
+    path = _round_paths(seq, n_levels)[0]
+    # (types, 2, L) -> (types, 2L): the rounds from the start, then from the least work
+    kinds_at = path.take(np.stack([t_start, t_least], axis=1) + (n * t_bucket)[:, None], axis=0)
+    out = (np.ascontiguousarray(kinds_at.reshape(-1, 2 * n_levels)),
+           (np.arange(2 * n_levels) * n)[None, :])
+    for a in out:
+        a.flags.writeable = False
+    if len(_typed_memo) > 256:
+        _typed_memo.clear()
+    _typed_memo[key] = (seq, out)
+    return out
 
 
 _paths_memo: dict = {}
