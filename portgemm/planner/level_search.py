@@ -375,19 +375,23 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     events (lo, hi), then per level a sum (a max) over the runs that hold it."""
     n_k, B = counts.shape
     L1 = n_levels + 1
-    # only the runs that hold a level (a GEMM's few kinds of least work): the rest would
-    # add nothing, so the sums and the max run over a fraction of the table
-    held = (lo < hi).reshape(-1).nonzero()[0]
-    keys = np.multiply(lo.reshape(-1).take(held), L1, dtype=np.intp)   # bytes: widen
-    keys += hi.reshape(-1).take(held)
-    keys *= n_k
-    keys += held // B                                   # the kind: the event's row
     size = L1 * L1 * n_k
-    t_n = np.bincount(keys, weights=counts.reshape(-1).take(held), minlength=size)
-    t_s = np.bincount(keys, weights=cs.reshape(-1).take(held), minlength=size)
+    # every (kind, GEMM) event, in place: a run that holds no level (lo >= hi) falls in
+    # a (lo, hi) cell no level reads (below), so it needs no filtering (a nonzero and
+    # five gathers cost more than the runs it would drop, about half)
+    keys = np.multiply(lo, L1, dtype=np.int16 if size < 2**15 else np.intp,
+                       out=buffer("cap_keys", lo.shape, np.int16 if size < 2**15 else np.intp,
+                                  B))
+    keys += hi
+    keys *= n_k
+    keys += _kind_column(n_k, keys.dtype)               # the kind: the event's row
+    keys = keys.reshape(-1)
+    t_n = np.bincount(keys, weights=counts.reshape(-1), minlength=size)
+    t_s = np.bincount(keys, weights=cs.reshape(-1), minlength=size)
     t_m = np.zeros(size)
-    steps = steps_live.take(held % B) if steps_live.ndim == 1 else steps_live.reshape(-1).take(held)
-    np.maximum.at(t_m, keys, steps)
+    if steps_live.ndim == 1:   # one tk: a GEMM's steps for every kind
+        steps_live = np.broadcast_to(steps_live, lo.shape)
+    np.maximum.at(t_m, keys, steps_live.reshape(-1))
     hold = _holds(n_levels)                             # (levels, L1 * L1)
     n = hold @ t_n.reshape(L1 * L1, n_k)                 # integers: exact in any order
     S = hold @ t_s.reshape(L1 * L1, n_k)
@@ -400,6 +404,14 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     C = np.maximum.accumulate(R, axis=0)
     lv = np.arange(n_levels)
     return n, S, C[lv, lv + 1]
+
+
+@lru_cache(maxsize=64)
+def _kind_column(n_k: int, dtype) -> np.ndarray:
+    """(n_k, 1) each row's kind, in ``dtype`` (cap_aggregates' keys)."""
+    out = np.arange(n_k, dtype=dtype)[:, None]
+    out.flags.writeable = False
+    return out
 
 
 @lru_cache(maxsize=32)
