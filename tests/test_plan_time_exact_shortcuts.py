@@ -145,3 +145,21 @@ def test_structure_bound_with_the_capped_longest_tile_is_the_exact_one(dtype, ar
             if not tabs.live.any():
                 continue
             assert wavefront_tlp.least_possible(req, kinds, tabs) == _exact_bound(req, kinds, tabs)
+
+
+def test_one_kind_totals_fall_back_where_a_sum_could_round():
+    """one_kind_rows takes typed_rounds' totals only below 2**53 (where every partial
+    sum of these integers is exact in any order); past it, its own sums (the order they
+    always had)."""
+    rng = np.random.default_rng(5)
+    kinds = tuple(sorted(FAMILIES["portgemm"], key=lambda k: k.area))
+    fk = wavefront_tlp.family_keys(kinds)
+    n, B = len(kinds), 700
+    counts = rng.integers(1, 2**20, (n, B)).astype(np.float64)
+    cs = counts * rng.integers(2**30, 2**31, B).astype(np.float64)   # sums past 2**53
+    steps_live = rng.integers(0, 9, (n, B)).astype(np.float64)
+    wrong = (counts.sum(axis=1) + 1.0, cs.sum(axis=1) * 2.0, steps_live.max(axis=1))
+    got = wavefront_tlp.one_kind_rows(counts, cs, steps_live, fk, wrong)
+    want = wavefront_tlp.one_kind_rows(counts, cs, steps_live, fk)
+    for x, y in zip(got, want):
+        assert x.tolist() == y.tolist()

@@ -283,14 +283,18 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     if steps_live.ndim == 1:   # one tk: a GEMM's steps are the same for every kind
         t_m = np.zeros(n_typ)
         np.maximum.at(t_m, typ, steps_live)
+        most = np.full(n, np.maximum.reduce(t_m))          # the batch's, every kind
         t_m = t_m.repeat(n)
     elif k_live is not None:   # steps = ceil(K / tk) grow with K: the type's longest K
         k_max = np.zeros(n_typ)
         np.maximum.at(k_max, typ, k_live)
         t_m = np.ceil(np.divide(k_max[:, None], fk["tk"][None, :])).reshape(-1)
+        # the batch's: the same formula at the longest K (IEEE division is monotone)
+        most = np.ceil(np.divide(np.maximum.reduce(k_max), fk["tk"]))
     else:
         t_m = np.zeros(n_typ * n)
         np.maximum.at(t_m, flat, steps_live.reshape(-1))
+        most = None
     # the present types' kinds along both ladders (a family constant per type), type
     # by type: consecutive entries add to different (row, kind) cells, so the sums
     # below do not wait on one another
@@ -311,9 +315,13 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     aggs = (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n))
     if not totals:
         return aggs, kinds_of
-    # absent types hold 0, below every live GEMM's steps (>= 0): the same maxima
-    tot = tuple(np.add.reduce(t.reshape(n_typ, n), axis=0) for t in (t_n, t_s))
-    return aggs, kinds_of, (*tot, np.maximum.reduce(t_m.reshape(n_typ, n), axis=0))
+    # sums of integers over the types as one product with ones (a reduction down the
+    # (types, kinds) table's short rows runs element by element); absent types hold 0,
+    # below every live GEMM's steps (>= 0): the same maxima
+    ones = _ones(n_typ)
+    if most is None:
+        most = np.maximum.reduce(t_m.reshape(n_typ, n), axis=0)
+    return aggs, kinds_of, (ones @ t_n.reshape(n_typ, n), ones @ t_s.reshape(n_typ, n), most)
 
 
 _typed_memo: dict = {}
@@ -404,6 +412,14 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     C = np.maximum.accumulate(R, axis=0)
     lv = np.arange(n_levels)
     return n, S, C[lv, lv + 1]
+
+
+@lru_cache(maxsize=64)
+def _ones(n: int) -> np.ndarray:
+    """(n,) ones, read-only: a sum down a table's columns as one matrix product."""
+    out = np.ones(n)
+    out.flags.writeable = False
+    return out
 
 
 @lru_cache(maxsize=64)

@@ -509,10 +509,12 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
 def one_kind_rows(counts_w, cs_w, steps_live, fk, totals=None):
     """(tiles, tiles x K steps, most K steps of a live GEMM), each (kinds, kinds): row k
     puts every GEMM on kind k (predict_rows' aggregates of those n_k candidates).
-    ``totals``: those three per kind where the caller has them (typed_rounds)."""
+    ``totals``: those three per kind where the caller has them (typed_rounds, summed in
+    another order): taken where every sum stays below 2**53, so that each partial sum
+    of these non-negative integers is exact in any order."""
     n_k = fk["n"]
     eye = np.eye(n_k)
-    if totals is not None:
+    if totals is not None and max(float(totals[0].max()), float(totals[1].max())) < 2.0**53:
         return eye * totals[0], eye * totals[1], eye * totals[2]
     most = steps_live.max(axis=1) if steps_live.ndim == 2 else np.full(n_k, steps_live.max())
     if most.shape[0] != n_k:   # one row of steps for every kind (one tk)
