@@ -739,11 +739,13 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     # the rule's one-kind candidates may put a GEMM on a tile that does not fit it
     one_kind = kind_costs(req.arch, kinds, table, req.dtype, depth=depth).factor is not None
     penalty, per_kind = 0.0 if one_kind else tabs.penalty, req.mode == "per-kind"
-    # the longest tile only where it can be the bound's largest term (small batches)
+    # the longest tile only where it can be the bound's largest term: from the large
+    # batches' path on (DENSE_COLUMNS), first a cap that shows it is not
+    capped = tabs.counts.shape[1] > DENSE_COLUMNS
     return resource_bound(kc, tabs.counts, tabs.steps, penalty, per_kind, tabs.floor(kc),
                           tabs.inverse, lambda above: longest_tile_bound(
-                              kc, tabs.steps, penalty, tabs.live, per_kind, above,
-                              tabs.fk["free"]))
+                              kc, tabs.steps, penalty, tabs.live, per_kind,
+                              above if capped else None, tabs.fk["free"]))
 
 
 @dataclasses.dataclass(frozen=True)
