@@ -163,3 +163,27 @@ def test_one_kind_totals_fall_back_where_a_sum_could_round():
     want = wavefront_tlp.one_kind_rows(counts, cs, steps_live, fk)
     for x, y in zip(got, want):
         assert x.tolist() == y.tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vector_share_from_the_rule_tables_equals_its_own(seed):
+    """alignment.share_for with the device rule's tile grids (BatchTables.grid_rows)
+    gives the share it computes from the shapes, bit for bit: every family with measured
+    path efficiencies on sm_90 and sm_80, dense and strided operand layouts."""
+    from portgemm.planner import alignment
+    rng = np.random.default_rng(900 + seed)
+    for arch in ("sm_90", "sm_80"):
+        a = get_arch(arch)
+        for dtype in ("float32", "float64"):
+            req = Request(planner._shapes(random_shapes(rng, int(rng.integers(257, 5000)))),
+                          dtype, a, "per-kind", {"family": wavefront_tlp.our_family(dtype, a)})
+            kinds = wavefront_tlp._kinds(req)
+            tabs = wavefront_tlp.BatchTables(req.shapes, kinds)
+            s = req.shapes
+            lds = s[:, 2:0:-1] + rng.integers(0, 3, (s.shape[0], 2)) * (rng.random() < 0.5)
+            for rows in (None, alignment.aligned_rows(s, dtype, lds)):
+                alignment._last[0] = None
+                want = alignment.share_for(a, dtype, kinds, s, rows)
+                alignment._last[0] = None
+                got = alignment.share_for(a, dtype, kinds, s, rows, grid=tabs.grid_rows)
+                assert got == want

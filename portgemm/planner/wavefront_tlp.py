@@ -234,6 +234,17 @@ class BatchTables:
         self._mask = mask
         self._divides = None
 
+    def grid_rows(self, kind: int):
+        """Kind ``kind``'s rows (M / tm, N / tn, their ceilings, K steps, tile counts, K)
+        for alignment.share_for's ``grid``: GEMM by GEMM (None where the columns are
+        classes). The quotients are share_for's: x (1 / edge) for a power of two, else
+        x / edge."""
+        if self.classes is not None:
+            return None
+        steps = self.steps if self.steps.ndim == 1 else self.steps[kind]
+        return (self._qm[kind], self._qn[kind], self._gm[kind], self._gn[kind], steps,
+                self.counts[kind], self.K)
+
     @property
     def divides(self) -> np.ndarray:
         """(kinds, batch): the tile divides M and N (exact tiling); on first use (only the
@@ -735,7 +746,12 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
     depth = batch_depth(req.arch, req.shapes)
-    kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds), depth=depth)
+    # the vector share from these tables' tile grids (the batch's own, GEMM by GEMM),
+    # on the large batches' path
+    grid = (tabs.grid_rows if tabs.shapes is req.shapes and req.batch > DENSE_COLUMNS
+            else None)
+    kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds, grid),
+                    depth=depth)
     # the rule's one-kind candidates may put a GEMM on a tile that does not fit it
     one_kind = kind_costs(req.arch, kinds, table, req.dtype, depth=depth).factor is not None
     penalty, per_kind = 0.0 if one_kind else tabs.penalty, req.mode == "per-kind"
