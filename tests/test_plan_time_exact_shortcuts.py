@@ -187,3 +187,24 @@ def test_vector_share_from_the_rule_tables_equals_its_own(seed):
                 alignment._last[0] = None
                 got = alignment.share_for(a, dtype, kinds, s, rows, grid=tabs.grid_rows)
                 assert got == want
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_depth_and_dense_share_from_rows_equal_the_shapes_ones(seed):
+    """cost_model.depth_of from the tables' contiguous rows, and share_for's aligned
+    flags of dense operands tested column by column, give the figures computed from
+    the shapes (and from aligned_rows) to the bit."""
+    from portgemm.planner import alignment
+    from portgemm.planner.cost_model import depth_of
+    rng = np.random.default_rng(1100 + seed)
+    a = get_arch("sm_90")
+    kinds = tuple(sorted(FAMILIES["portgemm"], key=lambda k: k.area))
+    for _ in range(10):
+        s = planner._shapes(random_shapes(rng, int(rng.integers(1, 9000))))
+        tabs = wavefront_tlp.BatchTables(s, kinds)
+        assert depth_of(s, (tabs.M, tabs.N, tabs.K)) == depth_of(s)
+        alignment._last[0] = None
+        dense = alignment.share_for(a, "float32", kinds, s)
+        alignment._last[0] = None
+        assert dense == alignment.share_for(a, "float32", kinds, s,
+                                            alignment.aligned_rows(s, "float32"))

@@ -110,14 +110,20 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid
     shared = _shared_tiles(arch.name, dtype, kinds)
     if shared is None:
         return None
-    rows = aligned_rows(shapes, dtype) if aligned is None else aligned
     f = [0.0] * len(kinds)
     if shared:
-        M, N, K = np.asarray(shapes, dtype=np.float64).T
-        a, b = np.asarray(rows, dtype=np.float64).T
+        s = np.asarray(shapes)
+        if aligned is None:   # aligned_rows' test, column by column: A's rows (K), B's (N)
+            mask = 16 // ITEMSIZE[dtype] - 1
+            a, b = (((s[:, d] & mask) == 0).astype(np.float64) for d in (2, 1))
+        else:
+            a, b = np.asarray(aligned, dtype=np.float64).T
+        mnk_rows = None
         for mnk, where in shared:
             have = None if grid is None else grid(where[0])
-            v = (_tile_share(M, N, K, a, b, *mnk) if have is None else
+            if have is None and mnk_rows is None:
+                mnk_rows = np.asarray(s, dtype=np.float64).T
+            v = (_tile_share(*mnk_rows, a, b, *mnk) if have is None else
                  _tile_share_from(*have, a, b, *mnk))
             for i in where:
                 f[i] = v

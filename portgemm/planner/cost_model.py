@@ -201,29 +201,34 @@ DEPTH_STEP = 2.0 ** 0.125
 _last_depth: list = [None]   # (shapes, depth) of the latest ask: a plan asks several times
 
 
-def batch_depth(arch, shapes) -> float | None:
+def batch_depth(arch, shapes, rows=None) -> float | None:
     """:func:`depth_of` ``shapes`` where ``arch``'s measured ceilings have kind factors
-    per depth, else None (nothing computed: no other arch's plans see it)."""
+    per depth, else None (nothing computed: no other arch's plans see it). ``rows``:
+    the batch's M, N and K as contiguous float64 rows, where the caller has them."""
     if not ceilings_for(arch).kind_depth_factors:
         return None
     hit = _last_depth[0]
     if hit is not None and hit[0] is shapes:
         return hit[1]
-    d = depth_of(shapes)
+    d = depth_of(shapes, rows)
     _last_depth[0] = (shapes, d)
     return d
 
 
-def depth_of(shapes) -> float | None:
+def depth_of(shapes, rows=None) -> float | None:
     """The batch's K for kind factors measured per depth: the geometric mean of K
     weighted by each GEMM's FMAs (where the time goes), rounded to DEPTH_STEP; None for
-    a batch without work."""
-    s = np.asarray(shapes, dtype=np.float64).reshape(-1, 3)
-    w = s[:, 0] * s[:, 1] * s[:, 2]
+    a batch without work. ``rows``: M, N, K as float64 rows where the caller has them
+    (the same values: the same products, sum and dot product, on whole rows)."""
+    if rows is None:
+        s = np.asarray(shapes, dtype=np.float64).reshape(-1, 3)
+        rows = s[:, 0], s[:, 1], s[:, 2]
+    M, N, K = rows
+    w = M * N * K
     total = float(w.sum())
     if not total > 0:
         return None
-    mean = float(np.dot(w, np.log(np.maximum(s[:, 2], 1.0)))) / total
+    mean = float(np.dot(w, np.log(np.maximum(K, 1.0)))) / total
     step = math.log(DEPTH_STEP)
     return float(math.exp(round(mean / step) * step))
 

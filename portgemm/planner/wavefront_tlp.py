@@ -618,6 +618,9 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     tabs_p = BatchTables(req.shapes if cls is None else cls.shapes, kinds, classes=cls,
                          full=req.shapes)
     tabs_o = BatchTables(tabs_p.shapes, ours_kinds, tabs_p)
+    # the batch's depth (kind factors per depth) from the tables' rows where they are
+    # the batch's own (every later ask finds it kept)
+    batch_depth(req.arch, req.shapes, (tabs_p.M, tabs_p.N, tabs_p.K) if cls is None else None)
     after = (f"tuned: {tuned.path}",) if tuned else ()
     paper = f"{FAMILY[0].family} {req.mode}"
     # The structure with the lower bound is planned first; the other is planned only if
