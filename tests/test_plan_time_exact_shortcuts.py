@@ -208,3 +208,28 @@ def test_depth_and_dense_share_from_rows_equal_the_shapes_ones(seed):
         alignment._last[0] = None
         assert dense == alignment.share_for(a, "float32", kinds, s,
                                             alignment.aligned_rows(s, "float32"))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_classes_give_up_on_a_sample_only_where_the_batch_would(seed):
+    """classes.batch_classes' early give-up (the first SAMPLE GEMMs already past the K or
+    N limit) only where the whole batch's count gives up too: the same classes, or None,
+    as without it, for batches that pay (MoE-like, repeated, small sizes) and those that
+    do not (uniform sizes, long K)."""
+    from portgemm.planner import classes
+    rng = np.random.default_rng(1300 + seed)
+    kinds = wavefront_tlp.FAMILY + tuple(sorted(FAMILIES["portgemm"], key=lambda k: k.area))
+    real = classes._gives_up_on_a_sample
+    for _ in range(25):
+        s = planner._shapes(random_shapes(rng, int(rng.integers(256, 9000))))
+        got = classes.batch_classes(s, kinds)
+        try:
+            classes._gives_up_on_a_sample = lambda shapes, steps: False
+            want = classes.batch_classes(s, kinds)
+        finally:
+            classes._gives_up_on_a_sample = real
+        assert (got is None) == (want is None)
+        if got is not None:
+            for x, y in zip((got.shapes, got.weights, got.inverse),
+                            (want.shapes, want.weights, want.inverse)):
+                assert x.tolist() == y.tolist()
