@@ -384,22 +384,24 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     n_k, B = counts.shape
     L1 = n_levels + 1
     size = L1 * L1 * n_k
-    # every (kind, GEMM) event, in place: a run that holds no level (lo >= hi) falls in
-    # a (lo, hi) cell no level reads (below), so it needs no filtering (a nonzero and
-    # five gathers cost more than the runs it would drop, about half)
-    keys = np.multiply(lo, L1, dtype=np.int16 if size < 2**15 else np.intp,
-                       out=buffer("cap_keys", lo.shape, np.int16 if size < 2**15 else np.intp,
-                                  B))
-    keys += hi
-    keys *= n_k
-    keys += _kind_column(n_k, keys.dtype)               # the kind: the event's row
-    keys = keys.reshape(-1)
-    t_n = np.bincount(keys, weights=counts.reshape(-1), minlength=size)
-    t_s = np.bincount(keys, weights=cs.reshape(-1), minlength=size)
+    # each (kind, GEMM) event's (lo, hi, kind) cell, in two bytes over the whole table
+    # (a few short passes: cheaper than widening and combining gathered lo and hi)
+    dt = np.int16 if size < 2**15 else np.intp
+    cell = np.multiply(lo, L1, dtype=dt, out=buffer("cap_cells", lo.shape, dt, B))
+    cell += hi
+    cell *= n_k
+    cell += _kind_column(n_k, dt)
+    # only the runs that hold a level (a GEMM's few kinds of least work): the rest would
+    # add nothing, so the sums and the max run over a fraction of the table (a run of
+    # one cell in many neighbouring GEMMs makes each add wait on the one before, so
+    # summing the others' zeros costs more than picking the runs out)
+    held = (lo < hi).reshape(-1).nonzero()[0]
+    keys = cell.reshape(-1).take(held).astype(np.intp)
+    t_n = np.bincount(keys, weights=counts.reshape(-1).take(held), minlength=size)
+    t_s = np.bincount(keys, weights=cs.reshape(-1).take(held), minlength=size)
     t_m = np.zeros(size)
-    if steps_live.ndim == 1:   # one tk: a GEMM's steps for every kind
-        steps_live = np.broadcast_to(steps_live, lo.shape)
-    np.maximum.at(t_m, keys, steps_live.reshape(-1))
+    steps = steps_live.take(held % B) if steps_live.ndim == 1 else steps_live.reshape(-1).take(held)
+    np.maximum.at(t_m, keys, steps)
     hold = _holds(n_levels)                             # (levels, L1 * L1)
     n = hold @ t_n.reshape(L1 * L1, n_k)                 # integers: exact in any order
     S = hold @ t_s.reshape(L1 * L1, n_k)
@@ -424,7 +426,7 @@ def _ones(n: int) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def _kind_column(n_k: int, dtype) -> np.ndarray:
-    """(n_k, 1) each row's kind, in ``dtype`` (cap_aggregates' keys)."""
+    """(n_k, 1) each row's kind, in ``dtype`` (cap_aggregates' cells), read-only."""
     out = np.arange(n_k, dtype=dtype)[:, None]
     out.flags.writeable = False
     return out
