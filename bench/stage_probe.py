@@ -7,6 +7,11 @@ copy). bench/timing.do_bench (CUDA events, median); TFLOP/s of the batch's flops
 model's predictions.
 
     python bench/stage_probe.py [--out DIR] [--cells "512/512 b256,..."]
+                                [--dtype float32 [--precision ieee|3xtf32]]
+
+float32 (--dtype): the planner stages only the 16-bit dtypes (planner/staging.py
+STAGED_DTYPES); this adds float32 for the run, to measure what staging would give it
+(direct and staged plans unsplit; no "default" row: the model has no float32 figures).
 
 A cell not in the grid ("768/2048 b64") is drawn by the grid's generator under its own
 seed: the model's choice off the batches it was fitted on.
@@ -39,9 +44,9 @@ def off_grid(name):
     return random_case(int(batch), mn, k, seed=(9009, mn, k, int(batch)))   # 9009: not the grid's 0
 
 
-def operands(cp, rng, shapes):
+def operands(cp, rng, shapes, dtype="float16"):
     def mat(rows, cols):
-        return cp.asarray(rng.random((rows, cols)) - 0.5, dtype=cp.float16)
+        return cp.asarray(rng.random((rows, cols)) - 0.5, dtype=dtype)
     return ([mat(m, k) for m, n, k in shapes], [mat(k, n) for m, n, k in shapes],
             [mat(m, n) for m, n, k in shapes])
 
@@ -50,7 +55,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--cells", default=",".join(CELLS))
+    ap.add_argument("--dtype", default="float16", choices=("float16", "float32"))
+    ap.add_argument("--precision", default="ieee", choices=("ieee", "3xtf32", "tf32"))
     args = ap.parse_args(argv)
+    opts = {}
+    if args.dtype == "float32":
+        from portgemm.planner import staging
+        staging.STAGED_DTYPES = staging.STAGED_DTYPES + ("float32",)
+        opts = {"precision": args.precision, "split_k": False}
     be = cuda_backend.create()
     cp = be.cp
     want = [c.strip() for c in args.cells.split(",") if c.strip()]
@@ -62,12 +74,15 @@ def main(argv=None):
             (cases[name] if name in cases else off_grid(name)).shapes)
         rng = np.random.default_rng(0)
         flops = 2.0 * float(np.prod(shapes.astype(np.float64), axis=1).sum())
-        tight = operands(cp, rng, shapes)
-        plans = {"direct": portgemm.plan(shapes, "float16", arch=be.arch(), staging=False),
-                 "staged": portgemm.plan(shapes, "float16", arch=be.arch(), staging=True),
-                 "default": portgemm.plan(shapes, "float16", arch=be.arch())}
-        rec = {"cell": name, "batch": int(shapes.shape[0]),
-               "default_staged": plans["default"].staging is not None}
+        tight = operands(cp, rng, shapes, args.dtype)
+        plans = {"direct": portgemm.plan(shapes, args.dtype, arch=be.arch(), staging=False, **opts),
+                 "staged": portgemm.plan(shapes, args.dtype, arch=be.arch(), staging=True, **opts)}
+        if args.dtype == "float16":
+            plans["default"] = portgemm.plan(shapes, args.dtype, arch=be.arch())
+        rec = {"cell": name, "batch": int(shapes.shape[0]), "dtype": args.dtype,
+               "precision": args.precision,
+               "default_staged": "default" in plans and plans["default"].staging is not None,
+               "direct_kinds": plans["direct"].tiles_per_kind()}
         bound = {}
         for what, p in plans.items():
             if what == "staged" and p.staging is None:   # nothing unaligned (4096^3)
@@ -92,7 +107,8 @@ def main(argv=None):
                      f"copy measured ~{rec['staged']['ms'] - rec['inner']['ms']:.4f} ms "
                      f"predicted {st.copy_ms:.4f}")
         print(line, flush=True)
-    Path(args.out, "stage_probe.json").write_text(json.dumps(rows, indent=1))
+    name = "stage_probe" + ("" if args.dtype == "float16" else f"_{args.dtype}_{args.precision}")
+    Path(args.out, name + ".json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -64,14 +64,21 @@ FAMILY_ARCHS = {"mfma-f16": _MFMA_16BIT_ARCHS, "mfma-bf16": _MFMA_16BIT_ARCHS,
 # threads per 64 x 128 sub-tile of m64n128k16 steps, A and B read from shared memory by
 # the tensor cores; sm_90a only, so built for sm_90 alone (kernels/nvrtc.py compiles them
 # for sm_90a), where the planner weighs them beside the dtype's HALF_FAMILIES kinds.
-WGMMA_FAMILIES = {"wgmma-f16": "float16", "wgmma-bf16": "bfloat16"}
+# wgmma-3xtf32: float32 as 3xTF32 (precision "3xtf32"), m64n128k8 TF32 wgmmas.
+WGMMA_FAMILIES = {"wgmma-f16": "float16", "wgmma-bf16": "bfloat16", "wgmma-3xtf32": "float32"}
 WGMMA_GROUP = 128           # lanes sharing one wgmma (a warpgroup)
 WGMMA_SHAPE = (64, 8, 16)   # m, n, k granularity of a wgmma (n: any multiple of 8 to 256)
+WGMMA_SHAPE_TF32 = (64, 8, 8)
 FAMILY_ARCHS.update({f: ("sm_90",) for f in WGMMA_FAMILIES})
 # Families whose kinds a plan of another family also weighs, where they are built
-# (FAMILY_ARCHS): the 16-bit families' wgmma kinds on sm_90. The cost model's rate per
-# engine decides per GEMM which kind runs (planner/wavefront_tlp.py).
-WEIGHED_WITH = {"portgemm-f16": ("wgmma-f16",), "portgemm-bf16": ("wgmma-bf16",)}
+# (FAMILY_ARCHS): the wgmma kinds on sm_90. The cost model's rate per engine decides per
+# GEMM which kind runs (planner/wavefront_tlp.py).
+WEIGHED_WITH = {"portgemm-f16": ("wgmma-f16",), "portgemm-bf16": ("wgmma-bf16",),
+                "portgemm-3xtf32": ("wgmma-3xtf32",)}
+# Partners weighed for any batch, not only for one of aligned rows (planner/alignment.py
+# aligned_batch): wgmma-3xtf32 copies its operands as the TF32 kinds do (PgTf32Stage),
+# so unaligned rows cost it what they cost its planning family's kinds.
+ANY_ROWS = frozenset({"wgmma-3xtf32"})
 
 
 def family_builds_for(family: str, arch: str | None) -> bool:
@@ -81,9 +88,11 @@ def family_builds_for(family: str, arch: str | None) -> bool:
     return archs is None or arch in archs
 
 
-def weighed_families(family: str, arch: str | None) -> tuple[str, ...]:
-    """``family`` and the families of WEIGHED_WITH built for the arch named ``arch``."""
-    return (family,) + tuple(f for f in WEIGHED_WITH.get(family, ()) if family_builds_for(f, arch))
+def weighed_families(family: str, arch: str | None, aligned: bool = True) -> tuple[str, ...]:
+    """``family`` and the families of WEIGHED_WITH built for the arch named ``arch``
+    (where the batch's rows are not ``aligned``, only those of ANY_ROWS)."""
+    return (family,) + tuple(f for f in WEIGHED_WITH.get(family, ())
+                             if family_builds_for(f, arch) and (aligned or f in ANY_ROWS))
 
 
 _PARTNERS = frozenset(f for fams in WEIGHED_WITH.values() for f in fams)
@@ -104,7 +113,10 @@ MMA_SHAPE_TF32 = (16, 8, 8)    # m, n, k of the TF32 MMA fragment (fp32 precisio
 TF32_FAMILIES = {"portgemm-tf32": "tf32", "portgemm-3xtf32": "3xtf32"}
 PRECISIONS = ("ieee", "tf32", "3xtf32")
 # TF32 MMAs a 3xtf32 product takes per TF32 one (a_small b_big, a_big b_small, a_big b_big)
-MMA_PRODUCTS = {"portgemm-3xtf32": 3}
+MMA_PRODUCTS = {"portgemm-3xtf32": 3, "wgmma-3xtf32": 3}
+# The precision mode of every family that computes float32 on tensor cores: the planning
+# families (TF32_FAMILIES) and the wgmma family weighed with 3xtf32's.
+FAMILY_PRECISION = {**TF32_FAMILIES, "wgmma-3xtf32": "3xtf32"}
 
 
 # Bytes per element by dtype name (bfloat16 has no numpy dtype unless ml_dtypes is loaded).
@@ -118,7 +130,7 @@ def mma_shape(family: str) -> tuple[int, int, int]:
     if family in TF32_FAMILIES:
         return MMA_SHAPE_TF32
     if family in WGMMA_FAMILIES:
-        return WGMMA_SHAPE
+        return WGMMA_SHAPE_TF32 if WGMMA_FAMILIES[family] == "float32" else WGMMA_SHAPE
     return MMA_SHAPE_HALF if family in HALF_FAMILIES else MMA_SHAPE
 
 
@@ -131,8 +143,8 @@ def mma_lanes(family: str) -> int:
 
 
 def family_precision(family: str) -> str:
-    """The fp32 precision mode a family computes: "ieee" but for TF32_FAMILIES."""
-    return TF32_FAMILIES.get(family, "ieee")
+    """The fp32 precision mode a family computes: "ieee" but for FAMILY_PRECISION's."""
+    return FAMILY_PRECISION.get(family, "ieee")
 
 
 def mma_products(family: str) -> int:
@@ -378,6 +390,10 @@ _WGMMA_KINDS = [
 ]
 WGMMA_F16 = _family("wgmma-f16", _WGMMA_KINDS)
 WGMMA_BF16 = _family("wgmma-bf16", _WGMMA_KINDS)
+# 3xTF32 on wgmma (pg_tile_wgmma's fp32 form): the same warpgroup tiles, BK 32 (one
+# 128-byte row of fp32 a split stage), operands staged as the TF32 kinds' (any leading
+# dimension), B split once per block into a K-major stage, A into wgmma's A registers.
+WGMMA_3XTF32 = _family("wgmma-3xtf32", _WGMMA_KINDS)
 
 # AMD's MFMA kinds (MFMA_FAMILIES; 256 threads = 4 waves of 64, w: a wave's sub-tile of
 # 16x16 MFMA blocks), staged like the MMA kinds (register double buffer: AMD has no
@@ -461,6 +477,7 @@ FAMILIES: dict[str, tuple[TileConfig, ...]] = {
     "portgemm-3xtf32": PORTGEMM_3XTF32,
     "wgmma-f16": WGMMA_F16,
     "wgmma-bf16": WGMMA_BF16,
+    "wgmma-3xtf32": WGMMA_3XTF32,
 }
 
 CATALOGUE: dict[str, TileConfig] = {t.name: t for fam in FAMILIES.values() for t in fam}

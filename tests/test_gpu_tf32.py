@@ -32,7 +32,7 @@ from conftest import backend_or_skip
 from gpu_batches import (TRANS, check_packed_ragged, check_within, stable_seed, torch_batch,
                          torch_operand, trans_id)
 from gpu_batches import torch_host64 as host64
-from portgemm.tiles import FAMILIES, tile
+from portgemm.tiles import FAMILIES, FAMILY_ARCHS, family_builds_for, tile
 from portgemm.tuning.model import one_kind_plan
 
 pytestmark = pytest.mark.gpu
@@ -78,22 +78,30 @@ def make_batch(torch, rng, shapes, trans_a, trans_b, odd):
     return torch_batch(torch, rng, shapes, torch.float32, trans_a, trans_b, odd)
 
 
-def kind_plan(shapes, precision, arch, kind):
-    """A per-kind plan tiling every GEMM with one kind of the mode's family."""
-    return one_kind_plan(shapes, tile(f"{FAMILY[precision]}.{kind}"), "float32", arch)
+def kind_plan(shapes, family, arch, kind):
+    """A per-kind plan tiling every GEMM with one kind of ``family``."""
+    return one_kind_plan(shapes, tile(f"{family}.{kind}"), "float32", arch)
 
 
-@pytest.mark.parametrize("precision,kind", [(p, k.kind) for p, f in FAMILY.items()
-                                             for k in FAMILIES[f]])
+# every kind of the modes' families, and of the wgmma family weighed with 3xtf32's on sm_90
+KIND_FAMILIES = [*((p, f) for p, f in FAMILY.items()), ("3xtf32", "wgmma-3xtf32")]
+
+
+@pytest.mark.parametrize("precision,family,kind", [(p, f, k.kind) for p, f in KIND_FAMILIES
+                                                    for k in FAMILIES[f]])
 @pytest.mark.parametrize("trans", TRANS, ids=trans_id)
 @pytest.mark.parametrize("odd", [False, True], ids=["aligned", "odd-ld"])
-def test_every_tf32_kind(be, torch, precision, kind, trans, odd):
+def test_every_tf32_kind(be, torch, precision, family, kind, trans, odd):
+    if not family_builds_for(family, be.arch().name):
+        pytest.skip(f"{family} is built for {FAMILY_ARCHS[family]} only")
     ta, tb = trans
-    seed = stable_seed("tf32-kind", precision, kind, ta, tb, odd)
+    seed = stable_seed("tf32-kind", precision, family, kind, ta, tb, odd)
     rng = np.random.default_rng(seed)
-    A, B, C, alpha, beta = make_batch(torch, rng, EDGE, ta, tb, odd)
+    # EDGE, and long K (many of the wgmma kinds' 32-deep split stages, summed in fp32)
+    shapes = EDGE + [(70, 150, 1000)]
+    A, B, C, alpha, beta = make_batch(torch, rng, shapes, ta, tb, odd)
     h = [[host64(x) for x in X] for X in (A, B, C)]
-    plan = kind_plan(EDGE, precision, be.arch(), kind)
+    plan = kind_plan(shapes, family, be.arch(), kind)
     assert plan.precision == precision
     plan.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
     torch.cuda.synchronize()

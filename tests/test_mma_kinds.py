@@ -28,7 +28,7 @@ def test_the_f64_family_and_its_tuning_space_hold_the_mma_kinds():
     for fam, kinds in FAMILIES.items():   # only fp64, 16-bit, TF32, MFMA, wgmma families have MMA kinds
         if fam not in ("portgemm-f64", "tune-f64", "portgemm-f16", "portgemm-bf16",
                        "portgemm-tf32", "portgemm-3xtf32", "mfma-f16", "mfma-bf16", "mfma-f64",
-                       "wgmma-f16", "wgmma-bf16"):
+                       "wgmma-f16", "wgmma-bf16", "wgmma-3xtf32"):
             assert all(k.engine == "simt" for k in kinds), fam
 
 

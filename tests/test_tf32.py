@@ -25,7 +25,7 @@ from portgemm.occupancy.archs import TF32_MMA
 from portgemm.planner.cost_model import kind_costs
 from portgemm.planner.parallelism import kind_table
 from portgemm.precision import round_tf32
-from portgemm.tiles import FAMILIES, TF32_FAMILIES
+from portgemm.tiles import FAMILIES, TF32_FAMILIES, family_precision, weighed_families
 
 U32 = 2.0 ** -24
 SHAPES = np.array([[300, 200, 100], [17, 9, 33], [64, 64, 64], [5, 130, 0], [129, 65, 70]])
@@ -156,7 +156,10 @@ def test_mode_plans(precision, arch):
     p = portgemm.plan(SHAPES, "float32", arch, precision=precision)
     assert p.precision == precision
     assert p.mode == "per-kind" and p.split is None
-    assert {k.family for k in p.kinds} == {dict((v, f) for f, v in TF32_FAMILIES.items())[precision]}
+    # the mode's family, and on sm_90 the wgmma family weighed with 3xtf32's
+    assert {k.family for k in p.kinds} == set(weighed_families(
+        dict((v, f) for f, v in TF32_FAMILIES.items())[precision], arch, aligned=False))
+    assert {family_precision(k.family) for k in p.kinds} == {precision}
     assert f"precision={precision}" in repr(p) and f"precision={precision}" in p.describe()
     others = {portgemm.plan(SHAPES, "float32", arch, precision=q) for q in ("ieee", "tf32", "3xtf32")}
     assert len(others) == 3            # the mode is part of the plan cache's key
@@ -300,3 +303,18 @@ def test_ragged_candidates_skip_the_spilling_entry_point():
         assert not RAGGED_SPILLS & {k.name for k in kinds}
     k = choose_kind(get_arch("sm_90"), 8, 4096, 512, 512, "float32", "3xtf32")
     assert k.family == "portgemm-3xtf32" and k.name not in RAGGED_SPILLS
+
+
+def test_3xtf32_weighs_the_wgmma_kinds_for_unaligned_rows_too():
+    """wgmma-3xtf32 stages its operands as the TF32 kinds do (tiles.ANY_ROWS), so unlike
+    the 16-bit wgmma kinds it is weighed for a batch whose rows are not 16-byte aligned:
+    large GEMMs of odd K and N take its tiles on sm_90, and sm_80 never sees them."""
+    from portgemm.planner.alignment import aligned_batch
+    shapes = np.tile([1021, 1023, 511], (64, 1))
+    assert not aligned_batch(shapes, "float32")
+    p = portgemm.plan(shapes, "float32", "sm_90", precision="3xtf32")
+    assert "wgmma-3xtf32" in {k.family for k in p.kinds if k.kind in p.tiles_per_kind()}
+    q = portgemm.plan(shapes, "float32", "sm_80", precision="3xtf32")
+    assert {k.family for k in q.kinds} == {"portgemm-3xtf32"}
+    half = portgemm.plan(shapes, "float16", "sm_90")    # 16-bit: aligned batches only
+    assert not any(k.family.startswith("wgmma") for k in half.kinds)

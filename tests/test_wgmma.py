@@ -27,15 +27,18 @@ HALF = {d: f for f, d in HALF_FAMILIES.items()}
 
 
 def test_families_are_warpgroup_kinds_of_64_accumulators():
-    assert WGMMA_FAMILIES == {"wgmma-f16": "float16", "wgmma-bf16": "bfloat16"}
-    assert FAMILIES["wgmma-f16"] == tuple(
-        type(k)("wgmma-f16", *[getattr(k, f) for f in ("kind", "tm", "tn", "tk", "threads",
-                                                        "rm", "rn", "engine")])
-        for k in FAMILIES["wgmma-bf16"])
-    for k in FAMILIES["wgmma-f16"]:
-        assert k.engine == "mma" and k.lanes == 128 and (k.rm, k.rn) == (64, 128)
-        assert k.accumulators == 64 and k.threads == 128 * (k.tm // 64) * (k.tn // 128)
-        assert k.tk == 32 and render.engine_id(k, "float16") == render.ENGINE_WGMMA == 6
+    assert WGMMA_FAMILIES == {"wgmma-f16": "float16", "wgmma-bf16": "bfloat16",
+                              "wgmma-3xtf32": "float32"}
+    for fam in ("wgmma-f16", "wgmma-3xtf32"):    # the same tiles in every wgmma family
+        assert FAMILIES[fam] == tuple(
+            type(k)(fam, *[getattr(k, f) for f in ("kind", "tm", "tn", "tk", "threads",
+                                                    "rm", "rn", "engine")])
+            for k in FAMILIES["wgmma-bf16"])
+    for fam, dtype in WGMMA_FAMILIES.items():
+        for k in FAMILIES[fam]:
+            assert k.engine == "mma" and k.lanes == 128 and (k.rm, k.rn) == (64, 128)
+            assert k.accumulators == 64 and k.threads == 128 * (k.tm // 64) * (k.tn // 128)
+            assert k.tk == 32 and render.engine_id(k, dtype) == render.ENGINE_WGMMA == 6
 
 
 def test_built_for_sm_90_only():
@@ -48,11 +51,16 @@ def test_built_for_sm_90_only():
     assert {v.name for v in catalogue_variants(arch="sm_80")}.isdisjoint(
         n for n in names if "wgmma" in n)
     wg = [v for v in catalogue_variants(arch="sm_90") if v.kinds[0].family in WGMMA_FAMILIES]
-    assert len(wg) == 4 and all(not v.fused and v.dtype == WGMMA_FAMILIES[v.kinds[0].family]
+    assert len(wg) == 6 and all(not v.fused and v.dtype == WGMMA_FAMILIES[v.kinds[0].family]
                                 for v in wg)          # per kind only
     assert weighed_families("portgemm-f16", "sm_90") == ("portgemm-f16", "wgmma-f16")
     assert weighed_families("portgemm-f16", "sm_80") == ("portgemm-f16",)
-    assert set(WEIGHED_WITH) == set(HALF_FAMILIES)
+    assert set(WEIGHED_WITH) == set(HALF_FAMILIES) | {"portgemm-3xtf32"}
+    # the 16-bit partners only for aligned rows, wgmma-3xtf32 for any (tiles.ANY_ROWS)
+    assert weighed_families("portgemm-f16", "sm_90", aligned=False) == ("portgemm-f16",)
+    assert weighed_families("portgemm-3xtf32", "sm_90", aligned=False) == (
+        "portgemm-3xtf32", "wgmma-3xtf32")
+    assert weighed_families("portgemm-3xtf32", "sm_80") == ("portgemm-3xtf32",)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

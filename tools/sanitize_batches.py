@@ -3,8 +3,9 @@ transpose pairs, edge sizes and per-GEMM alpha/beta, each checked against float6
 the tensor-core paths' default plans (float16, and float32 in the precision modes tf32 and
 3xtf32) over the same sizes; float16 staged (plan(staging=True): the alignment copy into
 a workspace, then the inner plan on it) over them; and, where the device has them (sm_90),
-each wgmma kind forced on float16 (tiles.WGMMA_FAMILIES: the 128x128 kind's stages are
-dynamic shared memory), aligned and strided rows, edge sizes and a long K.
+each wgmma kind forced (tiles.WGMMA_FAMILIES: float16, and wgmma-3xtf32 on float32; their
+stages past 48 KiB are dynamic shared memory), aligned and strided rows, edge sizes and a
+long K.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_batches.py
 
@@ -50,16 +51,16 @@ def main() -> int:
     runs += [(None, None, dtype, precision, tol) for (dtype, precision), tol in MMA_CASES.items()]
     runs += [(STAGED, None, "float16", None, MMA_CASES["float16", None])]
     arch = be.arch()
-    runs += [(f"{fam}.{k.kind}", None, "float16", None, MMA_CASES["float16", None])
-             for fam, dt in WGMMA_FAMILIES.items() if dt == "float16"
+    runs += [(f"{fam}.{k.kind}", None, dt, None, MMA_CASES[dt, None if dt == "float16" else "3xtf32"])
+             for fam, dt in WGMMA_FAMILIES.items() if dt in ("float16", "float32")
              and family_builds_for(fam, arch.name) for k in FAMILIES[fam]]
     for (strategy, mode, dtype, precision, tol), (ta, tb) in itertools.product(
             runs, itertools.product((False, True), repeat=2)):
         forced = strategy is not None and "." in strategy
-        shapes = SPLIT_SHAPES if (strategy, mode, precision) == (None, None, None) and \
-            dtype != "float16" else WGMMA_SHAPES if forced else SHAPES
+        shapes = WGMMA_SHAPES if forced else SPLIT_SHAPES \
+            if (strategy, mode, precision) == (None, None, None) and dtype != "float16" else SHAPES
         # the MMA paths also dense (nn, tt), where aligned rows take the 16-byte copies
-        dense = (dtype, precision) in MMA_CASES and ta == tb and strategy != STAGED
+        dense = ((dtype, precision) in MMA_CASES or forced) and ta == tb and strategy != STAGED
         hA, hB, hC = make_host_batch(rng, shapes, dtype, ta, tb, strided=not dense)
         alpha = rng.uniform(-2, 2, len(shapes))
         beta = np.where(np.arange(len(shapes)) % 2, 0.0, rng.uniform(-2, 2, len(shapes)))

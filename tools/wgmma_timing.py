@@ -118,6 +118,8 @@ def add_candidates(configs: str) -> None:
         shape, bk, st = spec.split(":")
         bm, bn = map(int, shape.split("x"))
         for fam, dt in tiles.WGMMA_FAMILIES.items():
+            if dt == "float32":     # wgmma-3xtf32: BK 32 only (one 128-byte split row)
+                continue
             base = tiles.FAMILIES[fam][0]
             k = dataclasses.replace(base, kind=f"{shape}/g64x128/k{bk}s{st}", tm=bm, tn=bn,
                                     tk=int(bk), threads=bm * bn // (64 * 128) * 128)

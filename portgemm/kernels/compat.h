@@ -380,6 +380,24 @@ __device__ __forceinline__ void pg_wgmma_64x128x16(float (&d)[64], unsigned long
     PG_WGMMA_64X128("bf16");
 }
 #undef PG_WGMMA_64X128
+// D(64 x 128) (+)= A B in TF32 (wgmma-3xtf32): A (64 x 8) from registers, this thread's
+// four as PgMmaTf32's A fragment of its warp's 16 rows; B (8 x 128) K-major in shared
+// memory (TF32 has no transposed form). scale_d 0 writes D = A B (the accumulators' old
+// values ignored).
+__device__ __forceinline__ void pg_wgmma_64x128x8_tf32(float (&d)[64], const unsigned (&a)[4],
+                                                       unsigned long long b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+                 : PG_WG_D8(0), PG_WG_D8(8), PG_WG_D8(16), PG_WG_D8(24), PG_WG_D8(32),
+                   PG_WG_D8(40), PG_WG_D8(48), PG_WG_D8(56)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d) : "memory");
+}
 #undef PG_WG_D8
 #else
 #define PG_WGMMA 0
@@ -592,6 +610,10 @@ __device__ __forceinline__ void pg_mma_16x8x8_tf32(float (&c)[4], const unsigned
     }
 }
 #endif
+// x rounded to TF32 as the MMA reads it, for 3xTF32's big part: half a TF32 unit added
+// to the bits, so the truncating read gives cvt.rna's value for every finite x (an Inf or
+// NaN x gives any bits: the caller's small part x - big is NaN then).
+__device__ __forceinline__ unsigned pg_tf32_big(float x) { return __float_as_uint(x) + 0x1000u; }
 // The value of a pg_tf32 register as a float (its unspecified low bits cleared).
 __device__ __forceinline__ float pg_tf32_float(unsigned t)
 {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tiles import MFMA_FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, mma_products
+from ..tiles import MFMA_FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, family_precision, mma_products
 from .variants import DTYPES, HALF_DTYPES, ITEMSIZE, SplitReduce, StageCopy, TileExpand, Variant
 
 HERE = Path(__file__).parent
@@ -50,7 +50,7 @@ MIN_BLOCKS = {
     # the wgmma kinds (64 accumulators a thread, 123-152 registers with no hint): capped
     # at 128 registers, 128x128 (two warpgroups) keeps 2 resident blocks an SM and 64x128
     # (one) 4, as their 64 / 48 KiB of shared memory allow; no spill on sm_90a
-    **{(fam, kind, dt): n for fam, dt in WGMMA_FAMILIES.items()
+    **{(fam, kind, dt): n for fam, dt in WGMMA_FAMILIES.items() if dt != "float32"
        for kind, n in (("64x128/g64x128", 4), ("128x128/g64x128", 2))},
     # 3xTF32 64x64 (four warps): with no hint ptxas aimed at 168 registers and spilled 4-8
     # bytes on sm_90; 3 blocks (170) does not spill there. sm_80 ignores it (compat.h)
@@ -89,8 +89,11 @@ STAGES = {
        for kind in ("32x32/w16x16", "64x64/w32x32", "128x64/w64x32", "128x128/w64x32")},
     # the wgmma kinds (tiles.py): 4 stages of BK 32, 64x128's in 48 KiB (static), 128x128's
     # in 64 KiB (dynamic: PG_DYN_SMEM)
-    **{(fam, kind, dt): 4 for fam, dt in WGMMA_FAMILIES.items()
+    **{(fam, kind, dt): 4 for fam, dt in WGMMA_FAMILIES.items() if dt != "float32"
        for kind in ("64x128/g64x128", "128x128/g64x128")},
+    # wgmma-3xtf32: 3 stages of BK 32 in the TF32 kinds' padded layout and the split
+    # stage of B (smem_elems_async): 64x128 in 111 KiB, two blocks an SM
+    **{("wgmma-3xtf32", kind, "float32"): 3 for kind in ("64x128/g64x128", "128x128/g64x128")},
     # the TF32 kinds: 4 stages of BK 16 where 48 KiB allow (stages() drops to 3 for
     # 128x64 and 2 for 128x128); not timed against fewer yet
     **{(fam, kind, "float32"): 4 for fam in TF32_FAMILIES
@@ -285,10 +288,23 @@ def mma_stage_elems(k, dtype: str = "float64") -> int:
     """One stage of an MMA kind's A and B (kernel: PgMmaStage, PgTf32Stage), each the
     larger of its x-major (tm or tn rows of tk + pad) and k-major (tk rows of tm or tn +
     pad) layouts."""
-    if k.family in WGMMA_FAMILIES:    # PgWgStage: core matrices, no padding
+    if _wgmma_16(k):    # PgWgStage: core matrices, no padding
         return k.tk * (k.tm + k.tn)
-    px, pk = TF32_PAD if k.family in TF32_FAMILIES else (mma_pad(dtype),) * 2
+    px, pk = TF32_PAD if family_precision(k.family) != "ieee" else (mma_pad(dtype),) * 2
+    if split_stage_elems(k):   # B's stage unpadded: only the split reads it (pg_tile_wgmma)
+        return max(k.tm * (k.tk + px), k.tk * (k.tm + pk)) + k.tk * k.tn
     return sum(max(x * (k.tk + px), k.tk * (x + pk)) for x in (k.tm, k.tn))
+
+
+def _wgmma_16(k) -> bool:
+    """Whether kind ``k`` is a 16-bit wgmma kind (staged by PgWgStage)."""
+    return WGMMA_FAMILIES.get(k.family, "float32") != "float32"
+
+
+def split_stage_elems(k) -> int:
+    """Elements of a wgmma-3xtf32 kind's split B stage (big and small parts, K-major),
+    0 for every other kind."""
+    return 2 * k.tn * k.tk if family_precision(k.family) != "ieee" and k.family in WGMMA_FAMILIES else 0
 
 
 ENGINE_MFMA = 5
@@ -338,7 +354,10 @@ def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
     p = pad_elems(dtype)
     simt = [stages * (max(k.tk * (k.tm + p), k.tm * (k.tk + p)) + k.tk * (k.tn + p))
             for k in kinds if k.engine != "mma"]
-    mma = [stages * mma_stage_elems(k, dtype) for k in kinds if k.engine == "mma"]
+    # a split stage follows the cp.async stages 1 KiB (256 fp32) aligned (pg_tile_wgmma)
+    mma = [stages * mma_stage_elems(k, dtype) if not split_stage_elems(k) else
+           -(-stages * mma_stage_elems(k, dtype) // 256) * 256 + split_stage_elems(k)
+           for k in kinds if k.engine == "mma"]
     if not mma:
         return max(simt)
     # the MMA kinds pipeline B^T too, where the SIMT kinds of the same entry point take
@@ -373,7 +392,8 @@ def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str
     kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn}, "
                      f"{e})" for i, (k, e) in enumerate(zip(variant.kinds, ids)))
     # only a variant with TF32 or MFMA kinds gets its define: every other renders as before
-    tf32 = {"PG_TF32": "1"} if any(e in (3, 4) for e in ids) else {}
+    tf32 = {"PG_TF32": "1"} if any(e in (3, 4) or (e == ENGINE_WGMMA and variant.dtype == "float32")
+                                   for e in ids) else {}
     mfma = {"PG_MFMA_KINDS": "1"} if ENGINE_MFMA in ids else {}
     # (kernels/nvrtc.py compiles a source with this define for sm_90a)
     wgmma = {WGMMA_DEFINE: "1", "PG_WG_SWIZZLE": str(int(WGMMA_SWIZZLE))} \

@@ -1488,6 +1488,33 @@ __device__ __forceinline__ void pg_store_pair(T* crow, int c0, int N, const floa
     }
 }
 
+#if PG_WGMMA_KINDS
+// The wgmma kinds' epilogue (pg_tile_wgmma, both forms): this thread's accumulators of a
+// warpgroup's 64 x WN sub-tile at (r0, c0) of C; register i holds row g + 8 ((i / 2) % 2)
+// of the warp's 16, column 8 (i / 4) + 2 (t % 4) + i % 2 (compat.h): pairs of adjacent
+// columns, one access where C and ldc keep it aligned. alpha and beta in fp32.
+template <int WN>
+__device__ __forceinline__ void pg_wgmma_epilogue(const PgGemm* __restrict__ gp, int r0, int c0,
+                                                  const float* acc, int tid)
+{
+    const float alpha = float(gp->alpha), beta = float(gp->beta);
+    PG_T* __restrict__ C = gp->C;
+    const int ldc = gp->ldc, M = gp->M, N = gp->N;
+    const bool vec_c = pg_pair_aligned(C, ldc);
+    const int lane = tid & 31, warp = (tid >> 5) & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 16 * warp + (lane >> 2) + 8 * h;
+        if (r >= M) continue;
+        PG_T* crow = C + r * ldc;
+#pragma unroll
+        for (int j = 0; j < WN / 8; ++j)
+            pg_store_pair(crow, c0 + 8 * j + 2 * (lane & 3), N, acc + 4 * j + 2 * h, alpha,
+                          beta, vec_c);
+    }
+}
+#endif
+
 #if PG_TF32
 // The TF32 kinds (fp32, precision "tf32" and "3xtf32", tiles.TF32_FAMILIES): as
 // pg_tile_mma16, warps in a (BM / WTM) x (BN / WTN) grid, each a WTM x WTN sub-tile of C
@@ -1515,14 +1542,15 @@ __device__ __forceinline__ void pg_store_pair(T* crow, int c0, int N, const floa
 // padded by 8), (l % 4) 8 + l / 4 does. Every fragment read is one wavefront, which
 // tests/test_tf32_kernel.py checks over the kinds' strides. Both paddings keep the rows
 // 16-byte aligned for cp.async's units.
-template <int BK, int BX, int NT, bool KCONT>
+// PADDED false: rows of CONT elements, for a stage no fragment reads (pg_tile_wgmma's B).
+template <int BK, int BX, int NT, bool KCONT, bool PADDED = true>
 struct PgTf32Stage {
     using Units = PgStage<BK, BX, NT, KCONT>;   // the same units, CONT = KCONT ? BK : BX
     static constexpr int CONT = Units::CONT;
     static constexpr int W = Units::W, L = Units::L, UNITS = Units::UNITS;
-    static constexpr int S = CONT + (KCONT ? 4 : 8);         // row stride
+    static constexpr int S = CONT + (PADDED ? (KCONT ? 4 : 8) : 0);   // row stride
     static constexpr int ELEMS = (KCONT ? BX : BK) * S;      // one stage
-    static_assert(S % PG_V == 0 && (KCONT ? S % 8 == 4 : S % 32 == 8),
+    static_assert(S % PG_V == 0 && (!PADDED || (KCONT ? S % 8 == 4 : S % 32 == 8)),
                   "16-byte rows, conflict-free fragment reads");
 
     static __device__ __forceinline__ int at(int x, int k) { return KCONT ? x * S + k : k * S + x; }
@@ -1584,11 +1612,18 @@ __device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int
 #pragma unroll
             for (int q = 0; q < F::CE; ++q) acc[i][j][q] = 0.0f;
 
-    // x as TF32 parts: p[0] = tf32(x), p[1] = x - p[0] (SPLIT; read truncated by the MMA)
+    // x as TF32 parts: p[0] = tf32(x), p[1] = x - p[0] (SPLIT; read truncated by the MMA).
+    // SPLIT rounds big by adding half a TF32 unit to x's bits (pg_tf32_big): the MMA
+    // reads the register truncated, so it sees cvt.rna's value for every finite x, in
+    // one integer add where sm_90 emulates cvt.rna in three instructions. An Inf or NaN
+    // x makes small NaN (x - big), so its products stay NaN, as with cvt.rna.
     auto parts = [](unsigned (&p)[P], float x) {
-        p[0] = pg_tf32(x);
+        p[0] = SPLIT ? pg_tf32_big(x) : pg_tf32(x);
         if (SPLIT) p[P - 1] = __float_as_uint(x - pg_tf32_float(p[0]));
     };
+    // SPLIT: a stage's sums (BK / 8 MMA steps of three products each), added to acc once
+    // the stage is done (module comment above)
+    float d[SPLIT ? FM : 1][SPLIT ? FN : 1][F::CE];
     // One MMA step (8 k values): this lane's B fragments, then row by row of fragments
     // its A fragment and the MMAs (one row of A parts live at a time, not FM).
     auto step = [&](const PG_T* as, const PG_T* bs, int kk) {
@@ -1615,12 +1650,16 @@ __device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int
 #pragma unroll
             for (int j = 0; j < FN; ++j) {
                 if (SPLIT) {
-                    float d[F::CE] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    pg_mma_16x8x8_tf32(d, a[P - 1], b[0][j]);   // a_small b_big
-                    pg_mma_16x8x8_tf32(d, a[0], b[P - 1][j]);   // a_big b_small
-                    pg_mma_16x8x8_tf32(d, a[0], b[0][j]);       // a_big b_big
+                    float (&e)[F::CE] = d[SPLIT ? i : 0][SPLIT ? j : 0];
+                    if (kk == 0)
 #pragma unroll
-                    for (int q = 0; q < F::CE; ++q) acc[i][j][q] += d[q];
+                        for (int q = 0; q < F::CE; ++q) e[q] = 0.0f;
+                    pg_mma_16x8x8_tf32(e, a[P - 1], b[0][j]);   // a_small b_big
+                    pg_mma_16x8x8_tf32(e, a[0], b[P - 1][j]);   // a_big b_small
+                    pg_mma_16x8x8_tf32(e, a[0], b[0][j]);       // a_big b_big
+                    if (kk + F::K == BK)
+#pragma unroll
+                        for (int q = 0; q < F::CE; ++q) acc[i][j][q] += e[q];
                 } else {
                     pg_mma_16x8x8_tf32(acc[i][j], a[0], b[0][j]);
                 }
@@ -1670,6 +1709,122 @@ __device__ __forceinline__ void pg_tile_3xtf32(const PgGemm* __restrict__ gp, in
 {
     pg_tile_tf32x<BM, BN, BK, NT, WTM, WTN, true>(gp, m0, n0, smem);
 }
+
+#if PG_WGMMA_KINDS
+#if !PG_WGMMA
+#error "the wgmma kinds (tiles.py wgmma-* families) compile for sm_90a only (kernels/nvrtc.py)"
+#endif
+// 3xTF32 on Hopper's warpgroup MMA (family wgmma-3xtf32, engine E 6 with fp32 operands,
+// sm_90a): warpgroups of 128 threads in a (BM / WM) x (BN / WN) grid, each a 64 x 128
+// sub-tile of C as the fp32 accumulators of m64n128k8 TF32 wgmmas. The operands arrive as
+// pg_tile_tf32x's do (PgTf32Stage cp.async stages through pg_mma_k_loop, so any leading
+// dimension and transpose), and each element is split once, x = big + small as there:
+// - B by the whole block into one K-major stage per part (TF32 wgmma reads no other
+//   layout), rows of BK = 32 floats (128 bytes) with 16-byte chunk c of row n at
+//   c ^ (n % 8), wgmma's 128-byte swizzle; a thread's units are 4 k-adjacent floats, read
+//   as one 16-byte load (B^T) or four of consecutive n across the warp (B), both
+//   conflict-free, and written with 16-byte stores of whole swizzled rows;
+// - A by each thread into the registers wgmma reads A from, PgMmaTf32's fragment of its
+//   warp's 16 rows (the warps of a warpgroup own disjoint rows: each element once).
+// A stage's 3 x BK / 8 wgmmas sum a_small b_big + a_big b_small + a_big b_big into d,
+// which starts at zero (scale-d 0), and d is added to the accumulators in fp32 once
+// the stage is done: the tensor cores' additions do not round to nearest, so a sum
+// carried through them for all of K loses accuracy linearly in K (pg_tile_tf32x).
+// A stage runs: split B and A, fence the split stage into the async proxy, barrier,
+// wgmmas, wait, add; the k loop's barrier before the next split keeps the split stage
+// from being rewritten while any warpgroup's wgmmas read it.
+template <int BM, int BN, int BK, int NT, int WM, int WN>
+__device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int m0, int n0, PG_T* smem)
+{
+    using F = PgMmaTf32;
+    static_assert(sizeof(PG_T) == 4, "the fp32 wgmma kinds are 3xTF32");
+    static_assert(WM == 64 && WN == 128 && BK == 32,
+                  "m64n128k8 wgmmas, split stages of 128-byte rows");
+    constexpr int WGN = BN / WN;
+    static_assert((BM / WM) * WGN * 128 == NT, "one warpgroup per sub-tile");
+    using SA = PgTf32Stage<BK, BM, NT, !PG_TRANS_A>;
+    using SB = PgTf32Stage<BK, BN, NT, (bool)PG_TRANS_B, false>;   // read by the split only
+    // the split stage after the cp.async stages, 1 KiB aligned (render.smem_elems_async)
+    constexpr int SPLIT_AT = (PG_STAGES * (SA::ELEMS + SB::ELEMS) + 255) / 256 * 256;
+    constexpr int PART = BN * BK;
+    static_assert(SPLIT_AT + 2 * PART <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_TILE");
+    PG_T* const bsplit = smem + SPLIT_AT;       // [2][BN][BK]: big, small
+
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
+    const int wm = (wg / WGN) * WM, wn = (wg % WGN) * WN;
+    const int M = gp->M, N = gp->N;
+    const int K = (gp->alpha == 0.0) ? 0 : gp->K;   // alpha == 0 never reads A or B
+    const PG_T* __restrict__ A = gp->A;
+    const PG_T* __restrict__ B = gp->B;
+    const int lda = gp->lda, ldb = gp->ldb;
+    const bool vec_a = pg_aligned16(A) && lda % PG_V == 0 && (PG_TRANS_A ? m0 : 0) % PG_V == 0;
+    const bool vec_b = pg_aligned16(B) && ldb % PG_V == 0 && (PG_TRANS_B ? 0 : n0) % PG_V == 0;
+
+    float acc[WN / 2], d[WN / 2];
+#pragma unroll
+    for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
+
+    // x's parts: big = x rounded to TF32 (its low bits cleared), small = x - big
+    auto split = [](float x, float& big, float& small) {
+        big = pg_tf32_float(pg_tf32_big(x));
+        small = x - big;
+    };
+    auto step = [&](const PG_T* as, const PG_T* bs, int) {
+        constexpr int UNITS = BN * BK / 4, CH = BK / 4;
+#pragma unroll
+        for (int l = 0; l < UNITS / NT; ++l) {
+            const int u = tid + l * NT;
+            const int n = PG_TRANS_B ? u / CH : u % BN, c = PG_TRANS_B ? u % CH : u / BN;
+            float x[4], big[4], small[4];
+            if (PG_TRANS_B) {
+                pg_get16(bs + SB::at(n, 4 * c), x);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) x[e] = bs[SB::at(n, 4 * c + e)];
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) split(x[e], big[e], small[e]);
+            const int o = n * BK + ((c ^ (n & 7)) << 2);
+            pg_put16(bsplit + o, big);
+            pg_put16(bsplit + PART + o, small);
+        }
+        unsigned a[BK / F::K][2][F::AR];            // per k step: big, small
+#pragma unroll
+        for (int kf = 0; kf < BK / F::K; ++kf)
+#pragma unroll
+            for (int r = 0; r < F::AR; ++r) {
+                float big, small;
+                split(as[SA::at(wm + 16 * warp + F::a_row(lane, r), kf * F::K + F::a_k(lane, r))],
+                      big, small);
+                a[kf][0][r] = __float_as_uint(big);
+                a[kf][1][r] = __float_as_uint(small);
+            }
+        pg_fence_proxy_async();
+        __syncthreads();
+        pg_wgmma_fence();
+#pragma unroll
+        for (int kf = 0; kf < BK / F::K; ++kf) {
+            const PG_T* b = bsplit + wn * BK + kf * F::K;
+            const unsigned long long big = pg_wgmma_desc(b, 16, 8 * BK * 4, 1);
+            const unsigned long long small = pg_wgmma_desc(b + PART, 16, 8 * BK * 4, 1);
+            pg_wgmma_64x128x8_tf32(d, a[kf][1], big, kf > 0);   // a_small b_big
+            pg_wgmma_64x128x8_tf32(d, a[kf][0], small, 1);      // a_big b_small
+            pg_wgmma_64x128x8_tf32(d, a[kf][0], big, 1);        // a_big b_big
+        }
+        pg_wgmma_commit();
+        pg_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < WN / 2; ++i) {
+            pg_wgmma_reg_fence(d[i]);
+            acc[i] += d[i];
+        }
+    };
+    pg_mma_k_loop<BM, BN, BK, NT, BK, SA, SB>(A, B, lda, ldb, M, N, K, m0, n0, vec_a, vec_b,
+                                              tid, smem, step);
+
+    pg_wgmma_epilogue<WN>(gp, m0 + wm, n0 + wn, acc, tid);
+}
+#endif  // PG_WGMMA_KINDS
 #endif  // PG_TF32
 
 #if PG_HALF
@@ -2033,25 +2188,7 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
         __syncthreads();
     }
 
-    // Epilogue: register i holds row g + 8 ((i / 2) % 2) of the warp's 16, column
-    // 8 (i / 4) + 2 (t % 4) + i % 2 (compat.h): pairs of adjacent columns, one 4-byte
-    // access where C and ldc keep it aligned.
-    const float alpha = float(gp->alpha), beta = float(gp->beta);
-    PG_T* __restrict__ C = gp->C;
-    const int ldc = gp->ldc;
-    const bool vec_c = pg_pair_aligned(C, ldc);
-    const int lane = tid & 31, warp = (tid >> 5) & 3;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int r = m0 + wm + 16 * warp + (lane >> 2) + 8 * h;
-        if (r >= M) continue;
-        PG_T* crow = C + r * ldc;
-#pragma unroll
-        for (int j = 0; j < WN / 8; ++j) {
-            const int c0 = n0 + wn + 8 * j + 2 * (lane & 3);
-            pg_store_pair(crow, c0, N, acc + 4 * j + 2 * h, alpha, beta, vec_c);
-        }
-    }
+    pg_wgmma_epilogue<WN>(gp, m0 + wm, n0 + wn, acc, tid);
 }
 #endif  // PG_WGMMA_KINDS
 #endif  // PG_HALF

@@ -165,7 +165,9 @@ class Ceilings:
         if kind.family in MFMA_FAMILIES:
             return self.mfma_flops_per_s(dtype) or self.flops_per_s(dtype) * MMA_EMULATION
         if kind.family in WGMMA_FAMILIES and self.wgmma_flops_per_s > 0:
-            return self.wgmma_flops_per_s
+            # the 16-bit rate measured; TF32 runs at TF32_OF_HALF of it, 3xtf32 a third
+            tf32 = TF32_OF_HALF if WGMMA_FAMILIES[kind.family] == "float32" else 1.0
+            return self.wgmma_flops_per_s * tf32 / mma_products(kind.family)
         # over the MMAs it issues per product (3xtf32: three)
         return self.mma_flops_per_s(dtype) / mma_products(kind.family)
 

@@ -783,23 +783,27 @@ class _Choice:
 def _kinds(req, kinds=None) -> tuple:
     """``kinds`` as a tuple, or the ``family`` option's (else FAMILY) with the kinds of
     the families weighed with it on the request's arch (tiles.weighed_families: the wgmma
-    kinds beside the 16-bit families on sm_90, tiles.without_superseded) where the batch's
-    rows are aligned (aligned_batch)."""
+    kinds beside the 16-bit and 3xtf32 families on sm_90, tiles.without_superseded), the
+    16-bit ones where the batch's rows are aligned (aligned_batch, tiles.ANY_ROWS)."""
     if kinds is not None:
         return tuple(kinds)
     name = req.options.get("family")
-    if name not in WEIGHED_WITH or not aligned_batch(req.shapes, req.dtype, req.aligned):
+    if name not in WEIGHED_WITH:
         return family_option(name, req.dtype)
-    key = (name, req.dtype, req.arch.name)
+    aligned = aligned_batch(req.shapes, req.dtype, req.aligned)
+    key = (name, req.dtype, req.arch.name, aligned)
     hit = _weighed.get(key)
     if hit is None:
-        fams = weighed_families(name, req.arch.name)
-        kinds = without_superseded([k for f in fams for k in family_option(f, req.dtype)])
-        hit = _weighed[key] = tuple(sorted(kinds, key=lambda k: k.area))
+        fams = weighed_families(name, req.arch.name, aligned)
+        if len(fams) == 1:
+            hit = _weighed[key] = family_option(name, req.dtype)
+        else:
+            kinds = without_superseded([k for f in fams for k in family_option(f, req.dtype)])
+            hit = _weighed[key] = tuple(sorted(kinds, key=lambda k: k.area))
     return hit
 
 
-_weighed: dict = {}   # (family, dtype, arch name) -> its kinds and its partners', small -> large
+_weighed: dict = {}   # (family, dtype, arch name, aligned) -> its kinds and its partners', small -> large
 
 
 def _choose(req, tlp_formula: str, kinds=None, tabs=None) -> _Choice:
