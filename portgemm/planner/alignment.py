@@ -73,6 +73,18 @@ def _tile_share(M, N, K, a, b, m: int, n: int, k: int) -> float:
     return fast / (m + n) / total if total > 0 else 0.0
 
 
+def _tile_share_from(qm, qn, gm, gn, gk, counts, K, a, b, m: int, n: int, k: int) -> float:
+    """:func:`_tile_share` from the tile grid's rows the caller has (share_for's
+    ``grid``; only read): the same quotients, ceilings and products, so the same
+    arrays into the same dot products, fewer passes."""
+    fm, fn = np.floor(qm), np.floor(qn)
+    fk = np.floor(K * (1.0 / k) if k & (k - 1) == 0 else K / k)
+    total = float(np.dot(counts, gk))   # counts: gm x gn, the product _tile_share takes
+    fast = m * np.dot(np.multiply(a, fm, out=fm), gn * fk) + n * np.dot(
+        np.multiply(b, fn, out=fn), np.multiply(gm, fk, out=fk))
+    return fast / (m + n) / total if total > 0 else 0.0
+
+
 # the share is rounded to this step: kind_costs memoises per share, and a batch's share
 # moves the prediction by at most a few tenths of a per cent within a step
 SHARE_STEP = 1.0 / 64
@@ -80,13 +92,17 @@ SHARE_STEP = 1.0 / 64
 _last: list = [None]   # ((arch, dtype), shapes, aligned, kinds, share) of the latest ask
 
 
-def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None):
+def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid=None):
     """The vector share per kind (a tuple, rounded to SHARE_STEP) of a batch for the cost
     model, or None where no kind has measured path efficiencies (then nothing is
     computed: the model's time stands). Kinds without figures get 0 (their factor is 1
     whatever the share). ``aligned``: aligned_rows of the batch (None: dense row-major
     operands). A plan asks several times about one batch (the rule, its bound, each
-    family): the latest answer is kept, keyed by the arrays' identity."""
+    family): the latest answer is kept, keyed by the arrays' identity. ``grid``: where
+    the caller has the batch's tile grids under ``kinds`` already (the device rule's
+    tables, GEMM by GEMM), a function of a kind's index giving its rows (quotients M /
+    tm and N / tn, their ceilings, the K steps, the tile counts and K, as
+    :func:`_tile_share` computes them), or None for a kind it has not."""
     hit = _last[0]
     if hit is not None and hit[1] is shapes and hit[2] is aligned and hit[3] is kinds \
             and hit[0] == (arch.name, dtype):
@@ -94,13 +110,21 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None):
     shared = _shared_tiles(arch.name, dtype, kinds)
     if shared is None:
         return None
-    rows = aligned_rows(shapes, dtype) if aligned is None else aligned
     f = [0.0] * len(kinds)
     if shared:
-        M, N, K = np.asarray(shapes, dtype=np.float64).T
-        a, b = np.asarray(rows, dtype=np.float64).T
+        s = np.asarray(shapes)
+        if aligned is None:   # aligned_rows' test, column by column: A's rows (K), B's (N)
+            mask = 16 // ITEMSIZE[dtype] - 1
+            a, b = (((s[:, d] & mask) == 0).astype(np.float64) for d in (2, 1))
+        else:
+            a, b = np.asarray(aligned, dtype=np.float64).T
+        mnk_rows = None
         for mnk, where in shared:
-            v = _tile_share(M, N, K, a, b, *mnk)
+            have = None if grid is None else grid(where[0])
+            if have is None and mnk_rows is None:
+                mnk_rows = np.asarray(s, dtype=np.float64).T
+            v = (_tile_share(*mnk_rows, a, b, *mnk) if have is None else
+                 _tile_share_from(*have, a, b, *mnk))
             for i in where:
                 f[i] = v
     # round half to even, as np.round; f x 64 and its multiple of 1/64 are exact
@@ -135,9 +159,11 @@ def _shared_tiles(arch_name: str, dtype: str, kinds):
     return out
 
 
-def share_of(req, kinds):
+def share_of(req, kinds, grid=None):
     """:func:`share_for` of a planner Request (its shapes, dtype, arch and aligned)."""
-    return share_for(req.arch, req.dtype, kinds, req.shapes, req.aligned)
+    if grid is None:
+        return share_for(req.arch, req.dtype, kinds, req.shapes, req.aligned)
+    return share_for(req.arch, req.dtype, kinds, req.shapes, req.aligned, grid=grid)
 
 
 # The share of a batch's multiply-adds whose GEMMs have both operands' rows 16-byte aligned

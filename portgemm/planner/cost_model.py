@@ -201,29 +201,34 @@ DEPTH_STEP = 2.0 ** 0.125
 _last_depth: list = [None]   # (shapes, depth) of the latest ask: a plan asks several times
 
 
-def batch_depth(arch, shapes) -> float | None:
+def batch_depth(arch, shapes, rows=None) -> float | None:
     """:func:`depth_of` ``shapes`` where ``arch``'s measured ceilings have kind factors
-    per depth, else None (nothing computed: no other arch's plans see it)."""
+    per depth, else None (nothing computed: no other arch's plans see it). ``rows``:
+    the batch's M, N and K as contiguous float64 rows, where the caller has them."""
     if not ceilings_for(arch).kind_depth_factors:
         return None
     hit = _last_depth[0]
     if hit is not None and hit[0] is shapes:
         return hit[1]
-    d = depth_of(shapes)
+    d = depth_of(shapes, rows)
     _last_depth[0] = (shapes, d)
     return d
 
 
-def depth_of(shapes) -> float | None:
+def depth_of(shapes, rows=None) -> float | None:
     """The batch's K for kind factors measured per depth: the geometric mean of K
     weighted by each GEMM's FMAs (where the time goes), rounded to DEPTH_STEP; None for
-    a batch without work."""
-    s = np.asarray(shapes, dtype=np.float64).reshape(-1, 3)
-    w = s[:, 0] * s[:, 1] * s[:, 2]
+    a batch without work. ``rows``: M, N, K as float64 rows where the caller has them
+    (the same values: the same products, sum and dot product, on whole rows)."""
+    if rows is None:
+        s = np.asarray(shapes, dtype=np.float64).reshape(-1, 3)
+        rows = s[:, 0], s[:, 1], s[:, 2]
+    M, N, K = rows
+    w = M * N * K
     total = float(w.sum())
     if not total > 0:
         return None
-    mean = float(np.dot(w, np.log(np.maximum(s[:, 2], 1.0)))) / total
+    mean = float(np.dot(w, np.log(np.maximum(K, 1.0)))) / total
     step = math.log(DEPTH_STEP)
     return float(math.exp(round(mean / step) * step))
 
@@ -637,7 +642,7 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
 
 def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
                    penalty: np.ndarray, per_kind: bool, floor: float,
-                   inverse: np.ndarray | None = None, longest: float = 0.0) -> float:
+                   inverse: np.ndarray | None = None, longest=0.0) -> float:
     """A lower bound on :func:`predict_rows` for every assignment of allowed kinds:
     ``counts``, ``steps`` (K steps) and ``penalty`` (0 where a GEMM may take the kind, a
     value above any time where not: wavefront_tlp.OUT_OF_REACH) are (kinds, batch). A
@@ -650,7 +655,9 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
     latency plus the larger of that and the floors. Every GEMM is charged its allowed
     kind of least such time. ``inverse``: each GEMM's column where the columns are
     classes of GEMMs (planner/classes.py). ``longest``: another lower bound on the
-    launches' exec where the caller has one (:func:`longest_tile_bound`)."""
+    launches' exec where the caller has one (:func:`longest_tile_bound`), or a function
+    of the larger of the other two terms giving it (it may then give any value no
+    larger than that where it can tell the bound would not be the largest term)."""
     pe, step = _bound_times(kc, per_kind)
     per_cu = np.multiply(steps, step, out=buffer("per_cu", counts.shape, batch=counts.shape[1]))
     per_cu += pe
@@ -660,11 +667,13 @@ def resource_bound(kc: KindCosts, counts: np.ndarray, steps: np.ndarray,
     if inverse is not None:   # columns are classes: each GEMM's, summed in GEMM order
         least = least.take(inverse)
     live_time = float(least.sum()) / kc.cus
+    if callable(longest):
+        longest = longest(max(live_time, floor))
     return kc.ceil.launch_s + max(live_time, longest, floor)
 
 
 def longest_tile_bound(kc: KindCosts, steps: np.ndarray, penalty, live: np.ndarray,
-                       per_kind: bool) -> float:
+                       per_kind: bool, above: float | None = None, free: int = 0) -> float:
     """A lower bound on every launch's exec for every assignment of allowed kinds (the
     other half of :func:`resource_bound`): a launch lasts at least its longest tile, and
     a tile is never shorter than alone on its CU (r = 1) with the most issue share its
@@ -673,8 +682,23 @@ def longest_tile_bound(kc: KindCosts, steps: np.ndarray, penalty, live: np.ndarr
     falls with u. So the longest tile of any tiling is at least the largest, over the
     live columns, of each column's least such tile. ``steps``, ``penalty``: (kinds,
     batch) or broadcast; ``live``: (batch,). Scaled down by 1e-9 relative, below the
-    rounding of the quotients it stands for."""
+    rounding of the quotients it stands for.
+
+    ``above``: where the caller only needs the bound if it exceeds this (another term
+    of a max), first a cap from kind ``free`` alone, which every column may take (its
+    penalty 0: a kind of the smallest area, wavefront_tlp.BatchTables): each column's
+    least tile is no longer than its tile of that kind, and that is longest at the
+    most K steps of a live column (a tile's time grows with its steps; IEEE products
+    and sums are monotone, so the cap computed on one column bounds the computed
+    table). A cap not above ``above`` is returned as is, without the table passes:
+    the max it enters is the same (large batches, whose total time dwarfs one tile)."""
     pe, step = _alone_times(kc, per_kind)
+    if above is not None:
+        row = steps if steps.ndim == 1 else steps[free]
+        most = np.maximum.reduce(np.multiply(row, live), initial=0.0)  # steps >= 0
+        cap = float((most * step[free, 0] + pe[free, 0]) * (1 - 1e-9))
+        if cap <= above:
+            return cap
     t = np.multiply(steps, step, out=buffer("alone", (kc.n_kinds, live.shape[0]),
                                              batch=live.shape[0]))
     t += pe

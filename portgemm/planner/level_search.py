@@ -27,7 +27,6 @@ nothing here loops over GEMMs, tiles or levels in Python.
 """
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numpy as np
@@ -46,7 +45,8 @@ def family_keys(kinds: tuple):
     then divides, then larger index); the tie-break key of equal work; whether the
     kinds nest (distinct areas, tm and tn never shrinking as tiles grow, so the tiles
     that fit are a prefix of the kinds); whether every kind has one tk; the kinds'
-    reversed indices as bytes (first_kind)."""
+    reversed indices as bytes (first_kind); a kind of the smallest area, which every
+    GEMM may take ("free")."""
     n = len(kinds)
     tm = np.array([k.tm for k in kinds], dtype=np.float64)
     tn = np.array([k.tn for k in kinds], dtype=np.float64)
@@ -69,6 +69,7 @@ def family_keys(kinds: tuple):
             "rank_c": col(rank), "start_key_c": col(rank * (2 * n) + idx),
             "start_key1_c": col(rank * (2 * n) + idx + 1),
             "order_key": rank * n + idx, "rank0_c": col(rank == 0), "nested": nested,
+            "free": int(np.flatnonzero(rank == 0)[0]),   # a kind every GEMM may take
             "one_tk": bool((tk == tk[0]).all()), "revidx_c": col(n - idx).astype(np.int8)})
 
 
@@ -166,42 +167,44 @@ def first_kind(mask: np.ndarray, fk) -> np.ndarray:
 
 
 def cap_bins(T: np.ndarray, t_long: float, n_caps: int) -> np.ndarray:
-    """(kinds, batch) int32: for each tile, how many caps tau_j = t_long / 2**j (j =
-    1..n_caps) it is no longer than (T positive). Exact without dividing: T <= t_long /
-    2**j iff T 2**j <= t_long, which the binary exponents and mantissas of T and t_long
-    decide (frexp). The result is a kept buffer (scratch.py): valid for this plan only."""
+    """(kinds, batch) int8: for each tile, how many caps tau_j = t_long / 2**j (j =
+    1..n_caps) it is no longer than (T >= 0). Exact without dividing or frexp: tau_j is
+    t_long with j subtracted from its binary exponent (a normal number: t_long is
+    seconds, far above 2**-1014), i.e. its bit pattern less j << 52, and non-negative
+    doubles order as their bit patterns, so T <= tau_j iff j <= (bits(t_long) -
+    bits(T)) >> 52: one subtraction and one shift over the table, then a clip. The
+    result is a kept buffer (scratch.py): valid for this plan only."""
     B = T.shape[-1]
-    mT, eT = np.frexp(T, out=(buffer("mantissa", T.shape, batch=B),
-                              buffer("exponent", T.shape, np.intc, B)))
-    mL, eL = math.frexp(t_long)
-    last = np.subtract(eL, eT, out=eT)
-    last -= np.greater(mT, mL, out=buffer("mask", T.shape, np.bool_, B))
-    np.maximum(last, 0, out=last)   # a clip, without np.clip's Python layers
-    return np.minimum(last, n_caps, out=last)
+    d = np.subtract(np.float64(t_long).view(np.int64), T.view(np.int64),
+                    out=buffer("cap_bits", T.shape, np.int64, B))
+    np.right_shift(d, 52, out=d)
+    np.maximum(d, 0, out=d)   # a clip, without np.clip's Python layers
+    return np.minimum(d, n_caps, out=buffer("cap_bins", T.shape, np.int8, B))
 
 
 def cap_events(work: np.ndarray, T: np.ndarray, allowed: np.ndarray, fastest_mask: np.ndarray,
                t_long: float, n_caps: int, n_levels: int):
-    """(lo, hi), each (kinds, batch) (int64, int32), of the caps ladder: GEMM i takes kind k
-    at levels lo <= j < hi. hi: 1 + the caps k is within where allowed (level 0 is no cap),
+    """(lo, hi), each (kinds, batch) int8, of the caps ladder: GEMM i takes kind k at
+    levels lo <= j < hi. hi: 1 + the caps k is within where allowed (level 0 is no cap),
     0 where not, every level for the GEMM's fastest tile (the one taken where no tile is
     short enough); lo: the most levels any tile of less work reaches. Both are kept
-    buffers (scratch.py): valid for this plan only."""
+    buffers (scratch.py): valid for this plan only. One byte per entry (levels <=
+    MAX_CAPS + 1 or the kinds, far below 127): the (kinds, kinds, batch) step below
+    runs on bytes throughout, with no conversions."""
     n_k, B = work.shape
     hi = cap_bins(T, t_long, n_caps)
     hi += 1
-    hi *= allowed
+    hi *= allowed.view(np.int8)   # a bool's byte is 0 or 1: x 1 keeps, x 0 clears
     # every level for the fastest tile: hi <= n_caps + 1 <= n_levels, so a max with
     # n_levels x mask is the masked store (np.putmask), in two unmasked passes
-    np.maximum(hi, np.multiply(fastest_mask, n_levels, out=buffer("hi_fast", hi.shape, hi.dtype,
-                                                                   B)), out=hi)
+    np.maximum(hi, np.multiply(fastest_mask.view(np.int8), n_levels,
+                               out=buffer("hi_fast", hi.shape, np.int8, B)), out=hi)
     # [k, k', i]: k' has less work than k
     less = np.less(work[None, :, :], work[:, None, :],
                    out=buffer("less", (n_k, n_k, B), np.bool_, B))
-    held = np.multiply(less, hi.astype(np.int8)[None, :, :],
+    held = np.multiply(less.view(np.int8), hi[None, :, :],
                        out=buffer("less_hi", (n_k, n_k, B), np.int8, B))
-    lo = buffer("lo", (n_k, B), np.int64, B)
-    lo[...] = held.max(axis=1)
+    lo = np.maximum.reduce(held, axis=1, out=buffer("lo", (n_k, B), np.int8, B))
     return lo, hi
 
 
@@ -243,7 +246,7 @@ def nested_rounds(n: int) -> np.ndarray:
 
 
 def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: int,
-                 k_live=None, bucket=None):
+                 k_live=None, bucket=None, totals: bool = False):
     """Per-kind aggregates (tiles, tiles x steps, most steps), each (2 x levels, kinds), of
     Algorithm 1's rounds from the start and from the least-work tiles (level 0: the base
     itself), and a function giving every GEMM's kind at one of these rows (the winner's).
@@ -255,7 +258,10 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     per GEMM (0 where it has no tiles), where the caller has it: the most K steps of a
     type are then those of its longest K, kind by kind (ceil(K / tk) never falls as K
     grows), from one pass over the GEMMs instead of one over (kind, GEMM). ``bucket``:
-    BatchTables.bucket, where the caller has it."""
+    BatchTables.bucket, where the caller has it. ``totals``: also return, per kind, the
+    whole batch's tiles, tiles x steps and most steps of a live GEMM (the one-kind
+    candidates' aggregates), summed over the small (type, kind) tables instead of
+    over (kind, GEMM) again: integers, so the same numbers."""
     n = fk["n"]
     M, N = shapes_mn
     m_edges, n_edges, seq = round_table(fk["kinds"])
@@ -269,8 +275,6 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
         nmb = nnb = 1
         seq = nested_rounds(n)
     n_typ = n * n * nmb * nnb
-    seen = np.bincount(typ, minlength=n_typ)
-    present = seen.nonzero()[0]
     flat = np.add(typ * n, fk["idx_c"], out=buffer("type_kind", counts.shape, np.int64,
                                                    counts.shape[1])).reshape(-1)
     # (type, kind) per (kind, GEMM)
@@ -279,37 +283,74 @@ def typed_rounds(fk, shapes_mn, start, least, counts, cs, steps_live, n_levels: 
     if steps_live.ndim == 1:   # one tk: a GEMM's steps are the same for every kind
         t_m = np.zeros(n_typ)
         np.maximum.at(t_m, typ, steps_live)
+        most = np.full(n, np.maximum.reduce(t_m))          # the batch's, every kind
         t_m = t_m.repeat(n)
     elif k_live is not None:   # steps = ceil(K / tk) grow with K: the type's longest K
         k_max = np.zeros(n_typ)
         np.maximum.at(k_max, typ, k_live)
         t_m = np.ceil(np.divide(k_max[:, None], fk["tk"][None, :])).reshape(-1)
+        # the batch's: the same formula at the longest K (IEEE division is monotone)
+        most = np.ceil(np.divide(np.maximum.reduce(k_max), fk["tk"]))
     else:
         t_m = np.zeros(n_typ * n)
         np.maximum.at(t_m, flat, steps_live.reshape(-1))
-    t_start, rest = np.divmod(present, n * nmb * nnb)
-    t_least, t_bucket = np.divmod(rest, nmb * nnb)
-    path, row_base = _round_paths(seq, n_levels)
-    # (2L, types): row j < L the kind j rounds from the start, row L + j from the least
-    base = np.concatenate([t_start, t_least]).reshape(2, -1)
-    base += n * t_bucket
-    kinds_at = path.take(base.reshape(-1), axis=0)
-    kinds_at = kinds_at.reshape(2, -1, n_levels).transpose(0, 2, 1).reshape(2 * n_levels, -1)
-    cell = (present * n)[None, :] + kinds_at
-    rows = row_base + kinds_at
+        most = None
+    # the present types' kinds along both ladders (a family constant per type), type
+    # by type: consecutive entries add to different (row, kind) cells, so the sums
+    # below do not wait on one another
+    present = np.bincount(typ, minlength=n_typ).nonzero()[0]
+    kinds_at, row_base = _typed_paths(seq, n_levels)
+    at = kinds_at.take(present, axis=0)                  # (types present, 2L)
+    cell = (present * n)[:, None] + at                   # where each reads, ...
+    rows = row_base + at                                 # ... and adds
     size = 2 * n_levels * n
     agg_n = np.bincount(rows.reshape(-1), weights=t_n.take(cell).reshape(-1), minlength=size)
     agg_s = np.bincount(rows.reshape(-1), weights=t_s.take(cell).reshape(-1), minlength=size)
     agg_m = np.zeros(size)
     np.maximum.at(agg_m, rows.reshape(-1), t_m.take(cell).reshape(-1))
 
-
     def kinds_of(row: int) -> np.ndarray:
         """Each GEMM's kind at row ``row`` (ladder x levels + level) of the rounds."""
-        place = np.zeros(n_typ, dtype=np.int64)
-        place[present] = np.arange(present.shape[0])
-        return kinds_at[row].take(place.take(typ))
-    return (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n)), kinds_of
+        return kinds_at[:, row].take(typ)
+    aggs = (agg_n.reshape(-1, n), agg_s.reshape(-1, n), agg_m.reshape(-1, n))
+    if not totals:
+        return aggs, kinds_of
+    # sums of integers over the types as one product with ones (a reduction down the
+    # (types, kinds) table's short rows runs element by element); absent types hold 0,
+    # below every live GEMM's steps (>= 0): the same maxima
+    ones = _ones(n_typ)
+    if most is None:
+        most = np.maximum.reduce(t_m.reshape(n_typ, n), axis=0)
+    return aggs, kinds_of, (ones @ t_n.reshape(n_typ, n), ones @ t_s.reshape(n_typ, n), most)
+
+
+_typed_memo: dict = {}
+
+
+def _typed_paths(seq: np.ndarray, n_levels: int):
+    """typed_rounds' constants for one round table and number of levels, over every
+    GEMM type (memoised by the table's identity, itself memoised per family):
+    (kinds_at, row_base), kinds_at (types, 2L) each type's kind j rounds from its start
+    (column j) and from its least-work kind (column L + j), row_base (1, 2L) each
+    column's offset in the (row, kind) aggregates."""
+    key = (id(seq), n_levels)
+    hit = _typed_memo.get(key)
+    if hit is not None and hit[0] is seq:
+        return hit[1]
+    nmb, nnb, n = seq.shape[0], seq.shape[1], seq.shape[-1]
+    t_start, rest = np.divmod(np.arange(n * n * nmb * nnb), n * nmb * nnb)
+    t_least, t_bucket = np.divmod(rest, nmb * nnb)
+    path = _round_paths(seq, n_levels)[0]
+    # (types, 2, L) -> (types, 2L): the rounds from the start, then from the least work
+    kinds_at = path.take(np.stack([t_start, t_least], axis=1) + (n * t_bucket)[:, None], axis=0)
+    out = (np.ascontiguousarray(kinds_at.reshape(-1, 2 * n_levels)),
+           (np.arange(2 * n_levels) * n)[None, :])
+    for a in out:
+        a.flags.writeable = False
+    if len(_typed_memo) > 256:
+        _typed_memo.clear()
+    _typed_memo[key] = (seq, out)
+    return out
 
 
 _paths_memo: dict = {}
@@ -342,15 +383,20 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     events (lo, hi), then per level a sum (a max) over the runs that hold it."""
     n_k, B = counts.shape
     L1 = n_levels + 1
-    # only the runs that hold a level (a GEMM's few kinds of least work): the rest would
-    # add nothing, so the sums and the max run over a fraction of the table
-    held = (lo < hi).reshape(-1).nonzero()[0]
-    keys = lo.reshape(-1).take(held)
-    keys *= L1
-    keys += hi.reshape(-1).take(held)
-    keys *= n_k
-    keys += held // B                                   # the kind: the event's row
     size = L1 * L1 * n_k
+    # each (kind, GEMM) event's (lo, hi, kind) cell, in two bytes over the whole table
+    # (a few short passes: cheaper than widening and combining gathered lo and hi)
+    dt = np.int16 if size < 2**15 else np.intp
+    cell = np.multiply(lo, L1, dtype=dt, out=buffer("cap_cells", lo.shape, dt, B))
+    cell += hi
+    cell *= n_k
+    cell += _kind_column(n_k, dt)
+    # only the runs that hold a level (a GEMM's few kinds of least work): the rest would
+    # add nothing, so the sums and the max run over a fraction of the table (a run of
+    # one cell in many neighbouring GEMMs makes each add wait on the one before, so
+    # summing the others' zeros costs more than picking the runs out)
+    held = (lo < hi).reshape(-1).nonzero()[0]
+    keys = cell.reshape(-1).take(held).astype(np.intp)
     t_n = np.bincount(keys, weights=counts.reshape(-1).take(held), minlength=size)
     t_s = np.bincount(keys, weights=cs.reshape(-1).take(held), minlength=size)
     t_m = np.zeros(size)
@@ -368,6 +414,22 @@ def cap_aggregates(lo, hi, counts, cs, steps_live, n_levels: int):
     C = np.maximum.accumulate(R, axis=0)
     lv = np.arange(n_levels)
     return n, S, C[lv, lv + 1]
+
+
+@lru_cache(maxsize=64)
+def _ones(n: int) -> np.ndarray:
+    """(n,) ones, read-only: a sum down a table's columns as one matrix product."""
+    out = np.ones(n)
+    out.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=64)
+def _kind_column(n_k: int, dtype) -> np.ndarray:
+    """(n_k, 1) each row's kind, in ``dtype`` (cap_aggregates' cells), read-only."""
+    out = np.arange(n_k, dtype=dtype)[:, None]
+    out.flags.writeable = False
+    return out
 
 
 @lru_cache(maxsize=32)

@@ -234,6 +234,17 @@ class BatchTables:
         self._mask = mask
         self._divides = None
 
+    def grid_rows(self, kind: int):
+        """Kind ``kind``'s rows (M / tm, N / tn, their ceilings, K steps, tile counts, K)
+        for alignment.share_for's ``grid``: GEMM by GEMM (None where the columns are
+        classes). The quotients are share_for's: x (1 / edge) for a power of two, else
+        x / edge."""
+        if self.classes is not None:
+            return None
+        steps = self.steps if self.steps.ndim == 1 else self.steps[kind]
+        return (self._qm[kind], self._qn[kind], self._gm[kind], self._gn[kind], steps,
+                self.counts[kind], self.K)
+
     @property
     def divides(self) -> np.ndarray:
         """(kinds, batch): the tile divides M and N (exact tiling); on first use (only the
@@ -405,13 +416,19 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             break
     n_levels = max(n_caps + 1, n_k)
     mn = (tabs.shapes[:, 0], tabs.shapes[:, 1])
+    # the one-kind candidates (below) need per-kind totals of the batch: typed_rounds
+    # has them from its small (type, kind) tables
+    one_kind = kc_ladder.factor is not None
+    totals = None
     if B <= DENSE_COLUMNS:   # few columns: summed column by column (level_search.py)
         (r_n, r_s, r_m), round_kinds = dense_rounds(fk, mn, start, least, counts_w, cs_w,
                                                     steps_live, n_levels, tabs.bucket)
     else:
-        (r_n, r_s, r_m), round_kinds = typed_rounds(
+        (r_n, r_s, r_m), round_kinds, *totals = typed_rounds(
             fk, mn, start, least, counts_w, cs_w, steps_live, n_levels,
-            None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket)
+            None if fk["one_tk"] or B < 512 else np.multiply(tabs.K, live), tabs.bucket,
+            totals=one_kind)
+        totals = totals[0] if totals else None
     lo, hi = cap_events(work, T, allowed, fk["idx_c"] == fastest, t_long, n_caps, n_levels)
     c_n, c_s, c_m = (dense_cap_aggregates if B <= DENSE_COLUMNS else cap_aggregates)(
         lo, hi, counts_w, cs_w, steps_live, n_levels)
@@ -419,7 +436,7 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     # kind factors: cost_model.measured_factor), each kind on every GEMM, fitting or not,
     # is a candidate too: on the H100 one fp64 MMA kind alone beat the ladders' mixes of
     # launches by 5-15 % (bench/NOTES.md, session 8), and the corrected model prices it
-    one = one_kind_rows(counts_w, cs_w, steps_live, fk) if kc_ladder.factor is not None else None
+    one = one_kind_rows(counts_w, cs_w, steps_live, fk, totals) if one_kind else None
     n_all = np.concatenate([r_n, c_n] + ([one[0]] if one else []))
 
     def kinds_at(row):
@@ -500,11 +517,16 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     return each(kidx), t, th, notes, s_all[best]
 
 
-def one_kind_rows(counts_w, cs_w, steps_live, fk):
+def one_kind_rows(counts_w, cs_w, steps_live, fk, totals=None):
     """(tiles, tiles x K steps, most K steps of a live GEMM), each (kinds, kinds): row k
-    puts every GEMM on kind k (predict_rows' aggregates of those n_k candidates)."""
+    puts every GEMM on kind k (predict_rows' aggregates of those n_k candidates).
+    ``totals``: those three per kind where the caller has them (typed_rounds, summed in
+    another order): taken where every sum stays below 2**53, so that each partial sum
+    of these non-negative integers is exact in any order."""
     n_k = fk["n"]
     eye = np.eye(n_k)
+    if totals is not None and max(float(totals[0].max()), float(totals[1].max())) < 2.0**53:
+        return eye * totals[0], eye * totals[1], eye * totals[2]
     most = steps_live.max(axis=1) if steps_live.ndim == 2 else np.full(n_k, steps_live.max())
     if most.shape[0] != n_k:   # one row of steps for every kind (one tk)
         most = np.full(n_k, most[0])
@@ -596,6 +618,9 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
     tabs_p = BatchTables(req.shapes if cls is None else cls.shapes, kinds, classes=cls,
                          full=req.shapes)
     tabs_o = BatchTables(tabs_p.shapes, ours_kinds, tabs_p)
+    # the batch's depth (kind factors per depth) from the tables' rows where they are
+    # the batch's own (every later ask finds it kept)
+    batch_depth(req.arch, req.shapes, (tabs_p.M, tabs_p.N, tabs_p.K) if cls is None else None)
     after = (f"tuned: {tuned.path}",) if tuned else ()
     paper = f"{FAMILY[0].family} {req.mode}"
     # The structure with the lower bound is planned first; the other is planned only if
@@ -724,13 +749,22 @@ def least_possible(req, kinds, tabs: BatchTables) -> float:
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
     depth = batch_depth(req.arch, req.shapes)
-    kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds), depth=depth)
+    # the vector share from these tables' tile grids (the batch's own, GEMM by GEMM),
+    # on the large batches' path
+    grid = (tabs.grid_rows if tabs.shapes is req.shapes and req.batch > DENSE_COLUMNS
+            else None)
+    kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds, grid),
+                    depth=depth)
     # the rule's one-kind candidates may put a GEMM on a tile that does not fit it
     one_kind = kind_costs(req.arch, kinds, table, req.dtype, depth=depth).factor is not None
     penalty, per_kind = 0.0 if one_kind else tabs.penalty, req.mode == "per-kind"
+    # the longest tile only where it can be the bound's largest term: from the large
+    # batches' path on (DENSE_COLUMNS), first a cap that shows it is not
+    capped = tabs.counts.shape[1] > DENSE_COLUMNS
     return resource_bound(kc, tabs.counts, tabs.steps, penalty, per_kind, tabs.floor(kc),
-                          tabs.inverse, longest_tile_bound(kc, tabs.steps, penalty, tabs.live,
-                                                           per_kind))
+                          tabs.inverse, lambda above: longest_tile_bound(
+                              kc, tabs.steps, penalty, tabs.live, per_kind,
+                              above if capped else None, tabs.fk["free"]))
 
 
 @dataclasses.dataclass(frozen=True)
