@@ -64,7 +64,7 @@ FAMILY_ARCHS = {"mfma-f16": _MFMA_16BIT_ARCHS, "mfma-bf16": _MFMA_16BIT_ARCHS,
 # threads per 64 x 128 sub-tile of m64n128k16 steps, A and B read from shared memory by
 # the tensor cores; sm_90a only, so built for sm_90 alone (kernels/nvrtc.py compiles them
 # for sm_90a), where the planner weighs them beside the dtype's HALF_FAMILIES kinds.
-# wgmma-3xtf32: float32 as 3xTF32 (precision "3xtf32"), m64n128k8 TF32 wgmmas.
+# wgmma-3xtf32: float32 as 3xTF32 (precision "3xtf32"), m64n128k8 / m64n64k8 TF32 wgmmas.
 WGMMA_FAMILIES = {"wgmma-f16": "float16", "wgmma-bf16": "bfloat16", "wgmma-3xtf32": "float32"}
 WGMMA_GROUP = 128           # lanes sharing one wgmma (a warpgroup)
 WGMMA_SHAPE = (64, 8, 16)   # m, n, k granularity of a wgmma (n: any multiple of 8 to 256)
@@ -390,9 +390,11 @@ _WGMMA_KINDS = [
 ]
 WGMMA_F16 = _family("wgmma-f16", _WGMMA_KINDS)
 WGMMA_BF16 = _family("wgmma-bf16", _WGMMA_KINDS)
-# 3xTF32 on wgmma (pg_tile_wgmma's fp32 form): the same warpgroup tiles, BK 32 (one
-# 128-byte row of fp32 a split stage), operands staged as the TF32 kinds' (any leading
-# dimension), B split once per block into a K-major stage, A into wgmma's A registers.
+# 3xTF32 on wgmma (pg_tile_wgmma's fp32 form): the same warpgroup tiles and a 64x64 one
+# (m64n64k8, 32 accumulators: the grid's many GEMMs below 128 rows or columns), BK 32
+# (one 128-byte row of fp32 a split stage), operands staged as the TF32 kinds' (any
+# leading dimension), B split once per block into a K-major stage, A into wgmma's A
+# registers. On sm_90 the 64x64 tile supersedes the mma.sync one (without_superseded).
 WGMMA_3XTF32 = _family("wgmma-3xtf32", _WGMMA_KINDS + [("64x64/g64x64", 64, 64, 32, 128, 64, 64, "mma")])
 
 # AMD's MFMA kinds (MFMA_FAMILIES; 256 threads = 4 waves of 64, w: a wave's sub-tile of

@@ -1715,8 +1715,9 @@ __device__ __forceinline__ void pg_tile_3xtf32(const PgGemm* __restrict__ gp, in
 #error "the wgmma kinds (tiles.py wgmma-* families) compile for sm_90a only (kernels/nvrtc.py)"
 #endif
 // 3xTF32 on Hopper's warpgroup MMA (family wgmma-3xtf32, engine E 6 with fp32 operands,
-// sm_90a): warpgroups of 128 threads in a (BM / WM) x (BN / WN) grid, each a 64 x 128
-// sub-tile of C as the fp32 accumulators of m64n128k8 TF32 wgmmas. The operands arrive as
+// sm_90a): warpgroups of 128 threads in a (BM / WM) x (BN / WN) grid, each a 64 x WN
+// sub-tile of C (WN 128 or 64) as the fp32 accumulators of m64nWNk8 TF32 wgmmas
+// (compat.h pg_wgmma_tf32). The operands arrive as
 // pg_tile_tf32x's do (PgTf32Stage cp.async stages through pg_mma_k_loop, so any leading
 // dimension and transpose), and each element is split once, x = big + small as there:
 // - B by the whole block into one K-major stage per part (TF32 wgmma reads no other
