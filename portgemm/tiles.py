@@ -112,11 +112,11 @@ MMA_SHAPE_TF32 = (16, 8, 8)    # m, n, k of the TF32 MMA fragment (fp32 precisio
 # precision=)); their MMA kinds round A and B to TF32 (3xtf32: as two TF32 parts).
 TF32_FAMILIES = {"portgemm-tf32": "tf32", "portgemm-3xtf32": "3xtf32"}
 PRECISIONS = ("ieee", "tf32", "3xtf32")
-# TF32 MMAs a 3xtf32 product takes per TF32 one (a_small b_big, a_big b_small, a_big b_big)
-MMA_PRODUCTS = {"portgemm-3xtf32": 3, "wgmma-3xtf32": 3}
 # The precision mode of every family that computes float32 on tensor cores: the planning
 # families (TF32_FAMILIES) and the wgmma family weighed with 3xtf32's.
 FAMILY_PRECISION = {**TF32_FAMILIES, "wgmma-3xtf32": "3xtf32"}
+# TF32 MMAs a 3xtf32 product takes per TF32 one (a_small b_big, a_big b_small, a_big b_big)
+MMA_PRODUCTS = {f: 3 for f, p in FAMILY_PRECISION.items() if p == "3xtf32"}
 
 
 # Bytes per element by dtype name (bfloat16 has no numpy dtype unless ml_dtypes is loaded).
@@ -130,7 +130,7 @@ def mma_shape(family: str) -> tuple[int, int, int]:
     if family in TF32_FAMILIES:
         return MMA_SHAPE_TF32
     if family in WGMMA_FAMILIES:
-        return WGMMA_SHAPE_TF32 if WGMMA_FAMILIES[family] == "float32" else WGMMA_SHAPE
+        return WGMMA_SHAPE_TF32 if wgmma_tf32(family) else WGMMA_SHAPE
     return MMA_SHAPE_HALF if family in HALF_FAMILIES else MMA_SHAPE
 
 
@@ -140,6 +140,12 @@ def mma_lanes(family: str) -> int:
     if family in WGMMA_FAMILIES:
         return WGMMA_GROUP
     return MFMA_WAVE if family in MFMA_FAMILIES else MMA_WARP
+
+
+def wgmma_tf32(family: str) -> bool:
+    """Whether ``family`` is a wgmma family of float32 (TF32 wgmmas: wgmma-3xtf32), not a
+    16-bit one."""
+    return WGMMA_FAMILIES.get(family) == "float32"
 
 
 def family_precision(family: str) -> str:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tiles import MFMA_FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, family_precision, mma_products
+from ..tiles import (MFMA_FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, family_precision, mma_products,
+                     wgmma_tf32)
 from .variants import DTYPES, HALF_DTYPES, ITEMSIZE, SplitReduce, StageCopy, TileExpand, Variant
 
 HERE = Path(__file__).parent
@@ -303,13 +304,13 @@ def mma_stage_elems(k, dtype: str = "float64") -> int:
 
 def _wgmma_16(k) -> bool:
     """Whether kind ``k`` is a 16-bit wgmma kind (staged by PgWgStage)."""
-    return WGMMA_FAMILIES.get(k.family, "float32") != "float32"
+    return k.family in WGMMA_FAMILIES and not wgmma_tf32(k.family)
 
 
 def split_stage_elems(k) -> int:
     """Elements of a wgmma-3xtf32 kind's split B stage (big and small parts, K-major),
     0 for every other kind."""
-    return 2 * k.tn * k.tk if family_precision(k.family) != "ieee" and k.family in WGMMA_FAMILIES else 0
+    return 2 * k.tn * k.tk if wgmma_tf32(k.family) else 0
 
 
 ENGINE_MFMA = 5
@@ -397,8 +398,8 @@ def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str
     kinds = " ".join(f"X({i}, {k.tm}, {k.tn}, {k.tk}, {k.threads}, {k.rm}, {k.rn}, "
                      f"{e})" for i, (k, e) in enumerate(zip(variant.kinds, ids)))
     # only a variant with TF32 or MFMA kinds gets its define: every other renders as before
-    tf32 = {"PG_TF32": "1"} if any(e in (3, 4) or (e == ENGINE_WGMMA and variant.dtype == "float32")
-                                   for e in ids) else {}
+    tf32 = {"PG_TF32": "1"} if any(e in (3, 4) or wgmma_tf32(k.family)
+                                   for k, e in zip(variant.kinds, ids)) else {}
     mfma = {"PG_MFMA_KINDS": "1"} if ENGINE_MFMA in ids else {}
     # (kernels/nvrtc.py compiles a source with this define for sm_90a)
     wgmma = {WGMMA_DEFINE: "1", "PG_WG_SWIZZLE": str(int(WGMMA_SWIZZLE))} \

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import generation
-from ..tiles import MFMA_FAMILIES, WGMMA_FAMILIES, mma_products
+from ..tiles import MFMA_FAMILIES, WGMMA_FAMILIES, mma_products, wgmma_tf32
 from .archs import has_fp64_mma, has_half_mma, has_mfma, has_tf32_mma, has_wgmma
 
 PATH = Path(__file__).with_name("ceilings.json")
@@ -166,7 +166,7 @@ class Ceilings:
             return self.mfma_flops_per_s(dtype) or self.flops_per_s(dtype) * MMA_EMULATION
         if kind.family in WGMMA_FAMILIES and self.wgmma_flops_per_s > 0:
             # the 16-bit rate measured; TF32 runs at TF32_OF_HALF of it, 3xtf32 a third
-            tf32 = TF32_OF_HALF if WGMMA_FAMILIES[kind.family] == "float32" else 1.0
+            tf32 = TF32_OF_HALF if wgmma_tf32(kind.family) else 1.0
             return self.wgmma_flops_per_s * tf32 / mma_products(kind.family)
         # over the MMAs it issues per product (3xtf32: three)
         return self.mma_flops_per_s(dtype) / mma_products(kind.family)

@@ -53,8 +53,8 @@ import numpy as np
 from ..errors import ValidationError
 from ..occupancy.archs import has_mfma
 from ..occupancy.tuned import tuned_family
-from ..tiles import (FAMILIES, WEIGHED_WITH, ZHANG2025, family_dtypes, weighed_families,
-                     without_superseded)
+from ..tiles import (ANY_ROWS, FAMILIES, ZHANG2025, family_dtypes,
+                     weighed_families, without_superseded)
 from . import register
 from ..occupancy.vector_path import SWITCH_MARGIN
 from .alignment import aligned_batch, share_of
@@ -788,22 +788,22 @@ def _kinds(req, kinds=None) -> tuple:
     if kinds is not None:
         return tuple(kinds)
     name = req.options.get("family")
-    if name not in WEIGHED_WITH:
+    fams = weighed_families(name, req.arch.name)
+    # the batch's alignment (a pass over it) only where a partner needs aligned rows
+    if any(f not in ANY_ROWS for f in fams[1:]) \
+            and not aligned_batch(req.shapes, req.dtype, req.aligned):
+        fams = weighed_families(name, req.arch.name, aligned=False)
+    if len(fams) == 1:
         return family_option(name, req.dtype)
-    aligned = aligned_batch(req.shapes, req.dtype, req.aligned)
-    key = (name, req.dtype, req.arch.name, aligned)
+    key = (fams, req.dtype)
     hit = _weighed.get(key)
     if hit is None:
-        fams = weighed_families(name, req.arch.name, aligned)
-        if len(fams) == 1:
-            hit = _weighed[key] = family_option(name, req.dtype)
-        else:
-            kinds = without_superseded([k for f in fams for k in family_option(f, req.dtype)])
-            hit = _weighed[key] = tuple(sorted(kinds, key=lambda k: k.area))
+        kinds = without_superseded([k for f in fams for k in family_option(f, req.dtype)])
+        hit = _weighed[key] = tuple(sorted(kinds, key=lambda k: k.area))
     return hit
 
 
-_weighed: dict = {}   # (family, dtype, arch name, aligned) -> its kinds and its partners', small -> large
+_weighed: dict = {}   # (families, dtype) -> their kinds, small -> large
 
 
 def _choose(req, tlp_formula: str, kinds=None, tabs=None) -> _Choice:
