@@ -109,6 +109,51 @@ def test_every_tf32_kind(be, torch, precision, family, kind, trans, odd):
           f"seed {seed} {precision} {kind} {ta}{tb} odd={odd}")
 
 
+def nan_framed(torch, rng, rows, cols, ld, start):
+    """A (rows, cols) float32 view with leading dimension ``ld`` that starts ``start``
+    elements into its own CUDA buffer and ends at the buffer's end, every element of the
+    buffer outside the view NaN: a copy that misplaces a row, or reads a gap, a byte
+    before the view or past its end into a result, makes that result NaN."""
+    n = start + (rows - 1) * ld + cols if rows and cols else start + 1
+    flat = torch.full((n,), float("nan"), dtype=torch.float32, device="cuda")
+    view = flat.as_strided((rows, cols), (ld, 1), start)
+    vals = rng.standard_normal((rows, cols)).astype(np.float32)
+    view.copy_(torch.from_numpy(vals).cuda())
+    return view
+
+
+@pytest.mark.parametrize("precision,family,kind", [(p, f, k.kind) for p, f in KIND_FAMILIES
+                                                    for k in FAMILIES[f]])
+@pytest.mark.parametrize("trans", TRANS, ids=trans_id)
+def test_unaligned_rows_in_windows(be, torch, precision, family, kind, trans):
+    """Rows that start off 16-byte boundaries (PgTf32Stage's aligned windows, and the
+    element copies of the slices whose windows would leave the matrix): leading
+    dimensions of every residue mod 4, bases 0-3 elements past a boundary, NaN around
+    and between the rows; sizes whose tiles have whole inside slices (K and the rows
+    past one stage) and edges."""
+    if not family_builds_for(family, be.arch().name):
+        pytest.skip(f"{family} is built for {FAMILY_ARCHS[family]} only")
+    ta, tb = trans
+    seed = stable_seed("tf32-windows", precision, family, kind, ta, tb)
+    rng = np.random.default_rng(seed)
+    shapes = [(130, 200, 97), (64, 128, 256), (33, 70, 65), (257, 129, 200), (5, 7, 3)]
+    A, B, C, h = [], [], [], ([], [], [])
+    for g, (m, n, k) in enumerate(shapes):
+        for X, hx, (r, c) in ((A, h[0], (k, m) if ta else (m, k)),
+                              (B, h[1], (n, k) if tb else (k, n))):
+            X.append(nan_framed(torch, rng, r, c, c + (g % 4) + 1, (g + len(X)) % 4))
+            hx.append(host64(X[-1]))
+        C.append(operand(torch, rng, m, n, False))
+        h[2].append(host64(C[-1]))
+    alpha = rng.uniform(-2, 2, len(shapes))
+    beta = rng.uniform(-2, 2, len(shapes))
+    plan = kind_plan(shapes, family, be.arch(), kind)
+    plan.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
+    torch.cuda.synchronize()
+    check([host64(c) for c in C], *h, alpha, beta, ta, tb, precision,
+          f"seed {seed} {precision} {kind} {ta}{tb} windows")
+
+
 @pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
 def test_tf32_is_really_tf32(be, torch, precision):
     """The tensor-core kinds round the inputs (tf32 differs from fp32 by ~2^-11, 3xtf32

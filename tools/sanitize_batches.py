@@ -5,7 +5,11 @@ the tensor-core paths' default plans (float16, and float32 in the precision mode
 a workspace, then the inner plan on it) over them; and, where the device has them (sm_90),
 each wgmma kind forced (tiles.WGMMA_FAMILIES: float16, and wgmma-3xtf32 on float32; their
 stages past 48 KiB are dynamic shared memory), aligned and strided rows, edge sizes and a
-long K.
+long K; last, every float32 tensor-core kind (the TF32 families and wgmma-3xtf32) forced
+on operands that end where their own cudaMalloc ends (no memory pool), with leading
+dimensions of every residue mod 4 and bases 1-3 elements past a 16-byte boundary, NaN
+between the rows: the stages' aligned windows (PgTf32Stage) must not read past a
+matrix's last element.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_batches.py
 
@@ -21,7 +25,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import portgemm  # noqa: E402
 from gpu_batches import TOL, make_host_batch, max_rel_error, reference  # noqa: E402
-from portgemm.tiles import FAMILIES, WGMMA_FAMILIES, family_builds_for  # noqa: E402
+from portgemm.tiles import (FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, family_builds_for,  # noqa: E402
+                            family_precision)
 from portgemm.tuning.model import family_kind_plan  # noqa: E402
 
 SHAPES = [(1, 1, 1), (17, 31, 15), (64, 64, 16), (127, 61, 33), (0, 5, 3), (300, 130, 70),
@@ -84,7 +89,47 @@ def main() -> int:
               f"{precision or ''} "
               f"trans={int(ta)}{int(tb)}: "
               f"err {err:.2e} {'ok' if ok else 'WRONG'}")
+    bad += windows(be, arch, rng)
     return 1 if bad else 0
+
+
+def exact_view(cp, vals, ld, start):
+    """``vals`` (rows, cols) on the device with leading dimension ``ld``, ``start``
+    elements into an allocation of its own that ends at its last element, NaN elsewhere."""
+    r, c = vals.shape
+    n = start + (r - 1) * ld + c if r and c else start + 1
+    mem = cp.cuda.memory.MemoryPointer(cp.cuda.memory.Memory(4 * n), 0)
+    flat = cp.ndarray((n,), np.float32, memptr=mem)
+    flat.fill(np.nan)
+    view = cp.lib.stride_tricks.as_strided(flat[start:], (r, c), (4 * ld, 4))
+    view[...] = cp.asarray(vals)
+    return view
+
+
+def windows(be, arch, rng) -> int:
+    """The float32 tensor-core kinds on exact-extent, unaligned operands (module doc)."""
+    cp = be.cp
+    shapes = [(130, 200, 97), (64, 128, 256), (33, 70, 65), (5, 7, 3)]
+    fams = [f for f in (*TF32_FAMILIES, *WGMMA_FAMILIES) if family_precision(f) != "ieee"
+            and family_builds_for(f, arch.name)]
+    bad = 0
+    kinds = [(fam, k.kind) for fam in fams for k in FAMILIES[fam]]
+    for (fam, kind), (ta, tb) in itertools.product(kinds, itertools.product((False, True), repeat=2)):
+        hA, hB, hC = make_host_batch(rng, shapes, "float32", ta, tb)
+        A = [exact_view(cp, a, a.shape[1] + g % 4 + 1, 1 + g % 3) for g, a in enumerate(hA)]
+        B = [exact_view(cp, b, b.shape[1] + (g + 1) % 4 + 1, 1 + (g + 1) % 3)
+             for g, b in enumerate(hB)]
+        C = [cp.asarray(c) for c in hC]
+        alpha, beta = rng.uniform(-2, 2, len(shapes)), rng.uniform(-2, 2, len(shapes))
+        ref = reference(hA, hB, hC, alpha, beta, ta, tb)
+        p = family_kind_plan(shapes, "float32", arch, fam, kind, "sanitize")
+        p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
+        err = max_rel_error([cp.asnumpy(c) for c in C], ref)
+        tol = MMA_CASES["float32", family_precision(fam)]
+        bad += not err < tol
+        print(f"windows {fam}.{kind} trans={int(ta)}{int(tb)}: err {err:.2e} "
+              f"{'ok' if err < tol else 'WRONG'}")
+    return bad
 
 
 if __name__ == "__main__":

@@ -297,8 +297,9 @@ def mma_stage_elems(k, dtype: str = "float64") -> int:
     if _wgmma_16(k):    # PgWgStage: core matrices, no padding
         return k.tk * (k.tm + k.tn)
     px, pk = TF32_PAD if family_precision(k.family) != "ieee" else (mma_pad(dtype),) * 2
-    if split_stage_elems(k):   # B's stage unpadded: only the split reads it (pg_tile_wgmma)
-        return max(k.tm * (k.tk + px), k.tk * (k.tm + pk)) + k.tk * k.tn
+    if split_stage_elems(k):   # B's stage unpadded but for k-major rows' windows: only
+        # the split reads it (pg_tile_wgmma)
+        return max(k.tm * (k.tk + px), k.tk * (k.tm + pk)) + k.tk * (k.tn + 4)
     return sum(max(x * (k.tk + px), k.tk * (x + pk)) for x in (k.tm, k.tn))
 
 

@@ -1542,18 +1542,53 @@ __device__ __forceinline__ void pg_wgmma_epilogue(const PgGemm* __restrict__ gp,
 // padded by 8), (l % 4) 8 + l / 4 does. Every fragment read is one wavefront, which
 // tests/test_tf32_kernel.py checks over the kinds' strides. Both paddings keep the rows
 // 16-byte aligned for cp.async's units.
-// PADDED false: rows of CONT elements, for a stage no fragment reads (pg_tile_wgmma's B).
-template <int BK, int BX, int NT, bool KCONT, bool PADDED = true>
+// PADDED false: rows of CONT elements (k-major ones + 4, for the windows below), for a
+// stage no fragment reads (pg_tile_wgmma's B).
+//
+// WINDOWS (pg_tile_wgmma's stages): rows not 16-byte aligned are copied in aligned
+// windows (WIN: the cp.async path, rows with 4 spare elements): 16-byte units from the
+// row's first element rounded down to 16 bytes, CONT / 4 + 1 of them, so element (o, c)
+// lands at o S + c + off(o), off(o) being how many elements past a 16-byte boundary
+// row o starts in global memory. A 4-byte cp.async per element made these stages
+// LSU-bound (bench/NOTES.md, session 11: 1.27-1.45x slower than on aligned rows).
+// off(o) depends only on o mod 4 (rows 4 apart start 4 ld elements apart), and a
+// slice's rows keep their offsets from one k step to the next (the slice moves by BK
+// rows or columns, multiples of 4), so a tile's offsets are one packed word
+// (offsets()), which the readers add to at(). Only a slice whose first window would
+// start before the matrix (its first 3 elements) takes pg_copy_units' element copies,
+// to the same places. (The mma.sync TF32 kinds measured no gain from windows, session
+// 12, and keep their element copies.)
+template <int BK, int BX, int NT, bool KCONT, bool PADDED = true, bool WINDOWS = false>
 struct PgTf32Stage {
     using Units = PgStage<BK, BX, NT, KCONT>;   // the same units, CONT = KCONT ? BK : BX
     static constexpr int CONT = Units::CONT;
     static constexpr int W = Units::W, L = Units::L, UNITS = Units::UNITS;
-    static constexpr int S = CONT + (PADDED ? (KCONT ? 4 : 8) : 0);   // row stride
+    static constexpr int S = CONT + (PADDED ? (KCONT ? 4 : 8) : (KCONT ? 0 : 4));   // row stride
     static constexpr int ELEMS = (KCONT ? BX : BK) * S;      // one stage
+    // windows where rows have room and a thread's units are a column of rows 4k apart
+    static constexpr bool WIN = WINDOWS && PG_ASYNC && W == 4 && S >= CONT + 4 && UNITS % NT == 0 &&
+                                NT % (CONT / 4) == 0 && (NT / (CONT / 4)) % 4 == 0;
     static_assert(S % PG_V == 0 && (!PADDED || (KCONT ? S % 8 == 4 : S % 32 == 8)),
                   "16-byte rows, conflict-free fragment reads");
 
     static __device__ __forceinline__ int at(int x, int k) { return KCONT ? x * S + k : k * S + x; }
+    // The stored row of (x, k), and its offset among `offs` (offsets())
+    static __device__ __forceinline__ int row(int x, int k) { return KCONT ? x : k; }
+    static __device__ __forceinline__ int row_off(unsigned offs, int o)
+    {
+        return (int)((offs >> (8 * (o & 3))) & 3);
+    }
+    // The offsets of stored rows rbase .. rbase + 3 from column cbase, a byte each (0
+    // where the stage has no windows).
+    static __device__ __forceinline__ unsigned offsets(const PG_T* X, int ld, int rbase, int cbase)
+    {
+        if (!WIN) return 0;
+        const unsigned e = (unsigned)((unsigned long long)X >> 2) + rbase * ld + cbase;
+        unsigned r = 0;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) r |= ((e + q * ld) & 3u) << (8 * q);
+        return r;
+    }
 
     // Registers (PgStage::load) -> one stage.
     static __device__ __forceinline__ void store(const PG_T (&r)[L][W], PG_T* xs, int tid)
@@ -1573,8 +1608,62 @@ struct PgTf32Stage {
                                                 int rbase, int cbase, int rlim, int clim,
                                                 bool vec, bool inside, int tid)
     {
-        pg_copy_units<W, L, UNITS, CONT, NT>([&](int o, int c) { return xs + o * S + c; },
-                                             X, ld, rbase, cbase, rlim, clim, vec, inside, tid);
+        if (!WIN || vec) {
+            pg_copy_units<W, L, UNITS, CONT, NT>([&](int o, int c) { return xs + o * S + c; },
+                                                 X, ld, rbase, cbase, rlim, clim, vec, inside, tid);
+            return;
+        }
+        constexpr int R = KCONT ? BX : BK;      // stored rows in a stage
+        const PG_T* x0 = X + rbase * ld + cbase;
+        if (rbase * ld + cbase >= 3) {          // no window starts before the matrix
+            // A thread's units are those of pg_copy_units (UNITS % NT == 0): one column c
+            // of rows o + l RS, and RS ld elements are whole 16-byte steps (RS % 4 == 0),
+            // so one rounded pointer serves them all; the thread of a row's last unit
+            // also copies the unit after it.
+            constexpr int PR = CONT / 4, RS = NT / PR;
+            const int o = tid / PR, c = (tid % PR) * 4;
+            const PG_T* w = reinterpret_cast<const PG_T*>(
+                (unsigned long long)(x0 + o * ld) & ~15ull) + c;
+            const bool last = c == CONT - 4;
+            if (inside && (rbase + R - 1) * ld + cbase + CONT + 4 <= (rlim - 1) * ld + clim) {
+#pragma unroll
+                for (int l = 0; l < UNITS / NT; ++l) {
+                    PG_T* dst = xs + (o + l * RS) * S + c;
+                    pg_cp_async16(dst, w + l * RS * ld, 16);
+                    if (last) pg_cp_async16(dst + 4, w + l * RS * ld + 4, 16);
+                }
+                return;
+            }
+            // Across an edge: a unit copies its elements left of clim (the elements before
+            // the row's first lie inside the matrix) and zero-fills the rest; rows from
+            // rlim on are zeros. So no window reads past its row's last element. A unit
+            // the edge cuts copies element by element: compute-sanitizer counts a
+            // zero-filling 16-byte copy as a 16-byte read.
+            const int nv = clim - cbase + row_off(offsets(X, ld, rbase + o, cbase), 0) - c;
+            const int rows = rlim - rbase - o;
+            auto unit = [&](PG_T* dst, const PG_T* src, int n) {
+                if (n == 0 || n == 4) {
+                    pg_cp_async16(dst, n > 0 ? src : X, 4 * n);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        pg_cp_async_elem<4>(dst + j, j < n ? src + j : X, j < n ? 4 : 0);
+                }
+            };
+#pragma unroll
+            for (int l = 0; l < UNITS / NT; ++l) {
+                PG_T* dst = xs + (o + l * RS) * S + c;
+                const PG_T* src = w + l * RS * ld;
+                const bool live = l * RS < rows;
+                unit(dst, src, live ? max(0, min(4, nv)) : 0);
+                if (last) unit(dst + 4, src + 4, live ? max(0, min(4, nv - 4)) : 0);
+            }
+            return;
+        }
+        const unsigned offs = offsets(X, ld, rbase, cbase);
+        pg_copy_units<W, L, UNITS, CONT, NT>(
+            [&](int o, int c) { return xs + o * S + c + row_off(offs, o); },
+            X, ld, rbase, cbase, rlim, clim, false, inside, tid);
     }
 #endif
 };
@@ -1743,8 +1832,8 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
                   "m64n128k8 or m64n64k8 wgmmas, split stages of 128-byte rows");
     constexpr int WGN = BN / WN;
     static_assert((BM / WM) * WGN * 128 == NT, "one warpgroup per sub-tile");
-    using SA = PgTf32Stage<BK, BM, NT, !PG_TRANS_A>;
-    using SB = PgTf32Stage<BK, BN, NT, (bool)PG_TRANS_B, false>;   // read by the split only
+    using SA = PgTf32Stage<BK, BM, NT, !PG_TRANS_A, true, true>;
+    using SB = PgTf32Stage<BK, BN, NT, (bool)PG_TRANS_B, false, true>;   // read by the split only
     // the split stage after the cp.async stages, 1 KiB aligned (render.smem_elems_async)
     constexpr int SPLIT_AT = (PG_STAGES * (SA::ELEMS + SB::ELEMS) + 255) / 256 * 256;
     constexpr int PART = BN * BK;
@@ -1753,6 +1842,17 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
 
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
     const int wm = (wg / WGN) * WM, wn = (wg % WGN) * WN;
+    static_assert(!(PG_TRANS_B && SB::WIN), "B^T's split reads whole 16-byte units");
+    // the stages' row offsets (PgTf32Stage: unaligned rows), as their copies' first slice
+    // A's rows: this lane's all lie 4k apart (rows g + 8i, or k values t + 4i), one offset;
+    // B's (nn): k rows 4c + e, offset e
+    const unsigned offs_a = PG_TRANS_A ? SA::offsets(gp->A, gp->lda, 0, m0)
+                                       : SA::offsets(gp->A, gp->lda, m0, 0);
+    const int off_a = SA::row_off(offs_a, SA::row(F::a_row(lane, 0), F::a_k(lane, 0)));
+    const unsigned offs_b = PG_TRANS_B ? 0u : SB::offsets(gp->B, gp->ldb, 0, n0);
+    int off_b[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) off_b[e] = SB::row_off(offs_b, e);
     float acc[WN / 2], d[WN / 2];
 #pragma unroll
     for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
@@ -1764,16 +1864,20 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
     };
     auto step = [&](const PG_T* as, const PG_T* bs, int) {
         constexpr int UNITS = BN * BK / 4, CH = BK / 4;
+        // unit u = tid + l NT is (n, c) = (u / CH, u % CH) (B^T) or (u % BN, u / BN) (B):
+        // one c, or one n, a thread, so its reads are one base and constant steps
+        static_assert(NT % BN == 0 && NT % CH == 0, "a thread keeps its c (B^T) or n (B)");
+        const int nt = PG_TRANS_B ? tid / CH : tid % BN, ct = PG_TRANS_B ? tid % CH : tid / BN;
 #pragma unroll
         for (int l = 0; l < UNITS / NT; ++l) {
-            const int u = tid + l * NT;
-            const int n = PG_TRANS_B ? u / CH : u % BN, c = PG_TRANS_B ? u % CH : u / BN;
+            const int n = nt + (PG_TRANS_B ? l * (NT / CH) : 0);
+            const int c = ct + (PG_TRANS_B ? 0 : l * (NT / BN));
             float x[4], big[4], small[4];
-            if (PG_TRANS_B) {
+            if (PG_TRANS_B) {               // rows of BK, no windows (SB::WIN false)
                 pg_get16(bs + SB::at(n, 4 * c), x);
             } else {
 #pragma unroll
-                for (int e = 0; e < 4; ++e) x[e] = bs[SB::at(n, 4 * c + e)];
+                for (int e = 0; e < 4; ++e) x[e] = bs[SB::at(n, 4 * c + e) + off_b[e]];
             }
 #pragma unroll
             for (int e = 0; e < 4; ++e) split(x[e], big[e], small[e]);
@@ -1787,7 +1891,7 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
 #pragma unroll
             for (int r = 0; r < F::AR; ++r) {
                 float big, small;
-                split(as[SA::at(wm + 16 * warp + F::a_row(lane, r), kf * F::K + F::a_k(lane, r))],
+                split(as[SA::at(wm + 16 * warp + F::a_row(lane, r), kf * F::K + F::a_k(lane, r)) + off_a],
                       big, small);
                 a[kf][0][r] = __float_as_uint(big);
                 a[kf][1][r] = __float_as_uint(small);
