@@ -1636,27 +1636,33 @@ struct PgTf32Stage {
             }
             // Across an edge: a unit copies its elements left of clim (the elements before
             // the row's first lie inside the matrix) and zero-fills the rest; rows from
-            // rlim on are zeros. So no window reads past its row's last element. A unit
-            // the edge cuts copies element by element: compute-sanitizer counts a
-            // zero-filling 16-byte copy as a 16-byte read.
+            // rlim on are zeros. Only a cut unit of the matrix's last row would take
+            // bytes past its last element into its 16 (which compute-sanitizer counts as
+            // read, zero-filled or not). A thread's units share their columns, so it has
+            // at most one such unit, at step lc (c, or c + 4 for lc4); that one copies
+            // element by element after the loop (flags for every unit in the loop cost
+            // the short-K batches 4-8 %: bench/NOTES.md, session 12).
             const int nv = clim - cbase + row_off(offsets(X, ld, rbase + o, cbase), 0) - c;
             const int rows = rlim - rbase - o;
-            auto unit = [&](PG_T* dst, const PG_T* src, int n) {
-                if (n == 0 || n == 4) {
-                    pg_cp_async16(dst, n > 0 ? src : X, 4 * n);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 4; ++j)
-                        pg_cp_async_elem<4>(dst + j, j < n ? src + j : X, j < n ? 4 : 0);
-                }
-            };
+            const int lr = rows > 0 && (rows - 1) % RS == 0 ? (rows - 1) / RS : -1;
+            const int lc = nv > 0 && nv < 4 ? lr : -1, lc4 = last && nv > 4 && nv < 8 ? lr : -1;
 #pragma unroll
             for (int l = 0; l < UNITS / NT; ++l) {
                 PG_T* dst = xs + (o + l * RS) * S + c;
                 const PG_T* src = w + l * RS * ld;
                 const bool live = l * RS < rows;
-                unit(dst, src, live ? max(0, min(4, nv)) : 0);
-                if (last) unit(dst + 4, src + 4, live ? max(0, min(4, nv - 4)) : 0);
+                const int n = live ? max(0, min(4, nv)) : 0, n2 = live ? max(0, min(4, nv - 4)) : 0;
+                if (l != lc) pg_cp_async16(dst, n > 0 ? src : X, 4 * n);
+                if (last && l != lc4) pg_cp_async16(dst + 4, n2 > 0 ? src + 4 : X, 4 * n2);
+            }
+            const int lx = max(lc, lc4);
+            if (lx >= 0 && lx < UNITS / NT) {
+                const int h = lc4 >= 0 ? 4 : 0;
+                PG_T* dst = xs + (o + lx * RS) * S + c + h;
+                const PG_T* src = w + lx * RS * ld + h;
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    pg_cp_async_elem<4>(dst + j, j < nv - h ? src + j : X, j < nv - h ? 4 : 0);
             }
             return;
         }
