@@ -95,9 +95,9 @@ STAGES = {
     # in 64 KiB (dynamic: PG_DYN_SMEM)
     **{(fam, kind, dt): 4 for fam, dt in WGMMA_FAMILIES.items() if dt != "float32"
        for kind in ("64x128/g64x128", "128x128/g64x128")},
-    # wgmma-3xtf32: 3 stages of BK 32 (A padded as the TF32 kinds', B not) and the split
-    # stage of B (smem_elems_async): 64x64 in 68 KiB (three blocks an SM), 64x128 in 108
-    # (two), 128x128 in 135 (one)
+    # wgmma-3xtf32: 3 stages of BK 32 (A padded as the TF32 kinds', B's k-major rows by 4
+    # for the aligned windows) and the split stage of B (smem_elems_async): 64x64 in 70 KiB
+    # (three blocks an SM), 64x128 in 110 (two), 128x128 in 137 (one)
     **{("wgmma-3xtf32", kind, "float32"): 3
        for kind in ("64x64/g64x64", "64x128/g64x128", "128x128/g64x128")},
     # the TF32 kinds: 4 stages of BK 16 where 48 KiB allow (stages() drops to 3 for
