@@ -28,11 +28,13 @@ def do_bench(cp, fn, warmup_ms=20.0, rep_ms=100.0, min_reps=5, max_reps=200):
     return float(np.median(times))
 
 
-def random_batch(cp, rng, batch, max_mn, max_k, dtype="float32", min_size=16):
+def random_batch(cp, rng, batch, max_mn, max_k, dtype="float32", min_size=16, align=1):
+    """Random M, N in [min_size, max_mn], K in [min_size, max_k] (each rounded up to a
+    multiple of ``align``), operands uniform in [-0.5, 0.5)."""
     m = rng.integers(min_size, max_mn + 1, batch)
     n = rng.integers(min_size, max_mn + 1, batch)
     k = rng.integers(min_size, max_k + 1, batch)
-    shapes = np.stack([m, n, k], 1)
+    shapes = -(-np.stack([m, n, k], 1) // align) * align
     A = [cp.asarray(rng.random((a, c), dtype=np.float64) - 0.5, dtype=dtype) for a, _, c in shapes]
     B = [cp.asarray(rng.random((c, b), dtype=np.float64) - 0.5, dtype=dtype) for _, b, c in shapes]
     C = [cp.empty((a, b), dtype=dtype) for a, b, _ in shapes]
