@@ -57,11 +57,17 @@ __device__ __forceinline__ unsigned pg_smem_addr(const void* p)
 {
     return (unsigned)__cvta_generic_to_shared(p);
 }
-// 16 bytes, cached in L2 only (.cg): operand tiles are read once per block.
-__device__ __forceinline__ void pg_cp_async16(void* dst, const void* src, int src_bytes)
+// 16 bytes, cached in L2 only (.cg): operand tiles are read once per block. The
+// unsigned form takes the shared address itself (pg_smem_addr), so a loop's copies can
+// step one address by constants, which ptxas folds into the instruction.
+__device__ __forceinline__ void pg_cp_async16(unsigned dst, const void* src, int src_bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(pg_smem_addr(dst)), "l"(src), "r"(src_bytes) : "memory");
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void pg_cp_async16(void* dst, const void* src, int src_bytes)
+{
+    pg_cp_async16(pg_smem_addr(dst), src, src_bytes);
 }
 // One element of SIZE (4 or 8) bytes, for rows not 16-byte aligned (.ca: .cg is 16 only).
 template <int SIZE>

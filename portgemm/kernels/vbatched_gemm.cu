@@ -1555,9 +1555,10 @@ __device__ __forceinline__ void pg_wgmma_epilogue(const PgGemm* __restrict__ gp,
 // slice's rows keep their offsets from one k step to the next (the slice moves by BK
 // rows or columns, multiples of 4), so a tile's offsets are one packed word
 // (offsets()), which the readers add to at(). Only a slice whose first window would
-// start before the matrix (its first 3 elements) takes pg_copy_units' element copies,
-// to the same places. (The mma.sync TF32 kinds measured no gain from windows, session
-// 12, and keep their element copies.)
+// start before the matrix (its first 3 elements) takes pg_copy_units' element copies, to
+// the same places; aligned rows keep pg_copy_units' 16-byte path (through the windows'
+// loop, without the unit after, they ran 5-7 % slower: bench/NOTES.md, session 12). (The
+// mma.sync TF32 kinds measured no gain from windows and keep pg_copy_units.)
 template <int BK, int BX, int NT, bool KCONT, bool PADDED = true, bool WINDOWS = false>
 struct PgTf32Stage {
     using Units = PgStage<BK, BX, NT, KCONT>;   // the same units, CONT = KCONT ? BK : BX
@@ -1625,12 +1626,15 @@ struct PgTf32Stage {
             const PG_T* w = reinterpret_cast<const PG_T*>(
                 (unsigned long long)(x0 + o * ld) & ~15ull) + c;
             const bool last = c == CONT - 4;
+            // (destinations as one shared address and constant steps: a pointer a unit
+            // cost 4 instructions of address arithmetic each)
+            const unsigned d = pg_smem_addr(xs + o * S + c);
+            constexpr unsigned STEP = RS * S * sizeof(PG_T);
             if (inside && (rbase + R - 1) * ld + cbase + CONT + 4 <= (rlim - 1) * ld + clim) {
 #pragma unroll
                 for (int l = 0; l < UNITS / NT; ++l) {
-                    PG_T* dst = xs + (o + l * RS) * S + c;
-                    pg_cp_async16(dst, w + l * RS * ld, 16);
-                    if (last) pg_cp_async16(dst + 4, w + l * RS * ld + 4, 16);
+                    pg_cp_async16(d + l * STEP, w + l * RS * ld, 16);
+                    if (last) pg_cp_async16(d + l * STEP + 16, w + l * RS * ld + 4, 16);
                 }
                 return;
             }
@@ -1648,12 +1652,11 @@ struct PgTf32Stage {
             const int lc = nv > 0 && nv < 4 ? lr : -1, lc4 = last && nv > 4 && nv < 8 ? lr : -1;
 #pragma unroll
             for (int l = 0; l < UNITS / NT; ++l) {
-                PG_T* dst = xs + (o + l * RS) * S + c;
                 const PG_T* src = w + l * RS * ld;
                 const bool live = l * RS < rows;
                 const int n = live ? max(0, min(4, nv)) : 0, n2 = live ? max(0, min(4, nv - 4)) : 0;
-                if (l != lc) pg_cp_async16(dst, n > 0 ? src : X, 4 * n);
-                if (last && l != lc4) pg_cp_async16(dst + 4, n2 > 0 ? src + 4 : X, 4 * n2);
+                if (l != lc) pg_cp_async16(d + l * STEP, n > 0 ? src : X, 4 * n);
+                if (last && l != lc4) pg_cp_async16(d + l * STEP + 16, n2 > 0 ? src + 4 : X, 4 * n2);
             }
             const int lx = max(lc, lc4);
             if (lx >= 0 && lx < UNITS / NT) {
