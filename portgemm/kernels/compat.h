@@ -644,3 +644,12 @@ __device__ __forceinline__ float pg_tf32_float(unsigned t)
 {
     return __uint_as_float(t & 0xffffe000u);
 }
+// 3xTF32's parts of x: returns big (pg_tf32_big's bits), sets small = x - big's value,
+// exact in fp32 (the MMA reads it truncated to TF32). An Inf or NaN x makes small NaN,
+// so its products stay NaN, as with cvt.rna.
+__device__ __forceinline__ unsigned pg_tf32_split(float x, float& small)
+{
+    const unsigned big = pg_tf32_big(x);
+    small = x - pg_tf32_float(big);
+    return big;
+}

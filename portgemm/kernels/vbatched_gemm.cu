@@ -1579,15 +1579,19 @@ struct PgTf32Stage {
     {
         return (int)((offs >> (8 * (o & 3))) & 3);
     }
+    // How many elements past a 16-byte boundary stored row r starts from column c
+    static __device__ __forceinline__ unsigned off_at(const PG_T* X, int ld, int r, int c)
+    {
+        return ((unsigned)((unsigned long long)X >> 2) + r * ld + c) & 3u;
+    }
     // The offsets of stored rows rbase .. rbase + 3 from column cbase, a byte each (0
     // where the stage has no windows).
     static __device__ __forceinline__ unsigned offsets(const PG_T* X, int ld, int rbase, int cbase)
     {
         if (!WIN) return 0;
-        const unsigned e = (unsigned)((unsigned long long)X >> 2) + rbase * ld + cbase;
         unsigned r = 0;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) r |= ((e + q * ld) & 3u) << (8 * q);
+        for (int q = 0; q < 4; ++q) r |= off_at(X, ld, rbase + q, cbase) << (8 * q);
         return r;
     }
 
@@ -1646,7 +1650,7 @@ struct PgTf32Stage {
             // at most one such unit, at step lc (c, or c + 4 for lc4); that one copies
             // element by element after the loop (flags for every unit in the loop cost
             // the short-K batches 4-8 %: bench/NOTES.md, session 12).
-            const int nv = clim - cbase + row_off(offsets(X, ld, rbase + o, cbase), 0) - c;
+            const int nv = clim - cbase + (int)off_at(X, ld, rbase + o, cbase) - c;
             const int rows = rlim - rbase - o;
             const int lr = rows > 0 && (rows - 1) % RS == 0 ? (rows - 1) / RS : -1;
             const int lc = nv > 0 && nv < 4 ? lr : -1, lc4 = last && nv > 4 && nv < 8 ? lr : -1;
@@ -1710,14 +1714,14 @@ __device__ __forceinline__ void pg_tile_tf32x(const PgGemm* __restrict__ gp, int
 #pragma unroll
             for (int q = 0; q < F::CE; ++q) acc[i][j][q] = 0.0f;
 
-    // x as TF32 parts: p[0] = tf32(x), p[1] = x - p[0] (SPLIT; read truncated by the MMA).
-    // SPLIT rounds big by adding half a TF32 unit to x's bits (pg_tf32_big): the MMA
-    // reads the register truncated, so it sees cvt.rna's value for every finite x, in
-    // one integer add where sm_90 emulates cvt.rna in three instructions. An Inf or NaN
-    // x makes small NaN (x - big), so its products stay NaN, as with cvt.rna.
+    // x as TF32 parts: p[0] = tf32(x), p[1] = x - p[0] (SPLIT, pg_tf32_split). SPLIT
+    // rounds big by adding half a TF32 unit to x's bits (pg_tf32_big): the MMA reads the
+    // register truncated, so it sees cvt.rna's value for every finite x, in one integer
+    // add where sm_90 emulates cvt.rna in three instructions.
     auto parts = [](unsigned (&p)[P], float x) {
-        p[0] = SPLIT ? pg_tf32_big(x) : pg_tf32(x);
-        if (SPLIT) p[P - 1] = __float_as_uint(x - pg_tf32_float(p[0]));
+        float small;
+        p[0] = SPLIT ? pg_tf32_split(x, small) : pg_tf32(x);
+        if (SPLIT) p[P - 1] = __float_as_uint(small);
     };
     // SPLIT: a stage's sums (BK / 8 MMA steps of three products each), added to acc once
     // the stage is done (module comment above)
@@ -1866,10 +1870,9 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
 #pragma unroll
     for (int i = 0; i < WN / 2; ++i) acc[i] = 0.0f;
 
-    // x's parts: big = x rounded to TF32 (its low bits cleared), small = x - big
+    // x's parts (pg_tf32_split): big = x rounded to TF32 (low bits cleared), small = x - big
     auto split = [](float x, float& big, float& small) {
-        big = pg_tf32_float(pg_tf32_big(x));
-        small = x - big;
+        big = pg_tf32_float(pg_tf32_split(x, small));
     };
     auto step = [&](const PG_T* as, const PG_T* bs, int) {
         constexpr int UNITS = BN * BK / 4, CH = BK / 4;
