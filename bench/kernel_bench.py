@@ -18,7 +18,8 @@ not taking a format yet shows as n/a. Written to half_grid.txt / half_grid.json.
 
 ``--config`` compares compile settings of the kernels in one process: each named
 config overrides render.py's per-kind tables (minimum blocks, BK unroll, pipeline
-stages) before its variants are compiled; ``base`` is the committed settings.
+stages; the k-major pipeline's set, KPIPE, grows by its entries) before its variants are
+compiled; ``base`` is the committed settings.
 
     python bench/kernel_bench.py [--config base,occ] [--quick] [--extra] [--out DIR]
     python bench/kernel_bench.py --dtype float16,bfloat16,tf32,3xtf32 [--quick] [--mode cold-l2]
@@ -83,6 +84,7 @@ F32, F64 = "float32", "float64"
 CAP128 = {"STAGES": {("portgemm", "128x128/8x8", F32): 3},
           "MIN_BLOCKS": {("portgemm", "128x128/8x8", F32): 2,
                          ("portgemm", "128x128/8x8", F32, "tn"): 0}}
+KPIPE_KINDS = ("64x128/8x8", "128x64/8x8", "64x64/8x4", "32x32/4x4")
 CONFIGS = {
     "base": {},
     # the register double buffer everywhere (the kernel before the pipeline)
@@ -96,6 +98,12 @@ CONFIGS = {
     # pipeline depth (4 falls back to 3 where 4 would pass 48 KiB)
     "st2": {"STAGES": {k: 2 for k in render.STAGES}},
     "st4": {"STAGES": {k: 4 for k in render.STAGES}},
+    # the k-major cp.async pipeline (render.KPIPE) at 3 or 4 stages for the 128-thread 8x8
+    # kinds, 64x64/8x4 (capped at 4 blocks) and 32x32/4x4; session 13 timed these against
+    # the register path, before the first three took it (render.STAGES)
+    **{f"kpipe{st}": {"STAGES": {("portgemm", k, F32): st for k in KPIPE_KINDS},
+                      "KPIPE": {("portgemm", k, F32) for k in KPIPE_KINDS},
+                      "MIN_BLOCKS": {("portgemm", "64x64/8x4", F32): 4}} for st in (3, 4)},
     # 128x128/16x8 with 3 stages instead of its 4
     "fat3": {"STAGES": {("portgemm", "128x128/16x8", F32): 3}},
     # every launch a block per planned tile run (backends/persistent.py off): the
@@ -112,7 +120,7 @@ CONFIGS = {
                          ("portgemm", "128x64/8x8", F32): 1,
                          ("portgemm", "64x128/8x8", F32): 1}},
 }
-TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES")
+TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES", "KPIPE")
 # fp64 MMA kinds: the 64x64 kind capped to 128 registers (4 blocks an SM, as its 48 KiB
 # of shared memory allow), and with 3 stages instead of 4
 CONFIGS["dmma-cap4"] = {"MIN_BLOCKS": {("portgemm-f64", "64x64/w32x32", F64): 4}}
@@ -136,7 +144,8 @@ def apply_config(name, committed):
     os.environ.update(CONFIGS[name].get("ENV", {}))
     for table, base in committed.items():
         new = CONFIGS[name].get(table, base)
-        setattr(render, table, {**base, **new} if isinstance(base, dict) else new)
+        setattr(render, table, {**base, **new} if isinstance(base, dict) else
+                base | new if isinstance(base, set) else new)
     render.render.cache_clear()
     resources._registered.clear()
     portgemm.planner.clear_cache()

@@ -9,6 +9,7 @@ one call of that method between cudaProfilerStart and cudaProfilerStop, the targ
 ``ncu --profile-from-start off``.
 
     python bench/short_k.py [--cases 1024/128/1024,1024/512/1024] [--methods default,cublas,kinds]
+                            [--op nn|nt|tn|tt]
     ncu --profile-from-start off --set full python bench/short_k.py --cases 1024/128/1024 --profile default
 
 PG_TREE=DIR imports portgemm from DIR instead of this checkout (two trees, one run).
@@ -39,48 +40,55 @@ CASES = "1024/128/1024,1024/512/1024"
 GRID_SEED = 0    # portgemm bench --grid's seed: case (MaxMN, MaxK, batch) draws from (0, MaxMN, MaxK, batch)
 
 
-def grid_batch(cp, case: str, dtype: str):
-    """The grid's shapes of ``MaxMN/MaxK/batch``, random operands, C NaN-poisoned."""
+def grid_batch(cp, case: str, dtype: str, op: str = "nn"):
+    """The grid's shapes of ``MaxMN/MaxK/batch``, random operands (stored transposed
+    where ``op`` says: "tn" A^T B, ...), C NaN-poisoned."""
     mn, k, b = map(int, case.split("/"))
     shapes = random_case(b, mn, k, seed=(GRID_SEED, mn, k, b)).shapes
     gen = cp.random.default_rng(b)
-    A = [(gen.random((m, kk), dtype=cp.float64) - 0.5).astype(dtype) for m, _, kk in shapes]
-    B = [(gen.random((kk, n), dtype=cp.float64) - 0.5).astype(dtype) for _, n, kk in shapes]
+    A = [(gen.random((kk, m) if op[0] == "t" else (m, kk), dtype=cp.float64) - 0.5).astype(dtype)
+         for m, _, kk in shapes]
+    B = [(gen.random((n, kk) if op[1] == "t" else (kk, n), dtype=cp.float64) - 0.5).astype(dtype)
+         for _, n, kk in shapes]
     C = [cp.full((m, n), cp.nan, dtype=dtype) for m, n, _ in shapes]
     return shapes, A, B, C
 
 
-def worst_error(cp, shapes, A, B, C, call, sample=4):
+def worst_error(cp, shapes, A, B, C, call, sample=4, op="nn"):
     for c in C:
         c.fill(cp.nan)
     call()
     cp.cuda.get_current_stream().synchronize()
     worst = 0.0
     for i in np.unique(np.linspace(0, len(A) - 1, sample).astype(int)):
-        ref = cp.asnumpy(A[i]).astype(np.float64) @ cp.asnumpy(B[i]).astype(np.float64)
+        a, b = cp.asnumpy(A[i]).astype(np.float64), cp.asnumpy(B[i]).astype(np.float64)
+        ref = (a.T if op[0] == "t" else a) @ (b.T if op[1] == "t" else b)
         got = cp.asnumpy(C[i]).astype(np.float64)
         err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-300))
         worst = max(worst, err if np.isfinite(err) else float("inf"))
     return worst
 
 
-def calls(be, shapes, A, B, C, dtype, methods):
+def calls(be, shapes, A, B, C, dtype, methods, op="nn"):
     """(label, note, bound call) of each method: default, cublas, a kind name, or
-    ``kinds`` (every kind of our family)."""
+    ``kinds`` (every kind of our family); ``op``: the operands' transposes (cuBLAS grouped
+    times "nn" only)."""
     out = []
+    ta, tb = op[0] == "t", op[1] == "t"
     for m in methods:
         if m == "cublas":
-            out.append(("cuBLAS grouped", "", CublasGrouped(be.cp).prepare(A, B, C)))
+            if op == "nn":
+                out.append(("cuBLAS grouped", "", CublasGrouped(be.cp).prepare(A, B, C)))
         elif m == "default":
             p = portgemm.plan(shapes, dtype, arch=be.arch())
             note = " ".join(f"{k}:{v}" for k, v in p.tiles_per_kind().items())
-            out.append(("default", note, p.bind(A, B, C, backend=be)))
+            out.append(("default", note, p.bind(A, B, C, trans_a=ta, trans_b=tb, backend=be)))
         else:
             fam = OUR_FAMILY[dtype]
             kinds = [k.kind for k in tiles.FAMILIES[fam]] if m == "kinds" else [m]
             for kind in kinds:
                 p = family_kind_plan(shapes, dtype, be.arch(), fam, kind)
-                out.append((kind, "forced", p.bind(A, B, C, backend=be)))
+                out.append((kind, "forced", p.bind(A, B, C, trans_a=ta, trans_b=tb, backend=be)))
     return out
 
 
@@ -89,6 +97,8 @@ def main(argv=None):
     ap.add_argument("--cases", default=CASES)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--methods", default="default,cublas,kinds")
+    ap.add_argument("--op", default="nn", choices=("nn", "nt", "tn", "tt"),
+                    help="the operands' transposes (A^T B: tn)")
     ap.add_argument("--profile", default=None, help="one method, between profiler start/stop")
     ap.add_argument("--rep-ms", type=float, default=30.0)
     ap.add_argument("--label", default="", help="a tag for this tree's rows")
@@ -98,17 +108,17 @@ def main(argv=None):
     cp = be.cp
     rows = []
     for case in args.cases.split(","):
-        shapes, A, B, C = grid_batch(cp, case, args.dtype)
+        shapes, A, B, C = grid_batch(cp, case, args.dtype, args.op)
         flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
         if args.profile:
-            (label, note, call), = calls(be, shapes, A, B, C, args.dtype, [args.profile])
+            (label, note, call), = calls(be, shapes, A, B, C, args.dtype, [args.profile], args.op)
             profile_once(cp, call)
             print(f"profiled {case} {args.dtype}: {label} {note}", flush=True)
             continue
-        for label, note, call in calls(be, shapes, A, B, C, args.dtype, args.methods.split(",")):
-            err = worst_error(cp, shapes, A, B, C, call)
+        for label, note, call in calls(be, shapes, A, B, C, args.dtype, args.methods.split(","), args.op):
+            err = worst_error(cp, shapes, A, B, C, call, op=args.op)
             ms = do_bench(cp, call, warmup_ms=10.0, rep_ms=args.rep_ms)
-            rows.append({"tree": args.label, "case": case, "method": label, "note": note,
+            rows.append({"tree": args.label, "op": args.op, "case": case, "method": label, "note": note,
                          "ms": ms, "tflops": flops / ms / 1e9, "err": err})
             print(f"{args.label:>6} {case:>14} {label:>16} {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s "
                   f"err {err:.1e} {note}", flush=True)

@@ -5,6 +5,12 @@ import zlib
 
 import numpy as np
 
+from portgemm.planner.tiling import Request, build_tiles, make_plan, pack_blocks
+from portgemm.planner.wavefront_tlp import initial_kinds
+from portgemm.tiles import FAMILIES
+
+FAMILY = {"float32": "portgemm", "float64": "portgemm-f64"}   # our SIMT family per dtype
+
 
 def stable_seed(*parts) -> int:
     """A seed that is the same in every process for the same parts (hash() of a string is
@@ -195,3 +201,40 @@ def check_packed_ragged(be, torch, tdtype, device_offs, seed, check, what, **opt
     check([hC[s:e] for s, e in zip(starts, ends)], [hA[s:e] for s, e in zip(starts, ends)],
           hB, [np.zeros((e - s, N)) for s, e in zip(starts, ends)], alpha, np.zeros(G),
           False, False, f"seed {seed} packed ragged device_offs={device_offs} {what}")
+
+
+def family_plan(shapes, dtype, arch, mode, kind=None, seed=0, tiles_per_block=1,
+                resident=None):
+    """A plan over our family for ``dtype``: every GEMM on ``kind`` (its name), or, when
+    None, Eq. 10's choice for half the GEMMs and a random kind for the rest (so a fused
+    launch mixes every kind); ``tiles_per_block`` consecutive tiles run in one block, one
+    after the other (needs one kind)."""
+    kinds = FAMILIES[FAMILY[dtype]]
+    shapes = np.ascontiguousarray(shapes, dtype=np.int64)
+    shapes.flags.writeable = False
+    batch = shapes.shape[0]
+    if kind is not None:
+        kidx = np.full(batch, [k.kind for k in kinds].index(kind), dtype=np.int64)
+    else:
+        rng = np.random.default_rng(seed)
+        kidx = initial_kinds(shapes, kinds)
+        mix = rng.random(batch) < 0.5
+        kidx = np.where(mix, rng.integers(0, len(kinds), batch), kidx)
+    tiles = build_tiles(shapes, kinds, kidx)
+    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]) // tiles_per_block,
+                                   shapes[:, 2],
+                                   by_kind=(mode == "per-kind"))
+    req = Request(shapes, dtype, arch, mode)
+    # ``resident``: workgroups per CU each kind is said to keep, so a per-kind launch
+    # with more tiles than that many per CU runs persistent (backends/persistent.py)
+    occ = {} if resident is None else {k.name: _Resident(resident) for k in kinds}
+    return make_plan(req, "test-" + FAMILY[dtype], kinds, tiles, block_ptr, 0.0, 0.0,
+                     "none", occ, [])
+
+
+class _Resident:
+    """The part of an occupancy figure the persistent launch reads."""
+
+    def __init__(self, active):
+        self.active_workgroups = active
+        self.occupancy = 0.0

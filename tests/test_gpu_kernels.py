@@ -24,14 +24,11 @@ import numpy as np
 import pytest
 
 from conftest import backend_or_skip
-from gpu_batches import TOL, max_rel_error, reference, stable_seed
-from portgemm.planner.tiling import Request, build_tiles, make_plan, pack_blocks
-from portgemm.planner.wavefront_tlp import initial_kinds
+from gpu_batches import FAMILY, TOL, family_plan, max_rel_error, reference, stable_seed
 from portgemm.tiles import FAMILIES
 
 pytestmark = pytest.mark.gpu
 
-FAMILY = {"float32": "portgemm", "float64": "portgemm-f64"}
 TRANS = [(False, False), (False, True), (True, False), (True, True)]
 LAYOUTS = ("aligned", "odd", "offset", "tight")
 EDGE = (1, 7, 127, 129, 255)
@@ -41,43 +38,6 @@ SENTINEL = 7.0   # what the C buffer holds outside the view; no result equals it
 @pytest.fixture(scope="module", params=["cuda", "hip"])
 def be(request):
     return backend_or_skip(request.param)
-
-
-def family_plan(shapes, dtype, arch, mode, kind=None, seed=0, tiles_per_block=1,
-                resident=None):
-    """A plan over our family for ``dtype``: every GEMM on ``kind`` (its name), or, when
-    None, Eq. 10's choice for half the GEMMs and a random kind for the rest (so a fused
-    launch mixes every kind); ``tiles_per_block`` consecutive tiles run in one block, one
-    after the other (needs one kind)."""
-    kinds = FAMILIES[FAMILY[dtype]]
-    shapes = np.ascontiguousarray(shapes, dtype=np.int64)
-    shapes.flags.writeable = False
-    batch = shapes.shape[0]
-    if kind is not None:
-        kidx = np.full(batch, [k.kind for k in kinds].index(kind), dtype=np.int64)
-    else:
-        rng = np.random.default_rng(seed)
-        kidx = initial_kinds(shapes, kinds)
-        mix = rng.random(batch) < 0.5
-        kidx = np.where(mix, rng.integers(0, len(kinds), batch), kidx)
-    tiles = build_tiles(shapes, kinds, kidx)
-    tiles, block_ptr = pack_blocks(tiles, np.arange(tiles.shape[0]) // tiles_per_block,
-                                   shapes[:, 2],
-                                   by_kind=(mode == "per-kind"))
-    req = Request(shapes, dtype, arch, mode)
-    # ``resident``: workgroups per CU each kind is said to keep, so a per-kind launch
-    # with more tiles than that many per CU runs persistent (backends/persistent.py)
-    occ = {} if resident is None else {k.name: _Resident(resident) for k in kinds}
-    return make_plan(req, "test-" + FAMILY[dtype], kinds, tiles, block_ptr, 0.0, 0.0,
-                     "none", occ, [])
-
-
-class _Resident:
-    """The part of an occupancy figure the persistent launch reads."""
-
-    def __init__(self, active):
-        self.active_workgroups = active
-        self.occupancy = 0.0
 
 
 def _ld(cols, layout, dtype):
@@ -368,6 +328,10 @@ def test_short_k_random_batch(be, dtype, kind, trans):
     shapes[0] = (256, 256, 32)          # whole tiles and whole k steps: every unit inside
     layouts = [LAYOUTS[i % len(LAYOUTS)] for i in range(len(shapes))]
     run_family_case(be, shapes, dtype, *trans, layouts, "per-kind", kind, name="short-k")
+    # three tiles a block: a tile's epilogue (staged through shared memory where C is
+    # unaligned) runs while the block's other warps start the next tile
+    run_family_case(be, shapes[::2], dtype, *trans, layouts[::2], "per-kind", kind,
+                    name="short-k-packed", tiles_per_block=3)
 
 
 @pytest.mark.parametrize("trans", TRANS, ids=["nn", "nt", "tn", "tt"])

@@ -70,10 +70,10 @@ def test_the_h100_has_a_measured_factor_for_every_fp64_kind():
 
 
 def test_the_h100_has_fp32_factors_overall_and_per_depth():
-    """fp32 (re-measured in session 9 on the lean edge code): one factor per kind near 1,
-    and per K the tk 8 kinds no cheaper on short GEMMs than on long ones, the tk 16 kinds
-    no dearer (session 8's kernels had them flat within 5 %: the lean code took most from
-    short GEMMs, whose edges and epilogue weigh most)."""
+    """fp32 (re-measured in session 13 on the k-major pipeline and the staged epilogue):
+    one factor per kind near 1 overall and at each measured K. (Session 9's test also
+    held which way each kind's factor moves with K; the session 13 kernels took more from
+    short GEMMs in some kinds than in others, so that is data, not a property.)"""
     c = ceilings_for(H100)
     f = c.kind_factors_of(F32)
     assert f is not None and ((f > 0.8) & (f < 1.2)).all()
@@ -84,12 +84,7 @@ def test_the_h100_has_fp32_factors_overall_and_per_depth():
     for k in F32:
         ks = [d for d, _ in prof[k.name]]
         assert ks == [32, 256, 1024]
-        short, long_ = prof[k.name][0][1], prof[k.name][-1][1]
-        assert 0.8 < short < 1.25 and 0.8 < long_ < 1.25, k.kind
-        if k.tk == 8:
-            assert short >= long_, k.kind
-        else:
-            assert short <= long_, k.kind
+        assert all(0.8 < f < 1.25 for _, f in prof[k.name]), k.kind
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "gfx90a", "gfx942"])
@@ -436,10 +431,11 @@ def test_the_command_divides_out_the_path_efficiencies_for_fp32(tmp_path, monkey
 
 # --- the launch structure: ours weighed against the paper's kinds like for like -------
 
-def test_the_32x32_factor_alone_does_not_move_a_small_batch_off_the_papers_tiles(monkeypatch):
+def test_our_factors_alone_do_not_move_a_small_batch_off_the_papers_tiles(monkeypatch):
     """The grid's 1024/512 b8: priced with fp32's factors, 32x32/4x4 on every GEMM beat
     the paper's fused tiles by 3 % (its factor is 0.92) and ran 6 % slower on the H100
-    (bench/NOTES.md, session 8). Weighed without the factors, as the paper's kinds are
+    (bench/NOTES.md, session 8); since session 13's factors (0.89 for 64x64/8x4) a plan of
+    our kinds wins that price. Weighed without the factors, as the paper's kinds are
     priced, the fused plan stays; the note says why where the two prices disagree."""
     from portgemm.benchmark.workloads import random_case
     from portgemm.planner import wavefront_tlp
@@ -449,7 +445,7 @@ def test_the_32x32_factor_alone_does_not_move_a_small_batch_off_the_papers_tiles
     assert any("without the measured kind factors" in n for n in p.notes)
     monkeypatch.setattr(wavefront_tlp, "LIKE_FOR_LIKE", ())
     q = portgemm.plan(s, "float32", arch="sm_90", use_cache=False)
-    assert q.mode == "per-kind" and q.tiles_per_kind().keys() == {"32x32/4x4"}
+    assert q.mode == "per-kind" and q.kinds[0].family == "portgemm"
 
 
 def test_a_kind_dearer_than_modelled_still_wins_like_for_like():

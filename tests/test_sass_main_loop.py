@@ -1,7 +1,9 @@
 """The lean-step main loop in sm_90 SASS (marker ``toolchain``; skipped without NVRTC or
-cuobjdump): a k step of 64x128/8x8 A B issues fewer non-FFMA instructions with
+cuobjdump): a k step of 64x128/8x8 A B^T issues fewer non-FFMA instructions with
 PG_LEAN_STEP than the same source rendered without it, at no more registers than its
-3-block cap and with no spill (portgemm/kernels/nv_sass.py; bench/NOTES.md session 10)."""
+3-block cap and with no spill (portgemm/kernels/nv_sass.py; bench/NOTES.md session 10).
+(A B runs the k-major cp.async pipeline since session 13: PG_KPIPE; B^T keeps the
+register path this loop belongs to.)"""
 from __future__ import annotations
 
 import pytest
@@ -22,7 +24,7 @@ except DeviceUnavailable as e:
 
 def test_lean_step_loop_is_shorter():
     kind = next(k for k in FAMILIES["portgemm"] if k.kind == "64x128/8x8")
-    v = Variant((kind,), "float32")
+    v = Variant((kind,), "float32", trans_b=True)
     assert render.lean_step(v)
     r = render.render(v)
     step = "#define PG_LEAN_STEP 1\n"

@@ -62,12 +62,13 @@ def test_max_tiles_applies_to_every_strategy(monkeypatch, strategy):
 
 
 def test_huge_tile_count_is_refused_with_the_real_limit():
-    # 2**30 x 1: at least 2**26 tiles of 16 rows, past MAX_TILES; refused, not built.
+    # 1,024 GEMMs of 2**20 x 2**10: at least 2**26 tiles of the largest kind (128 x 128),
+    # past MAX_TILES whichever kind the planner weighs; refused, not built.
     assert tiling.MAX_TILES < 2**26
     tracemalloc.start()
     try:
         with pytest.raises(ValidationError, match="split the batch"):
-            planner.plan([(2**30, 1, 1)], use_cache=False)
+            planner.plan([(2**20, 2**10, 1)] * 1024, use_cache=False)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

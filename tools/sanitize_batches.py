@@ -5,8 +5,9 @@ the tensor-core paths' default plans (float16, and float32 in the precision mode
 a workspace, then the inner plan on it) over them; and, where the device has them (sm_90),
 each wgmma kind forced (tiles.WGMMA_FAMILIES: float16, and wgmma-3xtf32 on float32; their
 stages past 48 KiB are dynamic shared memory), aligned and strided rows, edge sizes and a
-long K; last, every float32 tensor-core kind (the TF32 families and wgmma-3xtf32) forced
-on operands that end where their own cudaMalloc ends (no memory pool), with leading
+long K; then every fp32 SIMT kind of ours forced, three tiles a block; last, every
+float32 tensor-core kind (the TF32 families and wgmma-3xtf32) forced on operands that
+end where their own cudaMalloc ends (no memory pool), with leading
 dimensions of every residue mod 4 and bases 1-3 elements past a 16-byte boundary, NaN
 between the rows: the stages' aligned windows (PgTf32Stage) must not read past a
 matrix's last element.
@@ -24,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import portgemm  # noqa: E402
-from gpu_batches import TOL, make_host_batch, max_rel_error, reference  # noqa: E402
+from gpu_batches import FAMILY, TOL, family_plan, make_host_batch, max_rel_error, reference  # noqa: E402
 from portgemm.tiles import (FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, family_builds_for,  # noqa: E402
                             family_precision)
 from portgemm.tuning.model import family_kind_plan  # noqa: E402
@@ -66,14 +67,7 @@ def main() -> int:
             if (strategy, mode, precision) == (None, None, None) and dtype != "float16" else SHAPES
         # the MMA paths also dense (nn, tt), where aligned rows take the 16-byte copies
         dense = ((dtype, precision) in MMA_CASES or forced) and ta == tb and strategy != STAGED
-        hA, hB, hC = make_host_batch(rng, shapes, dtype, ta, tb, strided=not dense)
-        alpha = rng.uniform(-2, 2, len(shapes))
-        beta = np.where(np.arange(len(shapes)) % 2, 0.0, rng.uniform(-2, 2, len(shapes)))
-        for c, b_ in zip(hC, beta):
-            if b_ == 0:
-                c[...] = np.nan
-        ref = reference(hA, hB, hC, alpha, beta, ta, tb)
-        A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
+        A, B, C, alpha, beta, ref = nan_batch(cp, rng, shapes, dtype, ta, tb, not dense)
         staged = strategy == STAGED
         if forced:
             p = family_kind_plan(shapes, dtype, arch, *strategy.split("."), "sanitize")
@@ -89,6 +83,7 @@ def main() -> int:
               f"{precision or ''} "
               f"trans={int(ta)}{int(tb)}: "
               f"err {err:.2e} {'ok' if ok else 'WRONG'}")
+    bad += simt_blocks(be, arch, rng)
     bad += windows(be, arch, rng)
     return 1 if bad else 0
 
@@ -104,6 +99,40 @@ def exact_view(cp, vals, ld, start):
     view = cp.lib.stride_tricks.as_strided(flat[start:], (r, c), (4 * ld, 4))
     view[...] = cp.asarray(vals)
     return view
+
+
+def nan_batch(cp, rng, shapes, dtype, ta, tb, strided):
+    """Device operands of ``shapes``, alpha and beta per GEMM (beta == 0 on every other
+    one, its C NaN), and the float64 reference."""
+    hA, hB, hC = make_host_batch(rng, shapes, dtype, ta, tb, strided=strided)
+    alpha = rng.uniform(-2, 2, len(shapes))
+    beta = np.where(np.arange(len(shapes)) % 2, 0.0, rng.uniform(-2, 2, len(shapes)))
+    for c, b_ in zip(hC, beta):
+        if b_ == 0:
+            c[...] = np.nan
+    ref = reference(hA, hB, hC, alpha, beta, ta, tb)
+    A, B, C = ([cp.asarray(x) for x in xs] for xs in (hA, hB, hC))
+    return A, B, C, alpha, beta, ref
+
+
+def simt_blocks(be, arch, rng) -> int:
+    """Every fp32 SIMT kind of ours forced (both main loops, the k-major pipeline and the
+    register path, and the epilogue that stages unaligned C through shared memory),
+    three tiles a block: a warp's epilogue then runs beside the other warps' next tile,
+    whose copies must not touch the shared rows it uses (racecheck)."""
+    cp = be.cp
+    shapes = [*SHAPES, (200, 300, 24), (129, 257, 9), (256, 128, 40)]
+    bad = 0
+    kinds = [k.kind for k in FAMILIES[FAMILY["float32"]] if k.engine == "simt"]
+    for kind, (ta, tb) in itertools.product(kinds, itertools.product((False, True), repeat=2)):
+        A, B, C, alpha, beta, ref = nan_batch(cp, rng, shapes, "float32", ta, tb, True)
+        p = family_plan(shapes, "float32", arch, "per-kind", kind, tiles_per_block=3)
+        p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
+        err = max_rel_error([cp.asnumpy(c) for c in C], ref)
+        bad += not err < TOL["float32"]
+        print(f"simt {kind} 3 tiles/block trans={int(ta)}{int(tb)}: err {err:.2e} "
+              f"{'ok' if err < TOL['float32'] else 'WRONG'}")
+    return bad
 
 
 def windows(be, arch, rng) -> int:

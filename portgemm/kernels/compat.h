@@ -13,6 +13,9 @@
 // C's loads and stores in the SIMT epilogue (vbatched_gemm.cu, pg_store_micro): plain.
 #define PG_LDC(p) (*(p))
 #define PG_STC(p, v) (*(p) = (v))
+// No C staged through a warp's shared rows (vbatched_gemm.cu, pg_store_staged): it
+// relies on 32-thread warps and __syncwarp; AMD's 64-wide wavefronts were not measured.
+#define PG_STAGED_C_VENDOR 0
 // No carried next-tile k step (vbatched_gemm.cu, PgCarry): its registers made the fp32
 // per-kind variants spill 16-24 bytes on gfx908 and gfx90a (vendor matrix), and the
 // persistent launches it serves were measured on NVIDIA only.
@@ -37,6 +40,16 @@
 #define PG_LDC(p) __ldcg(p)
 #define PG_STC(p, v) __stwb((p), (v))
 #define PG_CARRY_VENDOR 1
+// C staged through a warp's shared rows where its rows are not 16-byte aligned
+// (vbatched_gemm.cu, pg_store_staged), on sm_90, where it was measured; pg_syncwarp
+// orders a warp's shared accesses. On sm_80 (no register cap there) the 8x8 kinds took
+// 14-28 more registers with it and two of them a block an SM less.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PG_STAGED_C_VENDOR 1
+#else
+#define PG_STAGED_C_VENDOR 0
+#endif
+#define pg_syncwarp() __syncwarp()
 #define PG_UNROLL_K_DEFAULT _Pragma("unroll")
 // The minimum-blocks cap was measured on sm_90; the same cap spills on sm_80 (vendor
 // matrix), so older targets get none.

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tiles import (MFMA_FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, family_precision, mma_products,
-                     wgmma_tf32)
+from ..tiles import (FAMILIES, MFMA_FAMILIES, TF32_FAMILIES, WGMMA_FAMILIES, family_precision,
+                     mma_products, wgmma_tf32)
 from .variants import DTYPES, HALF_DTYPES, ITEMSIZE, SplitReduce, StageCopy, TileExpand, Variant
 
 HERE = Path(__file__).parent
@@ -32,11 +32,15 @@ MIN_BLOCKS = {
     ("portgemm", "128x64/8x8", "float32"): 3,
     ("portgemm", "64x128/8x8", "float32"): 3,
     # 64x64/8x4 A B^T took 129 registers with the lean edge code (3 blocks an SM, 4 at
-    # 128); capped at 4 it keeps 127, no spill on sm_90
-    ("portgemm", "64x64/8x4", "float32", "nt"): 4,
+    # 128); capped at 4 it keeps 127, no spill on sm_90. On the k-major pipeline (KPIPE)
+    # A B took 161 (3 blocks); capped at 4, 128 with no spill. A^T B keeps the register
+    # path (STAGES_OFF) with no cap: 95 registers, 5 blocks.
+    ("portgemm", "64x64/8x4", "float32"): 4,
+    ("portgemm", "64x64/8x4", "float32", "tn"): 0,
+    ("tune", "64x64/8x4/k16", "float32", "tn"): 0,
     ("tune", "128x64/8x8/k8", "float32"): 3,
     ("tune", "64x128/8x8/k8", "float32"): 3,
-    ("tune", "64x64/8x4/k16", "float32", "nt"): 4,
+    ("tune", "64x64/8x4/k16", "float32"): 4,
     ("tune", "128x128/16x8/k8", "float32"): 2,
     # fp64 MMA 64x64 (four 32x32 warps): 166 registers give 3 blocks an SM; under a cap
     # of 128 (4 blocks, as its 48 KiB of shared memory allow), no spill on sm_90, and
@@ -87,6 +91,15 @@ STAGES = {
     # timed the same on the H100 (kernel_bench "fat3": within 1 %)
     ("portgemm", "128x128/16x8", "float32"): 4,
     ("tune", "128x128/16x8/k8", "float32"): 4,
+    # the 8x8 and 8x4 kinds on the k-major pipeline (KPIPE below): 3 stages, 4 for
+    # 128x64/8x8; 1.02-1.29x their register path on the H100 (kernel_bench "kpipe3" /
+    # "kpipe4", 13 cases), 3 and 4 stages within 2 % of each other elsewhere. Not
+    # 32x32/4x4: 0.98-1.17x alone, but 0.88-0.97x in the default plans of the small
+    # batches it runs (short_k, grid cells of MaxMN 128-256)
+    **{(fam, kind, "float32"): st for fam, kinds in (
+        ("portgemm", ("64x64/8x4", "64x128/8x8", "128x64/8x8")),
+        ("tune", ("64x64/8x4/k16", "64x128/8x8/k8", "128x64/8x8/k8")))
+       for kind, st in zip(kinds, (3, 3, 4))},
     # the 16-bit MMA kinds: 4 stages of BK 32 where 48 KiB allow (stages() drops to 3
     # for 128x64 and 2 for 128x128); not timed against fewer yet
     **{(fam, kind, dt): 4 for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))
@@ -105,6 +118,11 @@ STAGES = {
     **{(fam, kind, "float32"): 4 for fam in TF32_FAMILIES
        for kind in ("32x32/w16x16", "64x64/w32x32", "128x64/w64x32", "128x128/w64x32")},
 }
+
+
+# Ops of a kind in STAGES that keep the register path: A^T B of 64x64/8x4, which took 123
+# registers on the pipeline for 95 (sm_90: 5 blocks an SM -> 4).
+STAGES_OFF = {("portgemm", "64x64/8x4", "float32", "tn"), ("tune", "64x64/8x4/k16", "float32", "tn")}
 
 
 # A static __shared__ array may not exceed 48 KiB: fewer stages where more would. The
@@ -127,6 +145,8 @@ def _has_wgmma(variant: Variant) -> bool:
 
 def stages(variant: Variant) -> int:
     """cp.async stages of ``variant`` on sm_80+ (0: the register double buffer)."""
+    if _key(variant) + (_op(variant),) in STAGES_OFF:
+        return 0
     s = STAGES.get(_key(variant), 0)
     elem, limit = ITEMSIZE[variant.dtype], _smem_limit(variant)
     while s > 2 and smem_elems_async(variant.kinds, variant.dtype, s) * elem > limit:
@@ -216,6 +236,49 @@ def lean_step(variant: Variant) -> bool:
     """Whether ``variant`` takes PG_LEAN_STEP (LEAN_STEP above)."""
     return (lean(variant) and _key(variant) in LEAN_STEP
             and _key(variant) + (_op(variant),) not in LEAN_STEP_OFF)
+
+
+def _shape(k) -> tuple:
+    return (k.tm, k.tn, k.tk, k.threads, k.rm, k.rn)
+
+
+# The lean variants whose epilogue stages unaligned C through shared memory
+# (PG_STAGED_C, bench/NOTES.md session 13), by (family, kind, dtype): our fp32 kinds
+# (and their tuning candidates of the same shapes), 1.01-1.12x faster alone on the
+# H100's short-K cells. Not 32x32/4x4 (0.95-1.00x with it), not fp64 (its 128x64/8x4 took
+# 170-184 registers for 128-130, a block an SM less), nor 64x64/8x4 A^T B (STAGED_C_OFF:
+# 95 -> 128 registers, 5 blocks an SM -> 4); sm_80 keeps the old epilogue (compat.h:
+# its 8x8 kinds took 14-28 more registers there).
+STAGED_C = {
+    *(("portgemm", k.kind, "float32") for k in FAMILIES["portgemm"]
+      if k.engine == "simt" and k.kind != "32x32/4x4"),
+    *(("tune", k.kind, "float32") for k in FAMILIES["tune"]
+      if _shape(k) in {_shape(p) for p in FAMILIES["portgemm"] if p.kind != "32x32/4x4"}),
+}
+STAGED_C_OFF = {("portgemm", "64x64/8x4", "float32", "tn"), ("tune", "64x64/8x4/k16", "float32", "tn")}
+
+
+def staged_c(variant: Variant) -> bool:
+    """Whether ``variant`` takes PG_STAGED_C (STAGED_C above)."""
+    return (lean(variant) and _key(variant) in STAGED_C
+            and _key(variant) + (_op(variant),) not in STAGED_C_OFF)
+
+
+# The lean variants on the cp.async pipeline whose main loop stages A k-major by element
+# copies and double-buffers the fragments (PG_KPIPE, bench/NOTES.md session 13), by
+# (family, kind, dtype): the fp32 kinds with STAGES above. 128x128/16x8 ran 1.10-1.15x
+# faster on it than on the x-major pipeline, whose step reads and copies sat between the
+# barrier and the first FMA; the others 1.02-1.29x faster than on the register path.
+# (B^T takes the register path: PG_PIPELINE; there the flag only keeps the kind's cap.)
+KPIPE = {(fam, kind, "float32") for fam, kinds in (
+    ("portgemm", ("64x64/8x4", "64x128/8x8", "128x64/8x8", "128x128/16x8")),
+    ("tune", ("64x64/8x4/k16", "64x128/8x8/k8", "128x64/8x8/k8", "128x128/16x8/k8")))
+    for kind in kinds}
+
+
+def kpipe(variant: Variant) -> bool:
+    """Whether ``variant`` takes PG_KPIPE (KPIPE above)."""
+    return lean(variant) and _key(variant) in KPIPE and stages(variant) >= 2
 
 
 def _key(variant: Variant) -> tuple[str, str, str]:
@@ -427,6 +490,8 @@ def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str
         # only a lean variant gets its define: every other renders as before
         **({"PG_LEAN": "1"} if lean(variant) else {}),
         **({"PG_LEAN_STEP": "1"} if lean_step(variant) else {}),
+        **({"PG_KPIPE": "1"} if kpipe(variant) else {}),
+        **({"PG_STAGED_C": "1"} if staged_c(variant) else {}),
         **tf32,
         **mfma,
         **wgmma,

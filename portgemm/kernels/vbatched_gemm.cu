@@ -38,6 +38,12 @@
 //   PG_LEAN_STEP    1 (with PG_LEAN; render.lean_step): the register path's main loop
 //                   loads a k step inside the matrix from per-tile unit offsets with no
 //                   checks and keeps its two stages interleaved; 0 or absent: as before
+//   PG_STAGED_C     1 (with PG_LEAN; render.staged_c): unaligned C stored through a warp's
+//                   shared rows (pg_store_staged) where compat.h's PG_STAGED_C_VENDOR
+//                   allows; 0 or absent: element stores from the micro-tile
+//   PG_KPIPE        1 (with PG_LEAN and PG_STAGES >= 2; render.kpipe): the cp.async main
+//                   loop stages A k-major by element copies and double-buffers the
+//                   fragments (PgAsyncKT); 0 or absent: as before
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
@@ -60,6 +66,15 @@
 #ifndef PG_LEAN_STEP
 #define PG_LEAN_STEP 0
 #endif
+#ifndef PG_KPIPE
+#define PG_KPIPE 0
+#endif
+#ifndef PG_STAGED_C
+#define PG_STAGED_C 0
+#endif
+// Unaligned C staged through shared memory (pg_store_staged) in a PG_STAGED_C variant,
+// where compat.h's vendor and target allow.
+#define PG_STAGED_C_ON (PG_STAGED_C && PG_LEAN && PG_STAGED_C_VENDOR)
 
 struct PgGemm {                 // one per GEMM; layout mirrored by render.GEMM_DTYPE
     const PG_T* A;
@@ -655,6 +670,70 @@ struct PgAsync {
 };
 #endif
 
+#if PG_ASYNC
+// A SIMT pipeline's first ST - 1 steps in flight (issue(stage, k0) copies one), one
+// commit group each, empty ones too: the count the waits rely on stays fixed.
+template <int ST, int BK, class Issue>
+__device__ __forceinline__ void pg_prefill(int nk, Issue& issue)
+{
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) {
+        if (s < nk) issue(s, s * BK);
+        pg_cp_async_commit();
+    }
+}
+#endif
+
+#if PG_KPIPE && PG_ASYNC  // its copy helpers exist only there (compat.h)
+// PG_KPIPE's A (M x K, k contiguous) staged k-major, As[k][m] in PgStage's layout (rows
+// of S), by element copies: thread t copies column k = t % BK of rows t / BK + i RS, so
+// any leading dimension and alignment take the same copies, and the compute loop reads
+// A as it reads B, one k at a time (cuBLAS's grouped SIMT kernel stages A this way).
+// A warp's copies cover 32 / BK rows of BK consecutive k (whole sectors) and land on
+// distinct banks (S = BM + 4: row k starts 4 k banks on). Rows are clamped into the
+// matrix once a tile (rows past M only feed C rows that are never stored), so a step
+// wholly inside K copies with no test, and the last, partial one zero-fills a k past K
+// (source size 0) from an address inside the row.
+template <int BK, int BM, int NT>
+struct PgAsyncKT {
+    using KMajor = PgStage<BK, BM, NT, false>;
+    static constexpr int S = KMajor::S, ELEMS = BK * S;
+    static constexpr int RS = NT / BK, N = BM * BK / NT;     // row step, copies a thread
+    static_assert(NT % BK == 0 && BM % RS == 0 && !KMajor::SWIZZLE, "whole rows per copy round");
+
+    // The thread's copies' sources at k = 0, advanced by BK each step: one pointer each,
+    // so no copy's address waits for the copy before it to read a shared address
+    // register (with offsets added per step, sm_90 reused one register pair and each
+    // copy stalled on the one before: ncu, H100).
+    static __device__ __forceinline__ void sources(const PG_T* (&p)[N], const PG_T* __restrict__ A,
+                                                   int lda, int m0, int M, int tid)
+    {
+#pragma unroll
+        for (int i = 0; i < N; ++i)
+            p[i] = A + min(m0 + tid / BK + i * RS, M - 1) * lda + tid % BK;
+    }
+
+    // Step k0's copies from p (at k0 by then; advanced here).
+    static __device__ __forceinline__ void copy(PG_T* as, const PG_T* (&p)[N], int k0, int K, int tid)
+    {
+        const int kc = tid % BK;
+        PG_T* dst = as + kc * S + tid / BK;
+        if (k0 + BK <= K) {
+#pragma unroll
+            for (int i = 0; i < N; ++i) pg_cp_async_elem<sizeof(PG_T)>(dst + i * RS, p[i], (int)sizeof(PG_T));
+        } else {
+            const bool live = k0 + kc < K;
+            const int back = live ? 0 : k0 + kc - (K - 1);     // a dead copy reads nothing
+#pragma unroll
+            for (int i = 0; i < N; ++i)
+                pg_cp_async_elem<sizeof(PG_T)>(dst + i * RS, p[i] - back, live ? (int)sizeof(PG_T) : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < N; ++i) p[i] += BK;
+    }
+};
+#endif
+
 // One workgroup computes one BM x BN tile of C. Thread (ty, tx) holds an RM x RN
 // micro-tile: RM contiguous rows, and RN columns in NG groups of CV contiguous ones,
 // group g at column g * BN / NG + tx * CV. With CV = 16 bytes a quarter warp's
@@ -811,6 +890,68 @@ __device__ __forceinline__ void pg_store_micro(const PG_ACC (&acc)[RM][RN], PG_T
         }
     }
 }
+
+#if PG_STAGED_C_ON
+// pg_tile's epilogue where C's rows are not 16-byte aligned (PG_STAGED_C_ON): the
+// micro-tiles' element stores put a half warp's lanes CV elements apart, so
+// each store touched ~17 sectors for 128 bytes, 73 % of a short-K launch's sectors
+// (ncu, H100: 128x128/16x8 on random sizes). Instead, row i of each of the warp's R
+// thread rows goes to the warp's own R x BN shared rows `ws` (16-byte stores: NG groups
+// of CV), then back out as 32 consecutive columns per access, RN accesses a lane; C is
+// read (BETA) the same way. Only the warp touches `ws` (pg_syncwarp orders it), so the
+// block needs no barrier; pg_tile passes a region that no other warp reads or writes
+// until every warp has finished its epilogue.
+template <int RM, int RN, int CV, int GS, int TX, bool BETA>
+__device__ __forceinline__ void pg_store_staged(const PG_ACC (&acc)[RM][RN], PG_ACC* __restrict__ ws,
+                                                PG_T* __restrict__ C, int ldc, int M, int N,
+                                                int r0, int c0, PG_ACC alpha, PG_ACC beta,
+                                                int lane)
+{
+    constexpr int BN = TX * RN, R = 32 / TX, NG = RN / CV;
+    static_assert(32 % TX == 0 && BN % 32 == 0, "a warp holds whole thread rows of whole 32-column runs");
+    const int tx = lane % TX, tr = lane / TX;      // column group and thread row in the warp
+    const int n_left = N - c0;                     // C's columns from the tile's first
+    const bool n_full = n_left >= BN;
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+#pragma unroll
+        for (int g = 0; g < NG; ++g) {
+            PG_ACC* w = ws + tr * BN + g * GS + tx * CV;
+            if (CV * sizeof(PG_ACC) == 16) {
+                pg_put16(w, acc[i] + g * CV);
+            } else {
+#pragma unroll
+                for (int j = 0; j < CV; ++j) w[j] = acc[i][g * CV + j];
+            }
+        }
+        pg_syncwarp();
+#pragma unroll
+        for (int t = 0; t < R; ++t) {              // thread row t's row i: BN / 32 runs
+            const int r = r0 + t * RM + i;
+            if (r >= M) continue;
+            PG_T* crow = C + r * ldc + c0 + lane;
+            const PG_ACC* w = ws + t * BN + lane;
+            auto put = [&](int u) {
+                PG_ACC x = alpha * w[32 * u];
+                if (BETA) x += beta * PG_ACC(pg_ldc(crow + 32 * u));
+                pg_stc(crow + 32 * u, PG_T(x));
+            };
+            // A tile wholly inside C's columns (uniform) stores with no column test: its
+            // runs are one address plus constants (tested per run, sm_90 recomputed
+            // each run's 64-bit address around a branch)
+            if (n_full) {
+#pragma unroll
+                for (int u = 0; u < BN / 32; ++u) put(u);
+            } else {
+#pragma unroll
+                for (int u = 0; u < BN / 32; ++u)
+                    if (lane + 32 * u < n_left) put(u);
+            }
+        }
+        pg_syncwarp();                             // ws is rewritten by the next row
+    }
+}
+#endif
 #endif
 
 template <int BM, int BN, int BK, int NT, int RM, int RN>
@@ -845,7 +986,91 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 #pragma unroll
         for (int j = 0; j < RN; ++j) acc[i][j] = PG_ACC(0);
 
-#if PG_PIPELINE
+#if PG_PIPELINE && PG_KPIPE
+    // cp.async pipeline with both operands k-major (A by PgAsyncKT's element copies, A^T
+    // as stored) and the fragments double-buffered, as CUTLASS's multistage SIMT loop
+    // runs: k step kk's FMAs use the fragments read during step kk - 1, the next stage's
+    // wait and barrier come before the last k's FMAs, whose 128 independent FMAs then
+    // cover the first read of the next stage, and each step's copies go out between its
+    // first fragment reads and FMAs. (The loop below, with A x-major and a step's
+    // fragments read at its start, spent 25 % of its time between the barrier and the
+    // first FMA, and in branches of the copy paths: ncu, H100, bench/NOTES.md session 13.)
+    constexpr int ST = PG_STAGES;
+#if PG_TRANS_A
+    using PA = PgAsync<BK, BM, NT, false>;             // As[k][m], copied as stored
+#else
+    using PA = PgAsyncKT<BK, BM, NT>;                  // As[k][m], element copies
+    const PG_T* pa[PA::N];
+    PA::sources(pa, A, lda, m0, M, tid);
+#endif
+    using PB = PgAsync<BK, BN, NT, false>;             // Bs[k][n]
+    static_assert(ST * (PA::ELEMS + PB::ELEMS) <= PG_SMEM_TILE, "shared tiles exceed PG_SMEM_ELEMS_ASYNC");
+    static_assert(BK % 2 == 0, "the fragment buffers alternate within a step");
+    PG_T* As = smem;                   // [ST][PA::ELEMS]
+    PG_T* Bs = smem + ST * PA::ELEMS;  // [ST][PB::ELEMS]
+
+    const bool n_in = n0 + BN <= N;
+#if PG_TRANS_A
+    const bool m_in = m0 + BM <= M;
+#endif
+    auto issue = [&](int stage, int k0) {
+        const bool k_in = k0 + BK <= K;
+#if PG_TRANS_A
+        PA::copy(As + stage * PA::ELEMS, A, lda, k0, m0, K, M, vec_a, m_in && k_in, tid);
+#else
+        PA::copy(As + stage * PA::ELEMS, pa, k0, K, tid);
+#endif
+        PB::copy(Bs + stage * PB::ELEMS, B, ldb, k0, n0, K, N, vec_b, n_in && k_in, tid);
+    };
+    PG_T a[2][RM], b[2][RN];
+    auto read = [&](int f, const PG_T* as, const PG_T* bs, int k) {
+        PA::KMajor::template read<RM>(a[f], as, k, ty * RM);
+#pragma unroll
+        for (int g = 0; g < NG; ++g)
+            PB::KMajor::template read<CV>(b[f] + g * CV, bs, k, g * GS + tx * CV);
+    };
+
+    const int nk = (K + BK - 1) / BK;
+    if (nk > 0) {
+        pg_prefill<ST, BK>(nk, issue);
+        pg_cp_async_wait<ST - 2>();
+        __syncthreads();
+        read(0, As, Bs, 0);
+        int rs = 0, ws = ST - 1;                // stages read and written this step
+        for (int kt = 0; kt < nk; ++kt) {
+            const PG_T* as = As + rs * PA::ELEMS;
+            const PG_T* bs = Bs + rs * PB::ELEMS;
+            const int rn = rs + 1 == ST ? 0 : rs + 1;
+#pragma unroll
+            for (int kk = 0; kk < BK; ++kk) {
+                const int f = kk & 1;
+                if (kk + 1 < BK) {
+                    read(f ^ 1, as, bs, kk + 1);
+                } else if (kt + 1 < nk) {
+                    // Step kt + 1's group is complete once at most ST - 2 younger ones
+                    // are pending; the barrier publishes it and retires every warp's
+                    // reads of stage rs, which step kt + 1 refills.
+                    pg_cp_async_wait<ST - 2>();
+                    __syncthreads();
+                    read(f ^ 1, As + rn * PA::ELEMS, Bs + rn * PB::ELEMS, 0);
+                }
+                if (kk == 0) {                  // stage ws was last read before the barrier
+                    if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK);
+                    pg_cp_async_commit();
+                }
+#pragma unroll
+                for (int i = 0; i < RM; ++i)
+#pragma unroll
+                    for (int jj = 0; jj < RN; ++jj) acc[i][jj] += PG_ACC(a[f][i]) * PG_ACC(b[f][jj]);
+            }
+            rs = rn;
+            ws = ws + 1 == ST ? 0 : ws + 1;
+        }
+        // The block may run another tile next, whose first copies overwrite the stages.
+        pg_cp_async_wait<0>();
+        __syncthreads();
+    }
+#elif PG_PIPELINE
     constexpr int ST = PG_STAGES;
     using PA = PgAsync<BK, BM, NT, !PG_TRANS_A, RM>;   // As[m][k] (A), As[k][m] (A^T)
     using PB = PgAsync<BK, BN, NT, false>;             // Bs[k][n]
@@ -870,11 +1095,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
 
     const int nk = (K + BK - 1) / BK;
     if (nk > 0) {
-#pragma unroll
-        for (int s = 0; s < ST - 1; ++s) {      // the first ST - 1 steps in flight
-            if (s < nk) issue(s, s * BK);
-            pg_cp_async_commit();               // empty groups too: the count stays fixed
-        }
+        pg_prefill<ST, BK>(nk, issue);
         int rs = 0, ws = ST - 1;                // stages read and written this step
         for (int kt = 0; kt < nk; ++kt) {
             // Step kt's group is complete once at most ST - 2 younger ones are pending;
@@ -1067,7 +1288,42 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
     PG_T* __restrict__ C = gp->C;
     const int ldc = gp->ldc;
     const bool vec_c = CV == PG_V && pg_aligned16(C) && ldc % PG_V == 0 && n0 % PG_V == 0;
+#if PG_STAGED_C_ON
+    // Shared memory the epilogue may use (pg_store_staged): a stage the next tile first
+    // fills after that tile's first barrier. On the pipeline the last stage (the first
+    // copies go to the others); on the register path stage 1 (the first step goes to
+    // stage 0), of both operands or of the larger one.
+#if PG_PIPELINE
+    constexpr int SPARE = PA::ELEMS >= PB::ELEMS ? PA::ELEMS : PB::ELEMS;
+    PG_T* const spare = PA::ELEMS >= PB::ELEMS ? As + (ST - 1) * PA::ELEMS : Bs + (ST - 1) * PB::ELEMS;
+#elif PG_LEAN_STEP
+    constexpr int SPARE = STAGE;
+    PG_T* const spare = smem + STAGE;
+#else
+    constexpr int SPARE = SA::S >= SB::S ? BK * SA::S : BK * SB::S;
+    PG_T* const spare = SA::S >= SB::S ? As + BK * SA::S : Bs + BK * SB::S;
+#endif
+#endif
 #if PG_LEAN
+#if PG_STAGED_C_ON
+    // Unaligned C through the warp's share of `spare` (pg_store_staged), where the
+    // micro-tile layout and the spare rows allow; aligned C as 16-byte stores below.
+    constexpr bool STAGED = 32 % TX == 0 && BN % 32 == 0 && SPARE % PG_V == 0 &&
+                            NT * RN * sizeof(PG_ACC) <= SPARE * sizeof(PG_T);
+    if constexpr (STAGED) {
+        if (!vec_c) {
+            PG_ACC* ws = reinterpret_cast<PG_ACC*>(spare) + tid / 32 * 32 * RN;
+            const int r0 = m0 + tid / 32 * (32 / TX) * RM;
+            if (beta == PG_ACC(0))
+                pg_store_staged<RM, RN, CV, GS, TX, false>(acc, ws, C, ldc, M, N, r0, n0,
+                                                           alpha, beta, tid % 32);
+            else
+                pg_store_staged<RM, RN, CV, GS, TX, true>(acc, ws, C, ldc, M, N, r0, n0,
+                                                          alpha, beta, tid % 32);
+            return;
+        }
+    }
+#endif
     if (beta == PG_ACC(0))
         pg_store_micro<RM, RN, CV, GS, false>(acc, C, ldc, M, N, m0 + ty * RM, n0 + tx * CV,
                                               alpha, beta, vec_c);
@@ -2436,8 +2692,9 @@ __device__ __forceinline__ void pg_tile_mfma(const PgGemm* __restrict__ gp, int 
 
 // A variant with pipeline stages takes its hint only where the pipeline runs: the
 // register path (B^T, pre-sm_80) keeps more registers live and spilled under the caps
-// measured for the pipeline.
-#if PG_MIN_BLOCKS > 0 && (PG_STAGES == 0 || PG_PIPELINE || PG_MMA)
+// measured for the pipeline. The k-major pipeline's kinds (PG_KPIPE) are capped for
+// their register path (B^T), which they ran before it, and take the cap everywhere.
+#if PG_MIN_BLOCKS > 0 && (PG_STAGES == 0 || PG_PIPELINE || PG_MMA || PG_KPIPE)
 #define PG_BOUNDS PG_LAUNCH_BOUNDS_MIN(PG_THREADS, PG_MIN_BLOCKS)
 #else
 #define PG_BOUNDS __launch_bounds__(PG_THREADS)
