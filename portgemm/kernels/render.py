@@ -33,14 +33,13 @@ MIN_BLOCKS = {
     ("portgemm", "64x128/8x8", "float32"): 3,
     # 64x64/8x4 A B^T took 129 registers with the lean edge code (3 blocks an SM, 4 at
     # 128); capped at 4 it keeps 127, no spill on sm_90. On the k-major pipeline (KPIPE)
-    # A B took 161 (3 blocks); capped at 4, 128 with no spill. A^T B keeps the register
-    # path (STAGES_OFF) with no cap: 95 registers, 5 blocks.
-    ("portgemm", "64x64/8x4", "float32"): 4,
-    ("portgemm", "64x64/8x4", "float32", "tn"): 0,
-    ("tune", "64x64/8x4/k16", "float32", "tn"): 0,
+    # A B took 161 (3 blocks); capped at 4, 128 with no spill (A^T B^T too). A^T B keeps
+    # no cap: 95 registers, 5 blocks, on the register path (REGISTER_BOUND_OPS)
+    **{(fam, kind, "float32", op): 4 for fam, kind in (("portgemm", "64x64/8x4"),
+                                                       ("tune", "64x64/8x4/k16"))
+       for op in ("nn", "nt", "tt")},
     ("tune", "128x64/8x8/k8", "float32"): 3,
     ("tune", "64x128/8x8/k8", "float32"): 3,
-    ("tune", "64x64/8x4/k16", "float32"): 4,
     ("tune", "128x128/16x8/k8", "float32"): 2,
     # fp64 MMA 64x64 (four 32x32 warps): 166 registers give 3 blocks an SM; under a cap
     # of 128 (4 blocks, as its 48 KiB of shared memory allow), no spill on sm_90, and
@@ -120,9 +119,12 @@ STAGES = {
 }
 
 
-# Ops of a kind in STAGES that keep the register path: A^T B of 64x64/8x4, which took 123
-# registers on the pipeline for 95 (sm_90: 5 blocks an SM -> 4).
-STAGES_OFF = {("portgemm", "64x64/8x4", "float32", "tn"), ("tune", "64x64/8x4/k16", "float32", "tn")}
+# Ops whose registers set their blocks an SM, which keep session 10's kernel: neither
+# the pipeline (STAGES) nor the staged epilogue (STAGED_C). A^T B of 64x64/8x4 holds 95
+# registers there (5 blocks an SM); it took 123 on the pipeline and 128 with the staged
+# epilogue (sm_90: 4 blocks).
+REGISTER_BOUND_OPS = {("portgemm", "64x64/8x4", "float32", "tn"),
+                      ("tune", "64x64/8x4/k16", "float32", "tn")}
 
 
 # A static __shared__ array may not exceed 48 KiB: fewer stages where more would. The
@@ -145,7 +147,7 @@ def _has_wgmma(variant: Variant) -> bool:
 
 def stages(variant: Variant) -> int:
     """cp.async stages of ``variant`` on sm_80+ (0: the register double buffer)."""
-    if _key(variant) + (_op(variant),) in STAGES_OFF:
+    if _key(variant) + (_op(variant),) in REGISTER_BOUND_OPS:
         return 0
     s = STAGES.get(_key(variant), 0)
     elem, limit = ITEMSIZE[variant.dtype], _smem_limit(variant)
@@ -246,22 +248,20 @@ def _shape(k) -> tuple:
 # (PG_STAGED_C, bench/NOTES.md session 13), by (family, kind, dtype): our fp32 kinds
 # (and their tuning candidates of the same shapes), 1.01-1.12x faster alone on the
 # H100's short-K cells. Not 32x32/4x4 (0.95-1.00x with it), not fp64 (its 128x64/8x4 took
-# 170-184 registers for 128-130, a block an SM less), nor 64x64/8x4 A^T B (STAGED_C_OFF:
-# 95 -> 128 registers, 5 blocks an SM -> 4); sm_80 keeps the old epilogue (compat.h:
-# its 8x8 kinds took 14-28 more registers there).
+# 170-184 registers for 128-130, a block an SM less), nor REGISTER_BOUND_OPS; sm_80 keeps
+# the old epilogue (compat.h: its 8x8 kinds took 14-28 more registers there).
 STAGED_C = {
     *(("portgemm", k.kind, "float32") for k in FAMILIES["portgemm"]
       if k.engine == "simt" and k.kind != "32x32/4x4"),
     *(("tune", k.kind, "float32") for k in FAMILIES["tune"]
       if _shape(k) in {_shape(p) for p in FAMILIES["portgemm"] if p.kind != "32x32/4x4"}),
 }
-STAGED_C_OFF = {("portgemm", "64x64/8x4", "float32", "tn"), ("tune", "64x64/8x4/k16", "float32", "tn")}
 
 
 def staged_c(variant: Variant) -> bool:
     """Whether ``variant`` takes PG_STAGED_C (STAGED_C above)."""
     return (lean(variant) and _key(variant) in STAGED_C
-            and _key(variant) + (_op(variant),) not in STAGED_C_OFF)
+            and _key(variant) + (_op(variant),) not in REGISTER_BOUND_OPS)
 
 
 # The lean variants on the cp.async pipeline whose main loop stages A k-major by element

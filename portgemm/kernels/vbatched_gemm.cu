@@ -954,6 +954,16 @@ __device__ __forceinline__ void pg_store_staged(const PG_ACC (&acc)[RM][RN], PG_
 #endif
 #endif
 
+// One k of a thread's micro-tile: acc += a b^T (the SIMT main loops' FMAs).
+template <int RM, int RN>
+__device__ __forceinline__ void pg_outer(PG_ACC (&acc)[RM][RN], const PG_T (&a)[RM], const PG_T (&b)[RN])
+{
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc[i][j] += PG_ACC(a[i]) * PG_ACC(b[j]);
+}
+
 template <int BM, int BN, int BK, int NT, int RM, int RN>
 __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, int n0,
                                         PG_T* smem PG_TILE_CARRY_PARAMS)
@@ -1058,10 +1068,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
                     if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK);
                     pg_cp_async_commit();
                 }
-#pragma unroll
-                for (int i = 0; i < RM; ++i)
-#pragma unroll
-                    for (int jj = 0; jj < RN; ++jj) acc[i][jj] += PG_ACC(a[f][i]) * PG_ACC(b[f][jj]);
+                pg_outer(acc, a[f], b[f]);
             }
             rs = rn;
             ws = ws + 1 == ST ? 0 : ws + 1;
@@ -1131,10 +1138,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
                         if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK);
                         pg_cp_async_commit();
                     }
-#pragma unroll
-                    for (int i = 0; i < RM; ++i)
-#pragma unroll
-                        for (int jj = 0; jj < RN; ++jj) acc[i][jj] += PG_ACC(a[i]) * PG_ACC(b[jj]);
+                    pg_outer(acc, a, b);
                 }
             }
             rs = rs + 1 == ST ? 0 : rs + 1;
@@ -1258,10 +1262,7 @@ __device__ __forceinline__ void pg_tile(const PgGemm* __restrict__ gp, int m0, i
                 SA::template read<RM>(a, as, kk, ty * RM);
 #pragma unroll
                 for (int g = 0; g < NG; ++g) SB::template read<CV>(b + g * CV, bs, kk, g * GS + tx * CV);
-#pragma unroll
-                for (int i = 0; i < RM; ++i)
-#pragma unroll
-                    for (int j = 0; j < RN; ++j) acc[i][j] += PG_ACC(a[i]) * PG_ACC(b[j]);
+                pg_outer(acc, a, b);
             }
 #if PG_LEAN_STEP
             if (more) store(so ^ STAGE);
