@@ -8,7 +8,8 @@ prepared), the default plan without the dtype's family's kind factors ("old": th
 measured entry held in memory without them, ceilings.use_in_memory; other families'
 factors stay), the default plan with them ("new"), where the family has factors per
 depth the default with its one factor per kind only ("flat"), and one kind forced on
-every GEMM (FORCED). Every plan's output is checked once against a float64 reference
+every GEMM (FORCED); for float64 also the default rule on our family's SIMT kinds alone
+("SIMT", issue 9's fp64 target). Every plan's output is checked once against a float64 reference
 (NaN-poisoned C, a few GEMMs). Cases per dtype:
 
 - float64: the kernel bench's four fp64 cases, OFF_GRID, planner_proof's broad fp64
@@ -41,7 +42,8 @@ from portgemm.backends import cuda as cuda_backend  # noqa: E402
 from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
 from portgemm.occupancy import ceilings  # noqa: E402
 from portgemm.planner.cost_model import predict  # noqa: E402
-from portgemm.tuning.model import one_kind_plan  # noqa: E402
+from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
+from portgemm.tuning.model import kinds_plan, one_kind_plan  # noqa: E402
 from portgemm.benchmark.workloads import grid_cases  # noqa: E402
 from kernel_bench import CASES, Reference, checked, make_batch  # noqa: E402
 from planner_proof import broad_batches  # noqa: E402
@@ -145,6 +147,8 @@ def main(argv=None):
     if flat != row:
         entries["flat"] = flat
     forced = next(k for k in tiles.FAMILIES[fam] if k.kind == forced_kind)
+    simt = () if dtype != "float64" else tuple(sorted(
+        (k for k in tiles.FAMILIES[OUR_FAMILY[dtype]] if k.engine == "simt"), key=lambda k: k.area))
     rows, raw = [], []
     for group, name, shapes, A, B, C in all_cases(cp, args.quick, dtype):
         ref = Reference(cp, A, B)
@@ -164,28 +168,39 @@ def main(argv=None):
         err = checked(cp, bound, C, ref)
         res["forced"] = (do_bench(cp, bound, warmup_ms=10.0, rep_ms=args.rep_ms), err,
                          predict(p), "")
+        if simt:   # with the measured factors ("new")
+            ceilings.use_in_memory(arch.name, entries["new"])
+            p = kinds_plan(shapes, simt, dtype, arch)
+            bound = p.bind(A, B, C, backend=be)
+            err = checked(cp, bound, C, ref)
+            res["simt"] = (do_bench(cp, bound, warmup_ms=10.0, rep_ms=args.rep_ms), err,
+                           predict(p), " ".join(f"{k}:{v}" for k, v in p.tiles_per_kind().items()))
         cub = res["cublas"][0]
         rows.append([group, name, len(shapes), flops / cub / 1e9, cub / res["old"][0],
                      cub / res["new"][0], cub / res["forced"][0],
                      res["old"][0] / res["new"][0], res["new"][3],
-                     max(r[1] for r in res.values())])
+                     max(r[1] for r in res.values()),
+                     cub / res["simt"][0] if simt else float("nan")])
         raw.append({"group": group, "case": name, "batch": len(shapes), "flops": flops,
                     **{f"{m}_ms": r[0] for m, r in res.items()},
                     **{f"{m}_pred_ms": r[2] for m, r in res.items() if r[2] is not None},
                     "old_tiles": res["old"][3], "new_tiles": res["new"][3],
+                    **({"simt_tiles": res["simt"][3]} if simt else {}),
                     "err": max(r[1] for r in res.values())})
         if "flat" in res:
             raw[-1].update(flat_tiles=res["flat"][3])
             print(f"{name}: flat x cuBLAS {cub / res['flat'][0]:.3f} ({res['flat'][3]})")
         print(f"{name}: {res['old'][3]} -> {res['new'][3]}; x cuBLAS old {rows[-1][4]:.3f} "
               f"new {rows[-1][5]:.3f} forced "
-              f"{rows[-1][6]:.3f}", flush=True)
+              f"{rows[-1][6]:.3f}" + (f" SIMT {rows[-1][10]:.3f}" if simt else ""), flush=True)
     ceilings.use_in_memory(arch.name, entries["new"])
     lines = [f"device: {be.device_name()}; bound calls; x cuBLAS grouped {dtype} (higher is "
              "faster); new/old: old ms / new ms; err: max relative error vs float64",
              tabulate(rows, headers=["group", "case", "GEMMs", "cuBLAS GFLOP/s", "old",
-                                     "new", forced_kind, "new/old", "new plan's tiles", "err"],
-                      floatfmt=(None, None, None, ".0f", ".3f", ".3f", ".3f", ".3f", None, ".1e"))]
+                                     "new", forced_kind, "new/old", "new plan's tiles", "err",
+                                     "SIMT"],
+                      floatfmt=(None, None, None, ".0f", ".3f", ".3f", ".3f", ".3f", None, ".1e",
+                                ".3f"))]
 
     def geo(xs):
         return float(np.exp(np.mean(np.log(xs)))) if len(xs) else float("nan")
@@ -202,7 +217,9 @@ def main(argv=None):
                          f"{geo([r[7] for r in sel]):.3f}, new slower than old by > 2 % in "
                          f"{sum(r[7] < 0.98 for r in sel)}"
                          + (f"; flat (one factor per kind) {flat_geo(sel):.3f}"
-                            if "flat" in entries else ""))
+                            if "flat" in entries else "")
+                         + (f"; SIMT alone {geo([r[10] for r in sel]):.3f}, below 1.0x in "
+                            f"{sum(r[10] < 1 for r in sel)}" if simt else ""))
     bad = [r for r in rows if not r[9] < TOLERANCE[dtype]]
     lines.append("max error: " + (f"{max(r[9] for r in rows):.2e}" if not bad else
                                   "FAILED " + "; ".join(f"{r[1]} {r[9]}" for r in bad)))

@@ -48,7 +48,7 @@ from portgemm.benchmark.half_cli import grid_main  # noqa: E402
 from portgemm.kernels import render, resources  # noqa: E402
 from portgemm.kernels.variants import variants_for  # noqa: E402
 from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
-from portgemm.tuning.model import one_kind_plan  # noqa: E402
+from portgemm.tuning.model import kinds_plan, one_kind_plan  # noqa: E402
 from timing import do_bench, random_batch  # noqa: E402
 
 TENSOR_CORE = ("float16", "bfloat16", "tf32", "3xtf32")   # formats of the peer grid (half_cli.py)
@@ -120,7 +120,7 @@ CONFIGS = {
                          ("portgemm", "128x64/8x8", F32): 1,
                          ("portgemm", "64x128/8x8", F32): 1}},
 }
-TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES", "KPIPE")
+TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES", "KPIPE", "LEAN_FAMILIES")
 # fp64 MMA kinds: the 64x64 kind capped to 128 registers (4 blocks an SM, as its 48 KiB
 # of shared memory allow), and with 3 stages instead of 4
 CONFIGS["dmma-cap4"] = {"MIN_BLOCKS": {("portgemm-f64", "64x64/w32x32", F64): 4}}
@@ -128,14 +128,27 @@ CONFIGS["dmma-st3"] = {"STAGES": {("portgemm-f64", "64x64/w32x32", F64): 3,
                                   ("portgemm-f64", "32x32/w16x16", F64): 3}}
 
 # --extra: shapes outside the catalogue timed beside it (family "bench-f64"), with their
-# cp.async stages; a shape that wins goes into tiles.py (64x32/w32x16 did).
+# cp.async stages; a shape that wins goes into tiles.py (64x32/w32x16 did, and the SIMT
+# 64x64/8x4). The SIMT ones: 128-thread fp64 8x8 kinds on the k-major pipeline
+# (render.KPIPE), 3 stages, capped at 2 blocks an SM (246-254 registers, no spill on sm_90).
 EXTRA = {"float64": tiles._family("bench-f64", [
     ("128x64/w32x32",  128,  64, 8, 256, 32, 32, "mma"),
     ("64x64/w32x16",    64,  64, 8, 256, 32, 16, "mma"),
     ("128x64/w64x32",  128,  64, 8, 128, 64, 32, "mma"),
     ("64x128/w32x64",   64, 128, 8, 128, 32, 64, "mma"),
+    ("128x64/8x8",     128,  64, 8, 128,  8,  8),
+    ("64x128/8x8",      64, 128, 8, 128,  8,  8),
 ])}
-EXTRA_STAGES = {("bench-f64", k.kind, F64): 4 for k in EXTRA["float64"]}
+EXTRA_SIMT_BLOCKS = {"128x64/8x8": 2, "64x128/8x8": 2}
+EXTRA_STAGES = {("bench-f64", k.kind, F64): 4 if k.engine == "mma" else 3
+                for k in EXTRA["float64"]}
+EXTRA_TABLES = {"STAGES": EXTRA_STAGES,
+                "KPIPE": {("bench-f64", k, F64) for k in EXTRA_SIMT_BLOCKS},
+                "MIN_BLOCKS": {("bench-f64", k, F64): b for k, b in EXTRA_SIMT_BLOCKS.items()},
+                "LEAN_FAMILIES": ("bench-f64",)}
+# fp64's 8x4 / 4x8 kinds back on the register path (before session 14's KPIPE)
+CONFIGS["f64reg"] = {"STAGES": {(fam, k, F64): 0 for fam, kinds in render.F64_KPIPE_KINDS.items()
+                                for k in kinds}}
 
 
 def apply_config(name, committed):
@@ -198,8 +211,16 @@ def timed_kinds(dtype, extra=False):
 def methods(dtype, extra=False):
     """(label, plan keywords, forced kind or None) of every timed plan."""
     out = [("default", {}, None), ("ours per-kind", dict(family=OURS[dtype], mode="per-kind"), None)]
+    if dtype == "float64":   # issue 9's fp64 target: the planner on the SIMT kinds alone
+        out.append(("ours SIMT", {"kinds": simt_kinds(dtype, extra)}, None))
     out += [(k.kind, None, k) for k in timed_kinds(dtype, extra)]
     return out
+
+
+def simt_kinds(dtype, extra=False):
+    """The SIMT kinds of timed_kinds, small -> large (as the planner's families run)."""
+    return tuple(sorted((k for k in timed_kinds(dtype, extra) if k.engine == "simt"),
+                        key=lambda k: k.area))
 
 
 def _launches(plan, be):
@@ -236,7 +257,10 @@ def main(argv=None):
         return
     t0 = time.perf_counter()
     if args.extra:
-        render.STAGES.update(EXTRA_STAGES)
+        for table, more in EXTRA_TABLES.items():
+            base_t = getattr(render, table)
+            setattr(render, table, {**base_t, **more} if isinstance(base_t, dict) else
+                    base_t | more if isinstance(base_t, set) else base_t + more)
     base = cuda_backend.create()
     cp = base.cp
     cublas = CublasGrouped(cp)
@@ -274,6 +298,7 @@ def main(argv=None):
             cub = raw[i]["ms"]
             for label, kw, kind in methods(dtype, args.extra):
                 p = (one_kind_plan(shapes, kind, dtype, arch) if kind is not None
+                     else kinds_plan(shapes, kw["kinds"], dtype, arch) if "kinds" in kw
                      else portgemm.plan(shapes, dtype, arch=arch, **kw))
                 bound = p.bind(A, B, C, backend=be)
                 err = checked(cp, bound, C, ref)
@@ -295,7 +320,7 @@ def main(argv=None):
                                      "x cuBLAS", "regs / tiles", "err"],
                       floatfmt=(None, None, None, ".1f", ".1f", ".2f", None, ".1e"))]
     for cfg in configs:
-        for label in ("default", "ours per-kind"):
+        for label in ("default", "ours per-kind", "ours SIMT"):
             r = [x for x in rows if x[1] == cfg and x[2] == label]
             if r:
                 geo = float(np.exp(np.mean(np.log([x[5] for x in r]))))

@@ -301,11 +301,15 @@ PORTGEMM = _family("portgemm", [
 # Measured on the H100 (bench/kernel_bench.py --extra, bench/NOTES.md): 128x64/w32x32
 # (8 warps), 64x64/w32x16 (8 warps), 128x64/w64x32 and 64x128/w32x64 (4 warps, 234-254
 # registers) were 3-25 % slower than 64x64/w32x32 on every case, and the last two spill
-# in the AMD emulation.
+# in the AMD emulation. The SIMT 64x64/8x4 (128 threads, 32 accumulators a thread, on
+# the k-major cp.async pipeline) ran 1.3-1.6x the 256-thread SIMT kinds on the H100 and
+# 0.88-1.44x cuBLAS's grouped DMMA kernel (bench/NOTES.md, session 14); 8x8 micro-tiles
+# (128x64, 64x128, 128 threads, 250 registers) were 0.85-1.0x it.
 #            kind           tm   tn  tk  threads rm  rn  engine
 PORTGEMM_F64 = _family("portgemm-f64", [
     ("32x32/4x4",    32,  32,  8,  64,  4, 4),
     ("64x64/4x4",    64,  64, 16, 256,  4, 4),
+    ("64x64/8x4",    64,  64,  8, 128,  8, 4),
     ("128x64/8x4",  128,  64,  8, 256,  8, 4),
     ("64x128/4x8",   64, 128,  8, 256,  4, 8),
     ("32x32/w16x16", 32,  32,  8, 128, 16, 16, "mma"),

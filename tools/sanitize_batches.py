@@ -116,22 +116,23 @@ def nan_batch(cp, rng, shapes, dtype, ta, tb, strided):
 
 
 def simt_blocks(be, arch, rng) -> int:
-    """Every fp32 SIMT kind of ours forced (both main loops, the k-major pipeline and the
-    register path, and the epilogue that stages unaligned C through shared memory),
-    three tiles a block: a warp's epilogue then runs beside the other warps' next tile,
-    whose copies must not touch the shared rows it uses (racecheck)."""
+    """Every SIMT kind of ours forced, fp32 and fp64 (both main loops, the k-major
+    pipeline and the register path, and the epilogue that stages unaligned C through
+    shared memory), three tiles a block: a warp's epilogue then runs beside the other
+    warps' next tile, whose copies must not touch the shared rows it uses (racecheck)."""
     cp = be.cp
     shapes = [*SHAPES, (200, 300, 24), (129, 257, 9), (256, 128, 40)]
     bad = 0
-    kinds = [k.kind for k in FAMILIES[FAMILY["float32"]] if k.engine == "simt"]
-    for kind, (ta, tb) in itertools.product(kinds, itertools.product((False, True), repeat=2)):
-        A, B, C, alpha, beta, ref = nan_batch(cp, rng, shapes, "float32", ta, tb, True)
-        p = family_plan(shapes, "float32", arch, "per-kind", kind, tiles_per_block=3)
+    kinds = [(dt, k.kind) for dt in ("float32", "float64") for k in FAMILIES[FAMILY[dt]]
+             if k.engine == "simt"]
+    for (dt, kind), (ta, tb) in itertools.product(kinds, itertools.product((False, True), repeat=2)):
+        A, B, C, alpha, beta, ref = nan_batch(cp, rng, shapes, dt, ta, tb, True)
+        p = family_plan(shapes, dt, arch, "per-kind", kind, tiles_per_block=3)
         p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
         err = max_rel_error([cp.asnumpy(c) for c in C], ref)
-        bad += not err < TOL["float32"]
-        print(f"simt {kind} 3 tiles/block trans={int(ta)}{int(tb)}: err {err:.2e} "
-              f"{'ok' if err < TOL['float32'] else 'WRONG'}")
+        bad += not err < TOL[dt]
+        print(f"simt {dt} {kind} 3 tiles/block trans={int(ta)}{int(tb)}: err {err:.2e} "
+              f"{'ok' if err < TOL[dt] else 'WRONG'}")
     return bad
 
 

@@ -46,6 +46,10 @@ MIN_BLOCKS = {
     # 3-8 % faster on the H100 (kernel_bench "dmma-cap4"). sm_80 ignores it (compat.h).
     ("portgemm-f64", "64x64/w32x32", "float64"): 4,
     ("tune-f64", "64x64/w32x32/k8", "float64"): 4,
+    # fp64 SIMT 64x64/8x4 on the k-major pipeline: 204 registers with no hint (2 blocks
+    # an SM); capped at 3, 160-168 with no spill on sm_90 (every op)
+    ("portgemm-f64", "64x64/8x4", "float64"): 3,
+    ("tune-f64", "64x64/8x4/k8", "float64"): 3,
     # the 16-bit 128x128 MMA kind (8 warps, 64 accumulators a lane): 163 registers leave
     # one block an SM; capped at 2 (128 registers) it does not spill on sm_90. 128x64
     # (4 warps) capped at 4 blocks spilled 8-104 bytes there, so it keeps 3 (166).
@@ -66,6 +70,11 @@ MIN_BLOCKS = {
 }
 
 
+# fp64's SIMT kinds on the k-major pipeline (STAGES and KPIPE below), by family
+F64_KPIPE_KINDS = {"portgemm-f64": ("64x64/8x4", "128x64/8x4", "64x128/4x8"),
+                   "tune-f64": ("64x64/8x4/k8", "128x64/8x4/k8", "64x128/4x8/k8")}
+
+
 # cp.async pipeline stages (sm_80+), same keys as MIN_BLOCKS; absent: 0, the register
 # double buffer everywhere (the paper's kinds keep the kernel they were measured with).
 # Measured on the H100 (bench/kernel_bench.py, bench/NOTES.md): fp64's 32x32 and 64x64
@@ -83,6 +92,10 @@ STAGES = {
     # the same two tiles among the tuning candidates, so `tune` times what runs
     ("tune-f64", "32x32/4x4/k8", "float64"): 3,
     ("tune-f64", "64x64/4x4/k16", "float64"): 3,
+    # fp64's 8x4 / 4x8 kinds on the k-major pipeline (KPIPE below): 1.09-1.13x their
+    # register path for 64x64/8x4 (128 threads, the fastest fp64 SIMT kind), 1.04-1.09x
+    # for the 256-thread ones at the same blocks an SM (kernel_bench "f64reg", session 14)
+    **{(fam, kind, "float64"): 3 for fam, kinds in F64_KPIPE_KINDS.items() for kind in kinds},
     ("tune-f64", "32x32/w16x16/k8", "float64"): 4,
     ("tune-f64", "64x32/w32x16/k8", "float64"): 4,
     ("tune-f64", "64x64/w32x32/k8", "float64"): 4,
@@ -207,10 +220,12 @@ def lean(variant: Variant) -> bool:
     beta once. Fused, ragged and grid-z entry points and the paper's families render as
     before: under their register caps the extra paths spilled 4-32 bytes (sm_80, sm_90).
     So do the fp64 kinds on the cp.async pipeline: lean, 64x64/4x4 spilled 20 bytes on
-    sm_80 and took 134 registers on sm_90 (one block an SM instead of two)."""
+    sm_80 and took 134 registers on sm_90 (one block an SM instead of two). The fp64
+    kinds of the k-major pipeline (KPIPE) are lean."""
     return (not variant.fused and variant.layout == "tile-list"
             and all(k.engine == "simt" and k.family in LEAN_FAMILIES for k in variant.kinds)
-            and not (variant.dtype == "float64" and stages(variant) > 0))
+            and not (variant.dtype == "float64" and stages(variant) > 0
+                     and _key(variant) not in KPIPE))
 
 
 # The lean variants whose register-path main loop loads the k steps inside the matrix
@@ -269,11 +284,13 @@ def staged_c(variant: Variant) -> bool:
 # (family, kind, dtype): the fp32 kinds with STAGES above. 128x128/16x8 ran 1.10-1.15x
 # faster on it than on the x-major pipeline, whose step reads and copies sat between the
 # barrier and the first FMA; the others 1.02-1.29x faster than on the register path.
+# And fp64's 8x4 / 4x8 kinds (F64_KPIPE_KINDS, session 14).
 # (B^T takes the register path: PG_PIPELINE; there the flag only keeps the kind's cap.)
 KPIPE = {(fam, kind, "float32") for fam, kinds in (
     ("portgemm", ("64x64/8x4", "64x128/8x8", "128x64/8x8", "128x128/16x8")),
     ("tune", ("64x64/8x4/k16", "64x128/8x8/k8", "128x64/8x8/k8", "128x128/16x8/k8")))
-    for kind in kinds}
+    for kind in kinds} | {(fam, kind, "float64") for fam, kinds in F64_KPIPE_KINDS.items()
+                          for kind in kinds}
 
 
 def kpipe(variant: Variant) -> bool:

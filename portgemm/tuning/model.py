@@ -25,8 +25,14 @@ def _shapes(shapes) -> np.ndarray:
 
 def one_kind_plan(shapes, kind, dtype: str, arch, resources=None):
     """A per-kind plan of ``shapes`` that tiles every GEMM with ``kind``."""
+    return kinds_plan(shapes, (kind,), dtype, arch, resources)
+
+
+def kinds_plan(shapes, kinds, dtype: str, arch, resources=None):
+    """The default rule's per-kind plan of ``shapes`` over ``kinds`` (TileConfigs, small
+    -> large) instead of a family's."""
     req = Request(_shapes(shapes), dtype, arch, "per-kind", {}, resources, mode_given=True)
-    return algorithm1(req, "wavefront-tlp", "wavefront", kinds=(kind,))
+    return algorithm1(req, "wavefront-tlp", "wavefront", kinds=tuple(kinds))
 
 
 def family_kind_plan(shapes, dtype: str, arch, family: str, kind: str, label: str = "forced"):
