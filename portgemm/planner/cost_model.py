@@ -277,18 +277,22 @@ def _launch_times(kc: KindCosts, n: list, per_kind: bool):
     """((prologue + epilogue, step), the same in the last wave), each a list per kind, of
     tiles at :func:`sharing` and :func:`last_sharing` of ``n`` tiles per kind (integers,
     as floats): their arithmetic, operation for operation, in Python floats (a handful
-    of kinds: NumPy's per-call cost would be most of it)."""
+    of kinds: NumPy's per-call cost would be most of it). Kinds without tiles get 0.0:
+    only GEMMs of no tiles take them, whose times weigh nothing (x 0 tiles) and enter
+    no maximum or schedule (predict_gemms), so only the live kinds are computed."""
     cus, tw, act = kc.cus, *_kind_lists(kc)[:2]
+    live = [k for k, x in enumerate(n) if x]
     if per_kind:   # each kind's launch on its own (tiles_sharing, waves_of)
-        first = [_sharing_of(x, cus, a, w) for x, a, w in zip(n, act, tw)]
-        last = [_sharing_of(_last_wave(x, cus * a), cus, a, w) for x, a, w in zip(n, act, tw)]
-        return _times_at(kc, *zip(*first)), _times_at(kc, *zip(*last))
+        first = {k: _sharing_of(n[k], cus, act[k], tw[k]) for k in live}
+        last = {k: _sharing_of(_last_wave(n[k], cus * act[k]), cus, act[k], tw[k])
+                for k in live}
+        return _times_at(kc, first, live), _times_at(kc, last, live)
     total = sum(n)   # integers: exact in any order, as is the dot product below
     warps = sum(x * w for x, w in zip(n, tw)) / total if total else kc.tile_warps_max
-    k = len(n)
     r, u = _sharing_of(total, cus, kc.active_max, warps)
     rl, ul = _sharing_of(_last_wave(total, kc.slots_max), cus, kc.active_max, warps)
-    return _times_at(kc, [r] * k, [u] * k), _times_at(kc, [rl] * k, [ul] * k)
+    return (_times_at(kc, dict.fromkeys(live, (r, u)), live),
+            _times_at(kc, dict.fromkeys(live, (rl, ul)), live))
 
 
 def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
@@ -324,26 +328,30 @@ def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
         warps = sum(x * w for x, w in zip(n, tw)) / total if total > 0 else kc.tile_warps_max
         r1, u1 = _sharing_of(total, cus, kc.active_max, warps)
         r, u = [r1] * len(n), [u1] * len(n)
-    return _times_at(kc, r, u)
+    return _times_at(kc, list(zip(r, u)))
 
 
-def _times_at(kc: KindCosts, r: list, u: list):
-    """:func:`stage_times` at sharing (r, u) (lists of floats, one per kind) as lists
-    (prologue + epilogue, step): the same IEEE operations in the same order."""
+def _times_at(kc: KindCosts, ru, kinds=None):
+    """:func:`stage_times` at sharing ``ru`` ((r, u) per kind: a list, or a dict over
+    ``kinds``) as lists (prologue + epilogue, step): the same IEEE operations in the
+    same order. ``kinds``: only these kinds' entries (the rest 0.0); None: every kind."""
     _, _, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor = _kind_lists(kc)
     c = kc.ceil
     lat, per_cu = c.latency_s, c.copy_bytes_per_s / kc.cus
     smem = c.smem_bytes_per_s_per_cu
-    pe, steps = [], []
-    for k, (g, s, f, cb) in enumerate(zip(g_bytes, s_bytes, fmas_k, c_bytes)):
-        bw = per_cu / r[k]
-        glob = g / bw
-        step = max(max(lat, glob), max(s / (smem * u[k] / r[k]), f / (fmas[k] * u[k] / r[k])))
-        pro, epi = PROLOGUE_LATENCIES * lat + glob, cb / bw
+    n_k = len(g_bytes)
+    pe, steps = [0.0] * n_k, [0.0] * n_k
+    for k in range(n_k) if kinds is None else kinds:
+        r, u = ru[k]
+        bw = per_cu / r
+        glob = g_bytes[k] / bw
+        step = max(max(lat, glob), max(s_bytes[k] / (smem * u / r),
+                                       fmas_k[k] / (fmas[k] * u / r)))
+        pro, epi = PROLOGUE_LATENCIES * lat + glob, c_bytes[k] / bw
         if factor is not None:
             pro, step, epi = pro * factor[k], step * factor[k], epi * factor[k]
-        pe.append(pro + epi)
-        steps.append(step)
+        pe[k] = pro + epi
+        steps[k] = step
     return pe, steps
 
 
@@ -361,6 +369,13 @@ def _kind_lists(kc: KindCosts) -> tuple:
         kc.s_bytes.tolist(), kc.fmas.tolist(), kc.c_bytes.tolist(),
         (kc.kind_flops / 2.0 / kc.cus).tolist(),
         kc.factor.tolist() if kc.factor is not None else None))
+
+
+def _tile_areas(kc: KindCosts) -> list:
+    """tm x tn per kind as floats (the launch order's key before x K), memoised per
+    KindCosts."""
+    return kept_for(_lists_memo, kc, (id(kc), "areas"), MEMO_ENTRIES,
+                    lambda: (kc.tm * kc.tn).tolist())
 
 
 def steps_of(K: np.ndarray, tk: np.ndarray) -> np.ndarray:
@@ -470,6 +485,11 @@ class BatchModel:
         return (pro + epi) + self.steps * step
 
 
+# predict_gemms prices a two-wave launch of at most this many GEMMs in Python floats
+# (_two_wave_of_gemms): below it NumPy's per-call cost is most of the price
+PY_GEMMS = 64
+
+
 def predict_gemms(kc: KindCosts, kidx: np.ndarray, c: np.ndarray, steps: np.ndarray,
                   K: np.ndarray, per_kind: bool, floor: float):
     """(seconds, tiles per kind) of one call when GEMM i runs c[i] tiles of kind kidx[i]
@@ -477,24 +497,71 @@ def predict_gemms(kc: KindCosts, kidx: np.ndarray, c: np.ndarray, steps: np.ndar
     in the order the plans launch them (tiling.gemm_lpt_order: descending tm tn K;
     per kind, descending K inside each kind's launch)."""
     n_k = np.bincount(kidx, weights=c, minlength=kc.n_kinds)
-    (pe, step), (pe_l, step_l) = _launch_times(kc, n_k.tolist(), per_kind)
+    n = n_k.tolist()
+    times = _launch_times(kc, n, per_kind)
+    live = [k for k, x in enumerate(n) if x]
+    if not live:
+        return 0.0, n_k
+    if kidx.shape[0] <= PY_GEMMS and (not per_kind or len(live) == 1):
+        # one launch with the device to itself: of two waves, priced in Python
+        slots = kc.cus * (float(kc.active[live[0]]) if per_kind else float(kc.active.max()))
+        if math.ceil(sum(n) / slots - 1e-9) == 2:
+            exec_s = _two_wave_of_gemms(kc, kidx, c, steps, K, times, slots)
+            return kc.ceil.launch_s + max(exec_s, floor), n_k
+    (pe, step), (pe_l, step_l) = times
     t = np.array(pe).take(kidx) + steps * np.array(step).take(kidx)
     t_last = np.array(pe_l).take(kidx) + steps * np.array(step_l).take(kidx)
     key = kc.tm[kidx] * kc.tn[kidx] * K   # integers below 2**53: exact
     if per_kind:
         exec_s, launches = 0.0, 0
-        live = np.flatnonzero(n_k)
         for k in live:
             sel = kidx == k
             exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k], t_last[sel], key[sel],
-                               alone=live.shape[0] == 1)
+                               alone=len(live) == 1)
             launches += 1
     else:
         exec_s = makespan(c, t, kc.cus * float(kc.active.max()), t_last, key)
-        launches = 1 if n_k.sum() else 0
-    if not launches:
-        return 0.0, n_k
+        launches = 1
     return launches * kc.ceil.launch_s + max(exec_s, floor), n_k
+
+
+def _two_wave_of_gemms(kc: KindCosts, kidx, c, steps, K, times, slots: float) -> float:
+    """makespan's two-wave price (:func:`two_wave_exec`) of one launch of every GEMM
+    with tiles, in Python floats, GEMM by GEMM rather than tile by tile: a GEMM's tiles
+    all take one time, so the sorted first wave and the second are runs of equal
+    times, and each end is one sum per pair of runs that meet. The same tile times
+    (pe + steps x step, two roundings), the same launch order (descending tm tn K,
+    stable) and the same sums as on the arrays of tiles; maxima are exact."""
+    (pe, step), (pe_l, step_l) = times
+    k_of, n_of, s_of, K_of = kidx.tolist(), c.tolist(), steps.tolist(), K.tolist()
+    area = _tile_areas(kc)
+    key = {i: -(area[k_of[i]] * K_of[i]) for i, x in enumerate(n_of) if x}
+    room = int(round(slots))
+    first, second = [], []   # runs (time, tiles): the first wave's, the second's in order
+    for i in sorted(key, key=key.__getitem__):   # stable: argsort(-key, kind="stable")
+        k, x, st = k_of[i], int(n_of[i]), s_of[i]
+        into = min(room, x)
+        if into:
+            first.append((pe[k] + st * step[k], into))
+            room -= into
+        if x > into:
+            second.append((pe_l[k] + st * step_l[k], x - into))
+    first.sort()
+    end, at, left = first[-1][0], 0, first[0][1]
+    for t2, m in second:   # the j-th second-wave tile follows the j-th first to end
+        while m:
+            x = first[at][0] + t2
+            if x > end:
+                end = x
+            if m < left:
+                left -= m
+                break
+            m -= left
+            at += 1
+            if at == len(first):   # every first-wave tile followed (n <= 2 S: all done)
+                return float(end)
+            left = first[at][1]
+    return float(end)
 
 
 def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,

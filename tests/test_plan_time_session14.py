@@ -1,0 +1,142 @@
+"""The planning-time shortcuts of session 14 (bench/NOTES.md draft: "Session 14:
+planning time") compute the numbers the code before them computed. Each against the
+code it replaces (kept here verbatim), on random inputs: predict_gemms' launch times
+of the live kinds only and its two-wave price GEMM by GEMM in Python floats."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from portgemm.occupancy import get_arch
+from portgemm.planner import cost_model as C
+from portgemm.planner.cost_model import (PROLOGUE_LATENCIES, _kind_lists, _last_wave,
+                                         _sharing_of, kind_costs, makespan)
+from portgemm.planner.parallelism import kind_table
+from portgemm.planner.wavefront_tlp import FAMILY, family_option, our_family
+
+
+# --- the code before session 14 -------------------------------------------------------
+
+def _old_times_at(kc, r: list, u: list):
+    _, _, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor = _kind_lists(kc)
+    c = kc.ceil
+    lat, per_cu = c.latency_s, c.copy_bytes_per_s / kc.cus
+    smem = c.smem_bytes_per_s_per_cu
+    pe, steps = [], []
+    for k, (g, s, f, cb) in enumerate(zip(g_bytes, s_bytes, fmas_k, c_bytes)):
+        bw = per_cu / r[k]
+        glob = g / bw
+        step = max(max(lat, glob), max(s / (smem * u[k] / r[k]), f / (fmas[k] * u[k] / r[k])))
+        pro, epi = PROLOGUE_LATENCIES * lat + glob, cb / bw
+        if factor is not None:
+            pro, step, epi = pro * factor[k], step * factor[k], epi * factor[k]
+        pe.append(pro + epi)
+        steps.append(step)
+    return pe, steps
+
+
+def _old_launch_times(kc, n: list, per_kind: bool):
+    cus, tw, act = kc.cus, *_kind_lists(kc)[:2]
+    if per_kind:
+        first = [_sharing_of(x, cus, a, w) for x, a, w in zip(n, act, tw)]
+        last = [_sharing_of(_last_wave(x, cus * a), cus, a, w) for x, a, w in zip(n, act, tw)]
+        return _old_times_at(kc, *zip(*first)), _old_times_at(kc, *zip(*last))
+    total = sum(n)
+    warps = sum(x * w for x, w in zip(n, tw)) / total if total else kc.tile_warps_max
+    k = len(n)
+    r, u = _sharing_of(total, cus, kc.active_max, warps)
+    rl, ul = _sharing_of(_last_wave(total, kc.slots_max), cus, kc.active_max, warps)
+    return _old_times_at(kc, [r] * k, [u] * k), _old_times_at(kc, [rl] * k, [ul] * k)
+
+
+def _old_predict_gemms(kc, kidx, c, steps, K, per_kind, floor):
+    n_k = np.bincount(kidx, weights=c, minlength=kc.n_kinds)
+    (pe, step), (pe_l, step_l) = _old_launch_times(kc, n_k.tolist(), per_kind)
+    t = np.array(pe).take(kidx) + steps * np.array(step).take(kidx)
+    t_last = np.array(pe_l).take(kidx) + steps * np.array(step_l).take(kidx)
+    key = kc.tm[kidx] * kc.tn[kidx] * K
+    if per_kind:
+        exec_s, launches = 0.0, 0
+        live = np.flatnonzero(n_k)
+        for k in live:
+            sel = kidx == k
+            exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k], t_last[sel], key[sel],
+                               alone=live.shape[0] == 1)
+            launches += 1
+    else:
+        exec_s = makespan(c, t, kc.cus * float(kc.active.max()), t_last, key)
+        launches = 1 if n_k.sum() else 0
+    if not launches:
+        return 0.0, n_k
+    return launches * kc.ceil.launch_s + max(exec_s, floor), n_k
+
+
+# --- the comparisons --------------------------------------------------------------------
+
+def _costs(arch_name: str, dtype: str, per_kind: bool, ours: bool):
+    arch = get_arch(arch_name)
+    kinds = family_option(our_family(dtype, arch), dtype) if ours else FAMILY
+    mode = "per-kind" if per_kind else "fused"
+    table = kind_table(arch, kinds, mode, dtype, "exact")
+    return kind_costs(arch, kinds, table, dtype)
+
+
+def _case(rng, kc, per_kind: bool, batch: int):
+    """(kidx, c, steps, K): tiles per GEMM drawn so that the launch often has two waves
+    (the Python path), with GEMMs of no tiles, one kind or several, tied keys."""
+    n_k = kc.n_kinds
+    one = rng.random() < (0.8 if per_kind else 0.3)
+    kidx = (np.full(batch, int(rng.integers(0, n_k))) if one
+            else rng.integers(0, n_k, batch)).astype(np.int64)
+    slots = kc.cus * (float(kc.active[kidx[0]]) if per_kind else float(kc.active.max()))
+    total = int(slots * float(rng.choice([0.5, 1.0, 1.3, 1.9, 2.0, 2.5])) + rng.integers(-2, 3))
+    w = rng.random(batch) * (rng.random(batch) > 0.15)
+    if not w.any():
+        w[0] = 1.0
+    c = np.floor(w / w.sum() * max(total, 0)).astype(np.float64)
+    if rng.random() < 0.3:
+        c[int(rng.integers(0, batch))] = 0.0
+    K = rng.choice([0, 16, 64, 64, 100, 512, 2048], batch).astype(np.float64)
+    steps = np.ceil(K / kc.tk[kidx])
+    return kidx, c, steps, K
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80", "gfx90a"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("per_kind", [False, True])
+def test_predict_gemms_equals_the_numpy_one(arch, dtype, per_kind):
+    rng = np.random.default_rng([len(arch), ord(arch[-1]), len(dtype), per_kind])
+    checked = {"python": 0, "numpy": 0}
+    for ours in (False, True):
+        kc = _costs(arch, dtype, per_kind, ours)
+        for batch in [1, 2, 3, 8, 8, 17, 33, 64, 65, 200] * 12:
+            kidx, c, steps, K = _case(rng, kc, per_kind, batch)
+            floor = float(rng.choice([0.0, 1e-6, 1e-3]))
+            got = C.predict_gemms(kc, kidx, c, steps, K, per_kind, floor)
+            want = _old_predict_gemms(kc, kidx, c, steps, K, per_kind, floor)
+            assert got[0] == want[0] and type(got[0]) is type(want[0])
+            assert got[1].tolist() == want[1].tolist()
+            n = want[1].sum()
+            live = np.flatnonzero(want[1])
+            slots = kc.cus * (float(kc.active[live[0]]) if per_kind and live.size
+                              else float(kc.active.max()))
+            two = n and (not per_kind or live.size == 1) and np.ceil(n / slots - 1e-9) == 2
+            checked["python" if two and batch <= C.PY_GEMMS else "numpy"] += 1
+    assert min(checked.values()) > 20, checked
+
+
+def test_two_wave_runs_on_hand_made_launches():
+    """Runs that split across the two waves and across each other: the same ends as
+    two_wave_exec on the tiles."""
+    kc = _costs("sm_90", "float32", True, True)
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        batch = int(rng.integers(1, 12))
+        kidx = np.zeros(batch, dtype=np.int64)
+        slots = kc.cus * float(kc.active[0])
+        c = rng.multinomial(int(slots) + int(rng.integers(1, int(slots) + 1)),
+                            np.ones(batch) / batch).astype(np.float64)
+        K = rng.choice([16, 32, 48, 512, 4096], batch).astype(np.float64)
+        steps = np.ceil(K / kc.tk[kidx])
+        got = C.predict_gemms(kc, kidx, c, steps, K, True, 0.0)[0]
+        assert got == _old_predict_gemms(kc, kidx, c, steps, K, True, 0.0)[0]
