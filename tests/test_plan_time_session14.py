@@ -140,3 +140,75 @@ def test_two_wave_runs_on_hand_made_launches():
         steps = np.ceil(K / kc.tk[kidx])
         got = C.predict_gemms(kc, kidx, c, steps, K, True, 0.0)[0]
         assert got == _old_predict_gemms(kc, kidx, c, steps, K, True, 0.0)[0]
+
+
+def _old_like_for_like(req, kinds, engines):
+    """wavefront_tlp.like_for_like before session 14 (its constants made per call, the
+    unfactored costs made per price, the floors from the shapes)."""
+    import dataclasses
+    from portgemm.planner.alignment import share_of
+    from portgemm.planner.cost_model import BatchModel, batch_depth
+    from portgemm.planner.tiling import tile_counts
+
+    def factored(choice, against):
+        return choice.predicted * 1e3
+    table = kind_table(req.arch, kinds, req.mode, req.dtype,
+                       req.option("occupancy_model", "exact"), resources=req.resources)
+    depth = batch_depth(req.arch, req.shapes)
+    with_f = kind_costs(req.arch, kinds, table, req.dtype, depth=depth).factor
+    if with_f is None:
+        return 1.0, factored
+    without = kind_costs(req.arch, kinds, table, req.dtype, depth=depth,
+                         kind_factors=False).factor
+    kf = with_f / (1.0 if without is None else without)
+    kf = np.where([k.engine in engines for k in kinds], kf, 1.0)
+    if (kf == 1.0).all():
+        return 1.0, factored
+    lo, hi = min(1.0, 1.0 / float(kf.max())), max(1.0, 1.0 / float(kf.min()))
+
+    def price(choice, against):
+        o_ms = choice.predicted * 1e3
+        if o_ms * hi < against or o_ms * lo >= against:
+            return o_ms * hi if o_ms * hi < against else o_ms * lo
+        kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds),
+                        depth=depth)
+        plain = dataclasses.replace(kc, factor=kc.factor / kf)
+        model = BatchModel(req.shapes, tile_counts(req.shapes, kinds), kc, True)
+        t = model.predict(choice.kidx)[0]
+        return o_ms * model.predict(choice.kidx, plain)[0] / t if t > 0 else o_ms
+    return lo, price
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_like_for_like_price_equals_the_one_before(seed):
+    """The like-for-like price (kept constants, kept unfactored costs, the tables'
+    floors) equals the one made from scratch, priced exactly (against = its own
+    factored price) and decided by the bounds, on random batches of 1-300 GEMMs, with
+    and without classes."""
+    import dataclasses
+    from portgemm.planner import wavefront_tlp as W
+    from portgemm.planner.classes import batch_classes
+    from portgemm.planner.tiling import Request
+    from test_plan_equivalence import random_shapes
+    rng = np.random.default_rng(seed)
+    arch = get_arch("sm_90")
+    for _ in range(12):
+        batch = int(rng.choice([1, 3, 8, 40, 300, 5000]))
+        s = random_shapes(rng, batch)
+        s.flags.writeable = False
+        req = Request(s, "float32", arch, "per-kind",
+                      {"family": W.our_family("float32", arch)}, None)
+        kinds = W._kinds(req)
+        paper = W._kinds(dataclasses.replace(req, mode="fused", options={}))
+        cls = batch_classes(s, paper + kinds)
+        tabs_p = W.BatchTables(s if cls is None else cls.shapes, paper, classes=cls, full=s)
+        tabs = W.BatchTables(tabs_p.shapes, kinds, tabs_p)
+        engines = {k.engine for k in paper}
+        with W.planning():
+            choice = W._choose(req, "wavefront", kinds, tabs)
+        lo, new = W.like_for_like(req, kinds, engines, tabs.floor)
+        lo0, old = _old_like_for_like(req, kinds, engines)
+        assert lo == lo0
+        o_ms = choice.predicted * 1e3
+        for against in (o_ms, o_ms * 1.01, o_ms * 0.99, o_ms * 2, o_ms / 2, 0.0):
+            assert new(choice, against) == old(choice, against)
