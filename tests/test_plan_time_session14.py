@@ -212,3 +212,40 @@ def test_like_for_like_price_equals_the_one_before(seed):
         o_ms = choice.predicted * 1e3
         for against in (o_ms, o_ms * 1.01, o_ms * 0.99, o_ms * 2, o_ms / 2, 0.0):
             assert new(choice, against) == old(choice, against)
+
+
+def _old_splits_for(shapes, target):
+    """split_k.splits_for before session 14 (one target per call)."""
+    from portgemm.planner.split_k import BK, CANDIDATES, MIN_SLICE
+    M, N, K = shapes[:, 0], shapes[:, 1], shapes[:, 2]
+    eligible = (M > 0) & (N > 0) & (K >= 2 * MIN_SLICE)
+    want = np.maximum(-(-K // max(int(target), 1)), 1)
+    pow2 = 1 << np.ceil(np.log2(want.astype(np.float64))).astype(np.int64)
+    most = np.maximum(K // MIN_SLICE, 1)
+    most_pow2 = 1 << np.floor(np.log2(most.astype(np.float64))).astype(np.int64)
+    s = np.minimum(np.minimum(pow2, max(CANDIDATES)), most_pow2)
+    s = np.where(eligible, s, 1)
+    L = -(-(-(-K // s)) // BK) * BK
+    L = np.where(s > 1, L, K)
+    s = np.where(s > 1, -(-K // np.maximum(L, 1)), 1)
+    return s.astype(np.int64), L.astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_splits_for_every_target_at_once_equal_one_by_one(seed):
+    from portgemm.planner import split_k
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        batch = int(rng.choice([1, 2, 8, 100, 3000]))
+        shapes = np.stack([rng.integers(0, 300, batch), rng.integers(0, 300, batch),
+                           rng.choice([0, 1, 63, 64, 127, 128, 129, 1000, 4096, 8192,
+                                       2**20 + 1, 2**31 - 1], batch)], axis=1)
+        k_max = int(shapes[:, 2].max())
+        targets = [0, 1, 64, 1000] + [-(-(-(-k_max // S)) // split_k.BK) * split_k.BK
+                                      for S in split_k.CANDIDATES]
+        s_all, L_all = split_k.splits_for_targets(shapes, targets)
+        for t, s, L in zip(targets, s_all, L_all):
+            s0, L0 = _old_splits_for(shapes, t)
+            assert s.tolist() == s0.tolist() and L.tolist() == L0.tolist()
+            s1, L1 = split_k.splits_for(shapes, t)
+            assert s1.tolist() == s0.tolist() and L1.tolist() == L0.tolist()
