@@ -249,3 +249,30 @@ def test_splits_for_every_target_at_once_equal_one_by_one(seed):
             assert s.tolist() == s0.tolist() and L.tolist() == L0.tolist()
             s1, L1 = split_k.splits_for(shapes, t)
             assert s1.tolist() == s0.tolist() and L1.tolist() == L0.tolist()
+
+
+@pytest.mark.parametrize("per_kind", [False, True])
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_predict_rows_on_a_shared_context_equals_its_own(per_kind, arch):
+    """The device rule prices its candidates with and without the measured path
+    efficiencies on one rows_context: each price equals predict_rows' own."""
+    a = get_arch(arch)
+    kinds = family_option(our_family("float32", a), "float32")
+    table = kind_table(a, kinds, "per-kind" if per_kind else "fused", "float32", "exact")
+    ladder = kind_costs(a, kinds, table, "float32")
+    rng = np.random.default_rng(int(per_kind) + 2 * len(arch))
+    for _ in range(40):
+        share = tuple(float(x) for x in rng.integers(0, 65, len(kinds)) / 64)
+        kc = kind_costs(a, kinds, table, "float32", share=share)
+        rows = int(rng.integers(1, 40))
+        n = rng.integers(0, 3000, (rows, len(kinds))) * (rng.random((rows, len(kinds))) < 0.5)
+        n = n.astype(np.float64)
+        S = n * rng.integers(1, 200, n.shape)
+        Mx = rng.integers(0, 200, n.shape).astype(np.float64) * (n > 0)
+        floor = float(rng.choice([0.0, 1e-5]))
+        context = C.rows_context(kc, n, per_kind)
+        for costs in (kc, ladder):
+            got = C.predict_rows(costs, n, S, Mx, per_kind, floor, lower=True, context=context)
+            want = C.predict_rows(costs, n, S, Mx, per_kind, floor, lower=True)
+            for g, w in zip(got, want):
+                assert g.tolist() == w.tolist()

@@ -297,6 +297,12 @@ def _launch_times(kc: KindCosts, n: list, per_kind: bool):
 
 def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     """(prologue, step, epilogue) seconds per kind at sharing (r, u)."""
+    return _scaled(kc, *_unscaled_stage_times(kc, r, u))
+
+
+def _unscaled_stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
+    """:func:`stage_times` before the per-kind factor (the same for every KindCosts of
+    one family, mode and dtype that differs only in ``factor``)."""
     c = kc.ceil
     bw = c.copy_bytes_per_s / kc.cus / r
     glob = kc.g_bytes / bw
@@ -305,7 +311,12 @@ def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     step = np.maximum(np.maximum(c.latency_s, glob), np.maximum(shared, compute))
     prologue = PROLOGUE_LATENCIES * c.latency_s + glob
     epilogue = kc.c_bytes / bw
-    if kc.factor is not None:   # the tuned family's measured correction, per kind
+    return prologue, step, epilogue
+
+
+def _scaled(kc: KindCosts, prologue, step, epilogue):
+    """stage_times' last step: the tuned family's (or measured) correction, per kind."""
+    if kc.factor is not None:
         return prologue * kc.factor, step * kc.factor, epilogue * kc.factor
     return prologue, step, epilogue
 
@@ -638,22 +649,13 @@ def sharing_rows(kc: KindCosts, n: np.ndarray, per_kind: bool):
     return tiles_sharing(kc, total, kc.active_max, warps)
 
 
-def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, per_kind: bool,
-                 floor: float, lower: bool = False):
-    """Seconds of C assignments from per-kind aggregates only: ``n`` tiles, ``S`` tiles x
-    K steps, ``Mx`` the most K steps of a live GEMM, each (C, kinds). The same model as
-    :meth:`BatchModel.predict` (sum of tile times = pe n + step S per kind; the longest
-    tile = pe + step Mx) except for launches of two waves, which this prices with the
-    waves formula (the module docstring): no candidate pays a pass over the GEMMs here.
-    The launch's sharing and its last wave's are priced together, stacked (2C rows), so
-    the stage times cost one evaluation (elementwise: the same numbers as one each).
-
-    ``lower``: also return, per row, a lower bound on the tile-by-tile price
-    (BatchModel.predict) and whether a launch of the row has two waves (elsewhere the
-    two prices are equal): a two-wave launch lasts at least its longest tile and its
-    tiles' time at the last wave's sharing (never longer than at the launch's) over its
-    slots."""
-    C = n.shape[0]
+def rows_context(kc: KindCosts, n: np.ndarray, per_kind: bool):
+    """What :func:`predict_rows` computes from the candidates' tiles per kind ``n``
+    alone: which are busy, their waves, the launch's and its last wave's sharing and
+    the stage times there before the per-kind factor. The same for every KindCosts that
+    differs from ``kc`` only in ``factor`` (kind_costs' ``share``, ``kind_factors``):
+    the device rule prices its candidates twice (with and without the measured path
+    efficiencies) on one context."""
     busy = n > 0
     if per_kind:
         # waves_of, with the whole waves before the last kept for the span below
@@ -661,7 +663,7 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
         before = np.maximum(waves - 1.0, 0.0)
         r, u = tiles_sharing(kc, np.concatenate([n, n - before * kc.slots]), kc.active,
                              kc.tile_warps)
-        safe = np.where(busy, n, 1.0)
+        safe, busy_t = np.where(busy, n, 1.0), None
     else:
         total = n.sum(axis=1)
         busy_t = total > 0
@@ -673,7 +675,29 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
         r, u = tiles_sharing(kc, np.concatenate([total, total - before * kc.slots_max]),
                              kc.active_max, np.concatenate([warps, warps]))
         r, u = r[:, None], u[:, None]
-    pro, step, epi = stage_times(kc, r, u)
+    return busy, busy_t, safe, waves, before, _unscaled_stage_times(kc, r, u)
+
+
+def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, per_kind: bool,
+                 floor: float, lower: bool = False, context=None):
+    """Seconds of C assignments from per-kind aggregates only: ``n`` tiles, ``S`` tiles x
+    K steps, ``Mx`` the most K steps of a live GEMM, each (C, kinds). The same model as
+    :meth:`BatchModel.predict` (sum of tile times = pe n + step S per kind; the longest
+    tile = pe + step Mx) except for launches of two waves, which this prices with the
+    waves formula (the module docstring): no candidate pays a pass over the GEMMs here.
+    The launch's sharing and its last wave's are priced together, stacked (2C rows), so
+    the stage times cost one evaluation (elementwise: the same numbers as one each).
+    ``context``: :func:`rows_context` of ``n``, where the caller has it.
+
+    ``lower``: also return, per row, a lower bound on the tile-by-tile price
+    (BatchModel.predict) and whether a launch of the row has two waves (elsewhere the
+    two prices are equal): a two-wave launch lasts at least its longest tile and its
+    tiles' time at the last wave's sharing (never longer than at the launch's) over its
+    slots."""
+    C = n.shape[0]
+    busy, busy_t, safe, waves, before, unscaled = (rows_context(kc, n, per_kind)
+                                                  if context is None else context)
+    pro, step, epi = _scaled(kc, *unscaled)
     pe = (pro + epi).reshape(2, C, -1)        # [0]: the launch's sharing, [1]: its last wave's
     step = step.reshape(2, C, -1)
     sums = pe * n + step * S                  # sum of tile times per kind, at each sharing

@@ -62,7 +62,7 @@ from .alignment import aligned_batch, share_of
 from .classes import batch_classes
 from .cost_model import (BatchModel, batch_depth, kind_costs, longest_tile_bound,
                          predict_assignment, predict_gemms, predict_rows, resource_bound,
-                         start_stage_times)
+                         rows_context, start_stage_times)
 from .level_search import (DENSE_COLUMNS, LADDERS, MAX_CAPS, cap_aggregates, cap_events,
                            count_le, dense_cap_aggregates, dense_rounds, family_keys,
                            first_kind, level_kinds, nudges, typed_rounds)
@@ -454,10 +454,15 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     S_all = np.concatenate([r_s, c_s] + ([one[1]] if one else []))
     M_all = np.concatenate([r_m, c_m] + ([one[2]] if one else []))
 
+    # the candidates' waves, sharing and unscaled stage times: the same for kc and
+    # kc_ladder (kind_costs: they differ in their factors only)
+    context = rows_context(kc, n_all, per_kind)
+
     def choose(kc):
         """(best row, seconds per row, rows with a launch of two waves) of the
         candidates priced with ``kc``."""
-        s_all, s_low, two = predict_rows(kc, n_all, S_all, M_all, per_kind, floor, lower=True)
+        s_all, s_low, two = predict_rows(kc, n_all, S_all, M_all, per_kind, floor, lower=True,
+                                         context=context)
         s_all = s_all.tolist()
         # the start (round 0 from it) first, then every level in turn; a candidate wins
         # only by a predicted time clearly below the best so far (ties keep the larger
