@@ -475,12 +475,13 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             # launches of two waves: the aggregates priced them by the waves formula;
             # re-price tile by tile the best, the start and every candidate whose lower
             # bound beats the best's new price (the rest cannot win: inf below)
-            exact = {best: tile_by_tile(kinds_at(best), kc) if two[best] else s_all[best]}
+            is_two = two.tolist()   # read row by row: Python bools, not NumPy scalars
+            exact = {best: tile_by_tile(kinds_at(best), kc) if is_two[best] else s_all[best]}
             bar = exact[best] * (1 + 1e-9)
             for row in [first, *np.flatnonzero(two & (s_low < bar)).tolist()]:
-                if row not in exact and two[row]:
+                if row not in exact and is_two[row]:
                     exact[row] = tile_by_tile(kinds_at(row), kc)
-            s_all = [exact.get(row, math.inf) if two[row] else sec
+            s_all = [exact.get(row, math.inf) if is_two[row] else sec
                      for row, sec in enumerate(s_all)]
             best = first
             for row, sec in enumerate(s_all):
