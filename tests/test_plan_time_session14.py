@@ -128,7 +128,7 @@ def test_predict_gemms_equals_the_numpy_one(arch, dtype, per_kind):
             slots = kc.cus * (float(kc.active[live[0]]) if per_kind and live.size
                               else float(kc.active.max()))
             two = n and (not per_kind or live.size == 1) and np.ceil(n / slots - 1e-9) == 2
-            checked["python" if two and batch <= C.PY_GEMMS else "numpy"] += 1
+            checked["python" if two and batch <= C.PY_GEMMS[1 if per_kind else 0] else "numpy"] += 1
     assert min(checked.values()) > 20, checked
 
 

@@ -497,8 +497,11 @@ class BatchModel:
 
 
 # predict_gemms prices a two-wave launch of at most this many GEMMs in Python floats
-# (_two_wave_of_gemms): below it NumPy's per-call cost is most of the price
-PY_GEMMS = 64
+# (_two_wave_of_gemms), (fused, per kind): below it NumPy's per-call cost is most of the
+# price (a fused launch's array path is the cheaper one: one makespan, no selection per
+# kind; this CPU, 30 random launches each: Python 1.1-1.5x faster fused up to 32
+# GEMMs, slower from 48; per kind 1.2-2.8x faster up to 64, slower from 96)
+PY_GEMMS = (32, 64)
 
 
 def predict_gemms(kc: KindCosts, kidx: np.ndarray, c: np.ndarray, steps: np.ndarray,
@@ -513,7 +516,7 @@ def predict_gemms(kc: KindCosts, kidx: np.ndarray, c: np.ndarray, steps: np.ndar
     live = [k for k, x in enumerate(n) if x]
     if not live:
         return 0.0, n_k
-    if kidx.shape[0] <= PY_GEMMS and (not per_kind or len(live) == 1):
+    if kidx.shape[0] <= PY_GEMMS[1 if per_kind else 0] and (not per_kind or len(live) == 1):
         # one launch with the device to itself: of two waves, priced in Python
         slots = kc.cus * (float(kc.active[live[0]]) if per_kind else float(kc.active.max()))
         if math.ceil(sum(n) / slots - 1e-9) == 2:
