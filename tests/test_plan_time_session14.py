@@ -1,7 +1,11 @@
-"""The planning-time shortcuts of session 14 (bench/NOTES.md draft: "Session 14:
-planning time") compute the numbers the code before them computed. Each against the
-code it replaces (kept here verbatim), on random inputs: predict_gemms' launch times
-of the live kinds only and its two-wave price GEMM by GEMM in Python floats."""
+"""The planning-time shortcuts of session 14 ("Session 14: planning time") compute the
+numbers the code before them computed, each against the code it replaces (kept here
+verbatim) on random inputs: predict_gemms' launch times of the live kinds only and its
+two-wave price GEMM by GEMM in Python floats; like_for_like's kept constants,
+unfactored costs and the tables' floors; split-K's splits for every candidate at once;
+predict_rows on a context shared by two KindCosts. Last, whole plans of edge cases
+against digests recorded from the tree before the session (run this file as a script
+on that tree to record them)."""
 from __future__ import annotations
 
 import json
