@@ -277,22 +277,32 @@ def _launch_times(kc: KindCosts, n: list, per_kind: bool):
     """((prologue + epilogue, step), the same in the last wave), each a list per kind, of
     tiles at :func:`sharing` and :func:`last_sharing` of ``n`` tiles per kind (integers,
     as floats): their arithmetic, operation for operation, in Python floats (a handful
-    of kinds: NumPy's per-call cost would be most of it)."""
+    of kinds: NumPy's per-call cost would be most of it). Kinds without tiles get 0.0:
+    only GEMMs of no tiles take them, whose times weigh nothing (x 0 tiles) and enter
+    no maximum or schedule (predict_gemms), so only the live kinds are computed."""
     cus, tw, act = kc.cus, *_kind_lists(kc)[:2]
+    live = [k for k, x in enumerate(n) if x]
     if per_kind:   # each kind's launch on its own (tiles_sharing, waves_of)
-        first = [_sharing_of(x, cus, a, w) for x, a, w in zip(n, act, tw)]
-        last = [_sharing_of(_last_wave(x, cus * a), cus, a, w) for x, a, w in zip(n, act, tw)]
-        return _times_at(kc, *zip(*first)), _times_at(kc, *zip(*last))
+        first = {k: _sharing_of(n[k], cus, act[k], tw[k]) for k in live}
+        last = {k: _sharing_of(_last_wave(n[k], cus * act[k]), cus, act[k], tw[k])
+                for k in live}
+        return _times_at(kc, first, live), _times_at(kc, last, live)
     total = sum(n)   # integers: exact in any order, as is the dot product below
     warps = sum(x * w for x, w in zip(n, tw)) / total if total else kc.tile_warps_max
-    k = len(n)
     r, u = _sharing_of(total, cus, kc.active_max, warps)
     rl, ul = _sharing_of(_last_wave(total, kc.slots_max), cus, kc.active_max, warps)
-    return _times_at(kc, [r] * k, [u] * k), _times_at(kc, [rl] * k, [ul] * k)
+    return (_times_at(kc, dict.fromkeys(live, (r, u)), live),
+            _times_at(kc, dict.fromkeys(live, (rl, ul)), live))
 
 
 def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     """(prologue, step, epilogue) seconds per kind at sharing (r, u)."""
+    return _scaled(kc, *_unscaled_stage_times(kc, r, u))
+
+
+def _unscaled_stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
+    """:func:`stage_times` before the per-kind factor (the same for every KindCosts of
+    one family, mode and dtype that differs only in ``factor``)."""
     c = kc.ceil
     bw = c.copy_bytes_per_s / kc.cus / r
     glob = kc.g_bytes / bw
@@ -301,7 +311,12 @@ def stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     step = np.maximum(np.maximum(c.latency_s, glob), np.maximum(shared, compute))
     prologue = PROLOGUE_LATENCIES * c.latency_s + glob
     epilogue = kc.c_bytes / bw
-    if kc.factor is not None:   # the tuned family's measured correction, per kind
+    return prologue, step, epilogue
+
+
+def _scaled(kc: KindCosts, prologue, step, epilogue):
+    """stage_times' last step: the tuned family's (or measured) correction, per kind."""
+    if kc.factor is not None:
         return prologue * kc.factor, step * kc.factor, epilogue * kc.factor
     return prologue, step, epilogue
 
@@ -324,26 +339,30 @@ def start_stage_times(kc: KindCosts, n_per_kind, per_kind: bool):
         warps = sum(x * w for x, w in zip(n, tw)) / total if total > 0 else kc.tile_warps_max
         r1, u1 = _sharing_of(total, cus, kc.active_max, warps)
         r, u = [r1] * len(n), [u1] * len(n)
-    return _times_at(kc, r, u)
+    return _times_at(kc, list(zip(r, u)))
 
 
-def _times_at(kc: KindCosts, r: list, u: list):
-    """:func:`stage_times` at sharing (r, u) (lists of floats, one per kind) as lists
-    (prologue + epilogue, step): the same IEEE operations in the same order."""
+def _times_at(kc: KindCosts, ru, kinds=None):
+    """:func:`stage_times` at sharing ``ru`` ((r, u) per kind: a list, or a dict over
+    ``kinds``) as lists (prologue + epilogue, step): the same IEEE operations in the
+    same order. ``kinds``: only these kinds' entries (the rest 0.0); None: every kind."""
     _, _, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor = _kind_lists(kc)
     c = kc.ceil
     lat, per_cu = c.latency_s, c.copy_bytes_per_s / kc.cus
     smem = c.smem_bytes_per_s_per_cu
-    pe, steps = [], []
-    for k, (g, s, f, cb) in enumerate(zip(g_bytes, s_bytes, fmas_k, c_bytes)):
-        bw = per_cu / r[k]
-        glob = g / bw
-        step = max(max(lat, glob), max(s / (smem * u[k] / r[k]), f / (fmas[k] * u[k] / r[k])))
-        pro, epi = PROLOGUE_LATENCIES * lat + glob, cb / bw
+    n_k = len(g_bytes)
+    pe, steps = [0.0] * n_k, [0.0] * n_k
+    for k in range(n_k) if kinds is None else kinds:
+        r, u = ru[k]
+        bw = per_cu / r
+        glob = g_bytes[k] / bw
+        step = max(max(lat, glob), max(s_bytes[k] / (smem * u / r),
+                                       fmas_k[k] / (fmas[k] * u / r)))
+        pro, epi = PROLOGUE_LATENCIES * lat + glob, c_bytes[k] / bw
         if factor is not None:
             pro, step, epi = pro * factor[k], step * factor[k], epi * factor[k]
-        pe.append(pro + epi)
-        steps.append(step)
+        pe[k] = pro + epi
+        steps[k] = step
     return pe, steps
 
 
@@ -361,6 +380,13 @@ def _kind_lists(kc: KindCosts) -> tuple:
         kc.s_bytes.tolist(), kc.fmas.tolist(), kc.c_bytes.tolist(),
         (kc.kind_flops / 2.0 / kc.cus).tolist(),
         kc.factor.tolist() if kc.factor is not None else None))
+
+
+def _tile_areas(kc: KindCosts) -> list:
+    """tm x tn per kind as floats (the launch order's key before x K), memoised per
+    KindCosts."""
+    return kept_for(_lists_memo, kc, (id(kc), "areas"), MEMO_ENTRIES,
+                    lambda: (kc.tm * kc.tn).tolist())
 
 
 def steps_of(K: np.ndarray, tk: np.ndarray) -> np.ndarray:
@@ -470,6 +496,14 @@ class BatchModel:
         return (pro + epi) + self.steps * step
 
 
+# predict_gemms prices a two-wave launch of at most this many GEMMs in Python floats
+# (_two_wave_of_gemms), (fused, per kind): below it NumPy's per-call cost is most of the
+# price (a fused launch's array path is the cheaper one: one makespan, no selection per
+# kind; this CPU, 30 random launches each: Python 1.1-1.5x faster fused up to 32
+# GEMMs, slower from 48; per kind 1.2-2.8x faster up to 64, slower from 96)
+PY_GEMMS = (32, 64)
+
+
 def predict_gemms(kc: KindCosts, kidx: np.ndarray, c: np.ndarray, steps: np.ndarray,
                   K: np.ndarray, per_kind: bool, floor: float):
     """(seconds, tiles per kind) of one call when GEMM i runs c[i] tiles of kind kidx[i]
@@ -477,24 +511,71 @@ def predict_gemms(kc: KindCosts, kidx: np.ndarray, c: np.ndarray, steps: np.ndar
     in the order the plans launch them (tiling.gemm_lpt_order: descending tm tn K;
     per kind, descending K inside each kind's launch)."""
     n_k = np.bincount(kidx, weights=c, minlength=kc.n_kinds)
-    (pe, step), (pe_l, step_l) = _launch_times(kc, n_k.tolist(), per_kind)
+    n = n_k.tolist()
+    times = _launch_times(kc, n, per_kind)
+    live = [k for k, x in enumerate(n) if x]
+    if not live:
+        return 0.0, n_k
+    if kidx.shape[0] <= PY_GEMMS[1 if per_kind else 0] and (not per_kind or len(live) == 1):
+        # one launch with the device to itself: of two waves, priced in Python
+        slots = kc.cus * (float(kc.active[live[0]]) if per_kind else float(kc.active.max()))
+        if math.ceil(sum(n) / slots - 1e-9) == 2:
+            exec_s = _two_wave_of_gemms(kc, kidx, c, steps, K, times, slots)
+            return kc.ceil.launch_s + max(exec_s, floor), n_k
+    (pe, step), (pe_l, step_l) = times
     t = np.array(pe).take(kidx) + steps * np.array(step).take(kidx)
     t_last = np.array(pe_l).take(kidx) + steps * np.array(step_l).take(kidx)
     key = kc.tm[kidx] * kc.tn[kidx] * K   # integers below 2**53: exact
     if per_kind:
         exec_s, launches = 0.0, 0
-        live = np.flatnonzero(n_k)
         for k in live:
             sel = kidx == k
             exec_s += makespan(c[sel], t[sel], kc.cus * kc.active[k], t_last[sel], key[sel],
-                               alone=live.shape[0] == 1)
+                               alone=len(live) == 1)
             launches += 1
     else:
         exec_s = makespan(c, t, kc.cus * float(kc.active.max()), t_last, key)
-        launches = 1 if n_k.sum() else 0
-    if not launches:
-        return 0.0, n_k
+        launches = 1
     return launches * kc.ceil.launch_s + max(exec_s, floor), n_k
+
+
+def _two_wave_of_gemms(kc: KindCosts, kidx, c, steps, K, times, slots: float) -> float:
+    """makespan's two-wave price (:func:`two_wave_exec`) of one launch of every GEMM
+    with tiles, in Python floats, GEMM by GEMM rather than tile by tile: a GEMM's tiles
+    all take one time, so the sorted first wave and the second are runs of equal
+    times, and each end is one sum per pair of runs that meet. The same tile times
+    (pe + steps x step, two roundings), the same launch order (descending tm tn K,
+    stable) and the same sums as on the arrays of tiles; maxima are exact."""
+    (pe, step), (pe_l, step_l) = times
+    k_of, n_of, s_of, K_of = kidx.tolist(), c.tolist(), steps.tolist(), K.tolist()
+    area = _tile_areas(kc)
+    key = {i: -(area[k_of[i]] * K_of[i]) for i, x in enumerate(n_of) if x}
+    room = int(round(slots))
+    first, second = [], []   # runs (time, tiles): the first wave's, the second's in order
+    for i in sorted(key, key=key.__getitem__):   # stable: argsort(-key, kind="stable")
+        k, x, st = k_of[i], int(n_of[i]), s_of[i]
+        into = min(room, x)
+        if into:
+            first.append((pe[k] + st * step[k], into))
+            room -= into
+        if x > into:
+            second.append((pe_l[k] + st * step_l[k], x - into))
+    first.sort()
+    end, at, left = first[-1][0], 0, first[0][1]
+    for t2, m in second:   # the j-th second-wave tile follows the j-th first to end
+        while m:
+            x = first[at][0] + t2
+            if x > end:
+                end = x
+            if m < left:
+                left -= m
+                break
+            m -= left
+            at += 1
+            if at == len(first):   # every first-wave tile followed (n <= 2 S: all done)
+                return float(end)
+            left = first[at][1]
+    return float(end)
 
 
 def predict_assignment(shapes: np.ndarray, counts: np.ndarray, kidx: np.ndarray,
@@ -571,22 +652,13 @@ def sharing_rows(kc: KindCosts, n: np.ndarray, per_kind: bool):
     return tiles_sharing(kc, total, kc.active_max, warps)
 
 
-def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, per_kind: bool,
-                 floor: float, lower: bool = False):
-    """Seconds of C assignments from per-kind aggregates only: ``n`` tiles, ``S`` tiles x
-    K steps, ``Mx`` the most K steps of a live GEMM, each (C, kinds). The same model as
-    :meth:`BatchModel.predict` (sum of tile times = pe n + step S per kind; the longest
-    tile = pe + step Mx) except for launches of two waves, which this prices with the
-    waves formula (the module docstring): no candidate pays a pass over the GEMMs here.
-    The launch's sharing and its last wave's are priced together, stacked (2C rows), so
-    the stage times cost one evaluation (elementwise: the same numbers as one each).
-
-    ``lower``: also return, per row, a lower bound on the tile-by-tile price
-    (BatchModel.predict) and whether a launch of the row has two waves (elsewhere the
-    two prices are equal): a two-wave launch lasts at least its longest tile and its
-    tiles' time at the last wave's sharing (never longer than at the launch's) over its
-    slots."""
-    C = n.shape[0]
+def rows_context(kc: KindCosts, n: np.ndarray, per_kind: bool):
+    """What :func:`predict_rows` computes from the candidates' tiles per kind ``n``
+    alone: which are busy, their waves, the launch's and its last wave's sharing and
+    the stage times there before the per-kind factor. The same for every KindCosts that
+    differs from ``kc`` only in ``factor`` (kind_costs' ``share``, ``kind_factors``):
+    the device rule prices its candidates twice (with and without the measured path
+    efficiencies) on one context."""
     busy = n > 0
     if per_kind:
         # waves_of, with the whole waves before the last kept for the span below
@@ -594,7 +666,7 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
         before = np.maximum(waves - 1.0, 0.0)
         r, u = tiles_sharing(kc, np.concatenate([n, n - before * kc.slots]), kc.active,
                              kc.tile_warps)
-        safe = np.where(busy, n, 1.0)
+        safe, busy_t = np.where(busy, n, 1.0), None
     else:
         total = n.sum(axis=1)
         busy_t = total > 0
@@ -606,7 +678,29 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
         r, u = tiles_sharing(kc, np.concatenate([total, total - before * kc.slots_max]),
                              kc.active_max, np.concatenate([warps, warps]))
         r, u = r[:, None], u[:, None]
-    pro, step, epi = stage_times(kc, r, u)
+    return busy, busy_t, safe, waves, before, _unscaled_stage_times(kc, r, u)
+
+
+def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, per_kind: bool,
+                 floor: float, lower: bool = False, context=None):
+    """Seconds of C assignments from per-kind aggregates only: ``n`` tiles, ``S`` tiles x
+    K steps, ``Mx`` the most K steps of a live GEMM, each (C, kinds). The same model as
+    :meth:`BatchModel.predict` (sum of tile times = pe n + step S per kind; the longest
+    tile = pe + step Mx) except for launches of two waves, which this prices with the
+    waves formula (the module docstring): no candidate pays a pass over the GEMMs here.
+    The launch's sharing and its last wave's are priced together, stacked (2C rows), so
+    the stage times cost one evaluation (elementwise: the same numbers as one each).
+    ``context``: :func:`rows_context` of ``n``, where the caller has it.
+
+    ``lower``: also return, per row, a lower bound on the tile-by-tile price
+    (BatchModel.predict) and whether a launch of the row has two waves (elsewhere the
+    two prices are equal): a two-wave launch lasts at least its longest tile and its
+    tiles' time at the last wave's sharing (never longer than at the launch's) over its
+    slots."""
+    C = n.shape[0]
+    busy, busy_t, safe, waves, before, unscaled = (rows_context(kc, n, per_kind)
+                                                  if context is None else context)
+    pro, step, epi = _scaled(kc, *unscaled)
     pe = (pro + epi).reshape(2, C, -1)        # [0]: the launch's sharing, [1]: its last wave's
     step = step.reshape(2, C, -1)
     sums = pe * n + step * S                  # sum of tile times per kind, at each sharing

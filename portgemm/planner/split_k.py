@@ -55,9 +55,17 @@ def splits_for(shapes: np.ndarray, target: int) -> tuple[np.ndarray, np.ndarray]
     of two, at most max(CANDIDATES)) whose slices are no longer than ``target``, no more
     than leave each slice MIN_SLICE long, L rounded up to BK, and s = ceil(K / L); GEMMs
     with an empty M or N, or K < 2 MIN_SLICE, keep s = 1 and L = K."""
+    s, L = splits_for_targets(shapes, [target])
+    return s[0], L[0]
+
+
+def splits_for_targets(shapes: np.ndarray, targets) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`splits_for` of each target at once: (s, L), each (targets, batch). The same
+    operations on each (target, GEMM) entry, broadcast: one pass for every candidate."""
     M, N, K = shapes[:, 0], shapes[:, 1], shapes[:, 2]
     eligible = (M > 0) & (N > 0) & (K >= 2 * MIN_SLICE)
-    want = np.maximum(-(-K // max(int(target), 1)), 1)
+    t = np.maximum(np.array(targets, dtype=np.int64), 1)[:, None]
+    want = np.maximum(-(-K // t), 1)
     pow2 = 1 << np.ceil(np.log2(want.astype(np.float64))).astype(np.int64)
     most = np.maximum(K // MIN_SLICE, 1)
     most_pow2 = 1 << np.floor(np.log2(most.astype(np.float64))).astype(np.int64)
@@ -114,9 +122,10 @@ def consider(unsplit: Plan, replan) -> Plan:
     base = planned_ms(unsplit)
     k_max = int(K[(shapes[:, 0] > 0) & (shapes[:, 1] > 0)].max(initial=0))
     best, weighed, seen, last = None, [], set(), float("inf")
-    for S in CANDIDATES:
-        target = -(-(-(-k_max // S)) // BK) * BK
-        s, L = splits_for(shapes, target)
+    # every candidate's splits in one pass (most plans reach two or more)
+    s_of, L_of = splits_for_targets(shapes, [-(-(-(-k_max // S)) // BK) * BK
+                                             for S in CANDIDATES])
+    for S, s, L in zip(CANDIDATES, s_of, L_of):
         if int(s.max()) < 2 or s.tobytes() in seen:
             continue
         seen.add(s.tobytes())

@@ -51,6 +51,7 @@ import math
 import numpy as np
 
 from ..errors import ValidationError
+from ..memo import kept_for
 from ..occupancy.archs import has_mfma
 from ..occupancy.tuned import tuned_family
 from ..tiles import (ANY_ROWS, FAMILIES, ZHANG2025, family_dtypes,
@@ -61,7 +62,7 @@ from .alignment import aligned_batch, share_of
 from .classes import batch_classes
 from .cost_model import (BatchModel, batch_depth, kind_costs, longest_tile_bound,
                          predict_assignment, predict_gemms, predict_rows, resource_bound,
-                         start_stage_times)
+                         rows_context, start_stage_times)
 from .level_search import (DENSE_COLUMNS, LADDERS, MAX_CAPS, cap_aggregates, cap_events,
                            count_le, dense_cap_aggregates, dense_rounds, family_keys,
                            first_kind, level_kinds, nudges, typed_rounds)
@@ -453,10 +454,15 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
     S_all = np.concatenate([r_s, c_s] + ([one[1]] if one else []))
     M_all = np.concatenate([r_m, c_m] + ([one[2]] if one else []))
 
+    # the candidates' waves, sharing and unscaled stage times: the same for kc and
+    # kc_ladder (kind_costs: they differ in their factors only)
+    context = rows_context(kc, n_all, per_kind)
+
     def choose(kc):
         """(best row, seconds per row, rows with a launch of two waves) of the
         candidates priced with ``kc``."""
-        s_all, s_low, two = predict_rows(kc, n_all, S_all, M_all, per_kind, floor, lower=True)
+        s_all, s_low, two = predict_rows(kc, n_all, S_all, M_all, per_kind, floor, lower=True,
+                                         context=context)
         s_all = s_all.tolist()
         # the start (round 0 from it) first, then every level in turn; a candidate wins
         # only by a predicted time clearly below the best so far (ties keep the larger
@@ -469,12 +475,13 @@ def device_rule(req, tlp_formula: str, kinds, table, tabs=None):
             # launches of two waves: the aggregates priced them by the waves formula;
             # re-price tile by tile the best, the start and every candidate whose lower
             # bound beats the best's new price (the rest cannot win: inf below)
-            exact = {best: tile_by_tile(kinds_at(best), kc) if two[best] else s_all[best]}
+            is_two = two.tolist()   # read row by row: Python bools, not NumPy scalars
+            exact = {best: tile_by_tile(kinds_at(best), kc) if is_two[best] else s_all[best]}
             bar = exact[best] * (1 + 1e-9)
             for row in [first, *np.flatnonzero(two & (s_low < bar)).tolist()]:
-                if row not in exact and two[row]:
+                if row not in exact and is_two[row]:
                     exact[row] = tile_by_tile(kinds_at(row), kc)
-            s_all = [exact.get(row, math.inf) if two[row] else sec
+            s_all = [exact.get(row, math.inf) if is_two[row] else sec
                      for row, sec in enumerate(s_all)]
             best = first
             for row, sec in enumerate(s_all):
@@ -637,7 +644,7 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
                   False if parent == kinds[0].family else None)
     # ours is weighed against the paper's kinds as they are priced: without the device's
     # measured kind factors, which the paper's fused launch has none of (like_for_like)
-    lo, alike = like_for_like(ours_req, ours_kinds, {k.engine for k in kinds}) \
+    lo, alike = like_for_like(ours_req, ours_kinds, {k.engine for k in kinds}, tabs_o.floor) \
         if req.dtype in LIKE_FOR_LIKE else (1.0, lambda choice, against: choice.predicted * 1e3)
     if ours_first is not False:
         lb_p = least_possible(req, kinds, tabs_p)
@@ -680,7 +687,7 @@ def plan_with(req, strategy: str, tlp_formula: str, kinds=None):
 LIKE_FOR_LIKE = ("float32",)
 
 
-def like_for_like(req, kinds, engines):
+def like_for_like(req, kinds, engines, floor=None):
     """(lo, price): ``price(choice, against)``, the milliseconds of ``choice`` (a _Choice of
     ``kinds``) predicted without the device's measured kind factors of its kinds on
     ``engines`` (those of the paper's family), exact where that decides whether it is
@@ -691,23 +698,21 @@ def like_for_like(req, kinds, engines):
     the factors choose among our kinds; kinds of another engine (fp64's MMA kinds) keep
     theirs, which correct how the model prices that engine. On the H100, fp32
     (bench/NOTES.md, session 8): the 32x32 kind's factor (0.92) alone moved two small
-    batches from the paper's fused tiles to ours, measured 6-8 % slower."""
+    batches from the paper's fused tiles to ours, measured 6-8 % slower. ``floor``: the
+    batch's floors of a KindCosts (BatchTables.floor: cost_model.floors' number) where
+    the caller has them."""
     def factored(choice, against):
         return choice.predicted * 1e3
     table = kind_table(req.arch, kinds, req.mode, req.dtype,
                        req.option("occupancy_model", "exact"), resources=req.resources)
     depth = batch_depth(req.arch, req.shapes)
-    with_f = kind_costs(req.arch, kinds, table, req.dtype, depth=depth).factor
-    if with_f is None:
+    with_f = kind_costs(req.arch, kinds, table, req.dtype, depth=depth)
+    if with_f.factor is None:
         return 1.0, factored
-    without = kind_costs(req.arch, kinds, table, req.dtype, depth=depth,
-                         kind_factors=False).factor
-    kf = with_f / (1.0 if without is None else without)   # the device's kind factors
-    kf = np.where([k.engine in engines for k in kinds], kf, 1.0)
-    if (kf == 1.0).all():
+    without = kind_costs(req.arch, kinds, table, req.dtype, depth=depth, kind_factors=False)
+    kf, lo, hi = _device_factors(with_f, without, kinds, engines)
+    if kf is None:
         return 1.0, factored
-    # tile times scale by 1 / kf, launches and floors not: the price lies between
-    lo, hi = min(1.0, 1.0 / float(kf.max())), max(1.0, 1.0 / float(kf.min()))
 
     priced = {}   # id(choice) -> (choice, its price): plan_with may ask twice
 
@@ -723,12 +728,39 @@ def like_for_like(req, kinds, engines):
     def exact(choice, o_ms):
         kc = kind_costs(req.arch, kinds, table, req.dtype, share=share_of(req, kinds),
                         depth=depth)
-        plain = dataclasses.replace(kc, factor=kc.factor / kf)
+        plain = kept_for(_plain_memo, kc, (id(kc), kf.tobytes()), 64,
+                         lambda: dataclasses.replace(kc, factor=kc.factor / kf))
         # one model of the batch for both prices: the factors change no floor
-        model = BatchModel(req.shapes, tile_counts(req.shapes, kinds), kc, True)
+        model = BatchModel(req.shapes, tile_counts(req.shapes, kinds), kc, True,
+                           None if floor is None else floor(kc))
         t = model.predict(choice.kidx)[0]
         return o_ms * model.predict(choice.kidx, plain)[0] / t if t > 0 else o_ms
     return lo, price
+
+
+def _device_factors(with_f, without, kinds, engines):
+    """like_for_like's (kf, lo, hi): the device's kind factors of ``kinds`` on
+    ``engines`` (1 elsewhere; kf None where all are 1) and the least and greatest ratio
+    of a price without them to one with them; memoised per pair of KindCosts (shared and
+    read-only) and engines."""
+    def make():
+        kf = with_f.factor / (1.0 if without.factor is None else without.factor)
+        kf = np.where([k.engine in engines for k in kinds], kf, 1.0)
+        if (kf == 1.0).all():
+            return None, 1.0, 1.0
+        # tile times scale by 1 / kf, launches and floors not: the price lies between
+        return kf, min(1.0, 1.0 / float(kf.max())), max(1.0, 1.0 / float(kf.min()))
+    key = (id(with_f), id(without), frozenset(engines))
+    hit = _factors_memo.get(key)
+    if hit is None or hit[0] is not with_f or hit[1] is not without:
+        if len(_factors_memo) >= 64:
+            _factors_memo.clear()
+        hit = _factors_memo[key] = (with_f, without, make())
+    return hit[2]
+
+
+_factors_memo: dict = {}   # like_for_like's device factors per pair of KindCosts
+_plain_memo: dict = {}     # a KindCosts without the device's kind factors, per KindCosts
 
 
 def unfactored(o_cmp: float, same: bool, before: str, after: str = "") -> str:
