@@ -1,29 +1,22 @@
-"""The planning-time shortcuts of session 14 ("Session 14: planning time") compute the
-numbers the code before them computed, each against the code it replaces (kept here
-verbatim) on random inputs: predict_gemms' launch times of the live kinds only and its
+"""The planning-time shortcuts of session 14 (bench/NOTES.md, "Session 14: planning
+time") compute the numbers the code before them computed, each against the code it
+replaces (kept here verbatim) on random inputs: predict_gemms' launch times of the live kinds only and its
 two-wave price GEMM by GEMM in Python floats; like_for_like's kept constants,
 unfactored costs and the tables' floors; split-K's splits for every candidate at once;
-predict_rows on a context shared by two KindCosts. Last, whole plans of edge cases
-against digests recorded from the tree before the session (run this file as a script
-on that tree to record them)."""
+predict_rows on a context shared by two KindCosts. (Whole plans: test_planner_digests
+and test_plan_equivalence.)"""
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from portgemm import planner
 from portgemm.occupancy import get_arch
 from portgemm.planner import cost_model as C
 from portgemm.planner.cost_model import (PROLOGUE_LATENCIES, _kind_lists, _last_wave,
                                          _sharing_of, kind_costs, makespan)
 from portgemm.planner.parallelism import kind_table
 from portgemm.planner.wavefront_tlp import FAMILY, family_option, our_family
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 # --- the code before session 14 -------------------------------------------------------
@@ -287,88 +280,3 @@ def test_predict_rows_on_a_shared_context_equals_its_own(per_kind, arch):
             want = C.predict_rows(costs, n, S, Mx, per_kind, floor, lower=True)
             for g, w in zip(got, want):
                 assert g.tolist() == w.tolist()
-
-
-# --- whole plans: edge cases recorded from the tree before session 14 -----------------
-
-EDGE_DATA = Path(__file__).resolve().parent / "data" / "plan_time_session14.json"
-
-
-def edge_requests():
-    """(name, shapes, plan kwargs): the cases the shortcuts above meet: M or N = 0, one
-    GEMM, 8,192 GEMMs, fp64, sm_80, gfx90a, per-kind and fused, named strategies,
-    split-K (few GEMMs with long K), MoE-like batches with idle experts."""
-    rng = np.random.default_rng(1414)
-    out = []
-
-    def moe(batch, hi):
-        nk = rng.integers(1, 9, (8, 2)) * 256
-        e = rng.integers(0, 8, batch)
-        return np.stack([rng.integers(0, hi + 1, batch), nk[e, 0], nk[e, 1]], axis=1)
-
-    cases = {
-        "one": np.array([[300, 200, 100]]),
-        "one_long_k": np.array([[128, 128, 8192]]),
-        "split_8x128x8192": np.tile([128, 128, 8192], (8, 1)),
-        "split_ragged": np.stack([rng.integers(1, 300, 6), rng.integers(1, 300, 6),
-                                  rng.integers(1000, 20000, 6)], axis=1),
-        "m_or_n_zero": np.array([[0, 64, 64], [64, 0, 64], [0, 0, 0], [64, 64, 0],
-                                 [100, 200, 300]]),
-        "all_empty": np.array([[0, 64, 64], [64, 0, 64]]),
-        "moe8": moe(8, 256), "moe8_1024": moe(8, 1024), "moe64": moe(64, 1024),
-        "moe128": moe(128, 256),
-        "uniform8": np.stack([rng.integers(16, 257, 8), rng.integers(16, 257, 8),
-                              rng.integers(16, 513, 8)], axis=1),
-        "uniform64": np.stack([rng.integers(16, 1025, 64), rng.integers(16, 1025, 64),
-                               rng.integers(16, 513, 64)], axis=1),
-        "uniform8192": np.stack([rng.integers(16, 1025, 8192), rng.integers(16, 1025, 8192),
-                                 rng.integers(16, 513, 8192)], axis=1),
-        "moe8192": moe(8192, 256),
-    }
-    for name, s in cases.items():
-        for arch in ("sm_90", "sm_80", "gfx90a"):
-            for dtype in ("float32", "float64"):
-                kws = [{}, {"mode": "per-kind"}, {"mode": "fused"},
-                       {"strategy": "wavefront-tlp"}, {"strategy": "workgroup-tlp",
-                                                       "mode": "per-kind"}]
-                if s.shape[0] > 1000:
-                    kws = kws[:1] + kws[3:4]
-                for kw in kws:
-                    out.append((f"{name}:{arch}:{dtype}:{kw}", s.astype(np.int64),
-                                dict(kw, arch=arch, dtype=dtype)))
-    return out
-
-
-def edge_digest(p):
-    """test_planner_digests.digest, and a split plan's splits, prediction and inner
-    plan (its tiles and prediction)."""
-    from test_planner_digests import digest
-    h, pred = digest(p)
-    sp = p.split
-    inner = None if sp is None else [np.asarray(sp.splits).tolist(), sp.predicted_ms,
-                                     sp.reason, sp.plan.predicted_ms,
-                                     digest(sp.plan)[0] if sp.plan.layout is not None
-                                     else None]
-    return [h, pred, inner]
-
-
-def edge_digests():
-    out = {}
-    for name, s, kw in edge_requests():
-        try:
-            out[name] = edge_digest(planner.plan(s, use_cache=False, **kw))
-        except Exception as e:   # a typed refusal is part of the behaviour too
-            out[name] = [type(e).__name__, None, None]
-    return out
-
-
-def test_edge_case_plans_equal_the_ones_before():
-    want = json.loads(EDGE_DATA.read_text())
-    got = edge_digests()
-    assert set(got) == set(want)
-    bad = [name for name in want if got[name] != want[name]]
-    assert not bad, bad[:10]
-
-
-if __name__ == "__main__":   # record, from the tree before the change (by hand)
-    EDGE_DATA.write_text(json.dumps(edge_digests(), indent=0, sort_keys=True))
