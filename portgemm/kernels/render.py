@@ -273,8 +273,19 @@ STAGED_C = {
 }
 
 
+# ... and the wgmma kinds whose epilogue passes C through shared memory
+# (pg_wgmma_store): every 128x128 one and 3xTF32's 64x128, 1.26-1.47x faster on the
+# H100's large 16-bit grid cells (bench/NOTES.md, session 14). Not the 16-bit 64x128 nor
+# 3xTF32's 64x64: under their register caps (4 and 3 blocks an SM) they spilled 8-24
+# bytes with it on sm_90a.
+WGMMA_STAGED_C = {*((fam, "128x128/g64x128", dt) for fam, dt in WGMMA_FAMILIES.items()),
+                  ("wgmma-3xtf32", "64x128/g64x128", "float32")}
+
+
 def staged_c(variant: Variant) -> bool:
-    """Whether ``variant`` takes PG_STAGED_C (STAGED_C above)."""
+    """Whether ``variant`` takes PG_STAGED_C (STAGED_C, WGMMA_STAGED_C above)."""
+    if _has_wgmma(variant):
+        return _key(variant) in WGMMA_STAGED_C
     return (lean(variant) and _key(variant) in STAGED_C
             and _key(variant) + (_op(variant),) not in REGISTER_BOUND_OPS)
 

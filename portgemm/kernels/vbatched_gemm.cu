@@ -1770,6 +1770,88 @@ __device__ __forceinline__ void pg_wgmma_epilogue(const PgGemm* __restrict__ gp,
                           beta, vec_c);
     }
 }
+
+#if PG_STAGED_C
+// pg_wgmma_epilogue through shared memory (PG_STAGED_C: render.staged_c). Stored straight
+// from the registers' layout, a warp's access covers 8 rows of 4 pairs of columns: 8
+// sectors for 16 (16-bit) or 32 (fp32) bytes of each, and one element at a time where
+// C's rows are not pair-aligned (an odd leading dimension). Here each warp passes its
+// sub-tile through `ws`, its own 8 x 40 floats of shared memory, 8 rows x 32 columns at
+// a time: alpha acc goes in as the registers hold it (two floats a lane, rows 40 words
+// apart: each half warp's 16 lanes on the 32 banks once), and lane l then handles column
+// l of each row, 32 consecutive elements an access whatever C's alignment, in the same
+// fp32 operations (alpha acc + beta C, rounded once). Nsight Compute on the H100, a bf16
+// batch of short K (1024/256 b256): the direct stores held the L2 at 82 % of its
+// throughput with DRAM at 18 %; staged, the 128x128 kernel ran 1.43x faster at 50 %
+// (bench/NOTES.md, session 14).
+constexpr int PG_WG_EPI_S = 40;                          // ws's row stride, floats
+constexpr int PG_WG_EPI_FLOATS = 8 * PG_WG_EPI_S;        // one warp's ws
+template <int WN>
+__device__ __forceinline__ void pg_wgmma_epilogue_staged(const PgGemm* __restrict__ gp, int r0,
+                                                         int c0, const float* acc, float* ws,
+                                                         int tid)
+{
+    const float alpha = float(gp->alpha), beta = float(gp->beta);
+    PG_T* __restrict__ C = gp->C;
+    const int ldc = gp->ldc, M = gp->M, N = gp->N;
+    const int lane = tid & 31, warp = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int rb = r0 + 16 * warp + 8 * h;           // the chunk's first row
+        if (rb >= M) break;                              // (the warp's rows ascend with h)
+#pragma unroll
+        for (int jq = 0; jq < WN / 32; ++jq) {
+            const int cb = c0 + 32 * jq;
+            if (cb >= N) break;
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+                const float* v = acc + 4 * (4 * jq + jj) + 2 * h;
+                *reinterpret_cast<float2*>(ws + g * PG_WG_EPI_S + 8 * jj + 2 * t) =
+                    make_float2(alpha * v[0], alpha * v[1]);
+            }
+            pg_syncwarp();
+            const int col = cb + lane;
+            if (col < N) {
+                PG_T* __restrict__ cp = C + (long long)rb * ldc + col;
+                const float* w = ws + lane;
+                const int rows = min(8, M - rb);
+#pragma unroll 1
+                for (int rr = 0; rr < rows; ++rr, cp += ldc, w += PG_WG_EPI_S) {
+                    float x = *w;
+                    if (beta != 0.0f) x += beta * float(*cp);
+                    *cp = PG_T(x);
+                }
+            }
+            pg_syncwarp();                               // ws is rewritten next
+        }
+    }
+}
+#endif
+
+// A wgmma tile's epilogue, staged (PG_STAGED_C) or not. The staged one's ws: in the
+// last cp.async stage, which a block's next tile first writes after its k loop's first
+// barrier (its prologue fills the stages before it), and which this tile's wgmmas have
+// stopped reading (the k loop ends on a barrier); a tile with no k steps takes no
+// barrier, but then only epilogues touch it, each warp its own ws. Warps 0-3 in B's
+// part of that stage, warps 4-7 (a second warpgroup) in A's.
+template <int WN, int NT, class SA, class SB>
+__device__ __forceinline__ void pg_wgmma_store(const PgGemm* __restrict__ gp, int r0, int c0,
+                                               const float* acc, int tid, PG_T* smem)
+{
+#if PG_STAGED_C
+    constexpr int ST = PG_STAGES;
+    static_assert(NT <= 256 && 4 * PG_WG_EPI_FLOATS * 4 <= SB::ELEMS * (int)sizeof(PG_T) &&
+                  (NT <= 128 || 4 * PG_WG_EPI_FLOATS * 4 <= SA::ELEMS * (int)sizeof(PG_T)),
+                  "four warps' epilogue rows fit in each operand's part of a stage");
+    const int w = tid >> 5;
+    PG_T* part = w < 4 ? smem + ST * SA::ELEMS + (ST - 1) * SB::ELEMS   // B's last stage
+                       : smem + (ST - 1) * SA::ELEMS;                   // A's last stage
+    pg_wgmma_epilogue_staged<WN>(gp, r0, c0, acc,
+                                 reinterpret_cast<float*>(part) + (w & 3) * PG_WG_EPI_FLOATS, tid);
+#else
+    pg_wgmma_epilogue<WN>(gp, r0, c0, acc, tid);
+#endif
+}
 #endif
 
 #if PG_TF32
@@ -2189,7 +2271,7 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
                                               pg_k_of(gp), m0, n0, pg_vec_a(gp, m0),
                                               pg_vec_b(gp, n0), tid, smem, step);
 
-    pg_wgmma_epilogue<WN>(gp, m0 + wm, n0 + wn, acc, tid);
+    pg_wgmma_store<WN, NT, SA, SB>(gp, m0 + wm, n0 + wn, acc, tid, smem);
 }
 #endif  // PG_WGMMA_KINDS
 #endif  // PG_TF32
@@ -2555,7 +2637,7 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
         __syncthreads();
     }
 
-    pg_wgmma_epilogue<WN>(gp, m0 + wm, n0 + wn, acc, tid);
+    pg_wgmma_store<WN, NT, SA, SB>(gp, m0 + wm, n0 + wn, acc, tid, smem);
 }
 #endif  // PG_WGMMA_KINDS
 #endif  // PG_HALF
