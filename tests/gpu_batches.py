@@ -204,12 +204,13 @@ def check_packed_ragged(be, torch, tdtype, device_offs, seed, check, what, **opt
 
 
 def family_plan(shapes, dtype, arch, mode, kind=None, seed=0, tiles_per_block=1,
-                resident=None):
-    """A plan over our family for ``dtype``: every GEMM on ``kind`` (its name), or, when
-    None, Eq. 10's choice for half the GEMMs and a random kind for the rest (so a fused
-    launch mixes every kind); ``tiles_per_block`` consecutive tiles run in one block, one
-    after the other (needs one kind)."""
-    kinds = FAMILIES[FAMILY[dtype]]
+                resident=None, family=None):
+    """A plan over our family for ``dtype`` (or ``family``): every GEMM on ``kind`` (its
+    name), or, when None, Eq. 10's choice for half the GEMMs and a random kind for the
+    rest (so a fused launch mixes every kind); ``tiles_per_block`` consecutive tiles run
+    in one block, one after the other (needs one kind)."""
+    family = family or FAMILY[dtype]
+    kinds = FAMILIES[family]
     shapes = np.ascontiguousarray(shapes, dtype=np.int64)
     shapes.flags.writeable = False
     batch = shapes.shape[0]
@@ -228,7 +229,7 @@ def family_plan(shapes, dtype, arch, mode, kind=None, seed=0, tiles_per_block=1,
     # ``resident``: workgroups per CU each kind is said to keep, so a per-kind launch
     # with more tiles than that many per CU runs persistent (backends/persistent.py)
     occ = {} if resident is None else {k.name: _Resident(resident) for k in kinds}
-    return make_plan(req, "test-" + FAMILY[dtype], kinds, tiles, block_ptr, 0.0, 0.0,
+    return make_plan(req, "test-" + family, kinds, tiles, block_ptr, 0.0, 0.0,
                      "none", occ, [])
 
 

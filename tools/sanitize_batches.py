@@ -5,7 +5,8 @@ the tensor-core paths' default plans (float16, and float32 in the precision mode
 a workspace, then the inner plan on it) over them; and, where the device has them (sm_90),
 each wgmma kind forced (tiles.WGMMA_FAMILIES: float16, and wgmma-3xtf32 on float32; their
 stages past 48 KiB are dynamic shared memory), aligned and strided rows, edge sizes and a
-long K; then every fp32 SIMT kind of ours forced, three tiles a block; last, every
+long K; then every SIMT kind of ours (fp32, fp64) and every float16 / 3xtf32 wgmma kind
+forced, three tiles a block (a tile's epilogue beside the next tile's copies); last, every
 float32 tensor-core kind (the TF32 families and wgmma-3xtf32) forced on operands that
 end where their own cudaMalloc ends (no memory pool), with leading
 dimensions of every residue mod 4 and bases 1-3 elements past a 16-byte boundary, NaN
@@ -13,10 +14,12 @@ between the rows: the stages' aligned windows (PgTf32Stage) must not read past a
 matrix's last element.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_batches.py
+                                                               [--only simt_blocks,wgmma_blocks]
 
 Exits 1 on a wrong result (the sanitizer's own exit code reports its findings)."""
 from __future__ import annotations
 
+import argparse
 import itertools
 import sys
 from pathlib import Path
@@ -47,10 +50,17 @@ CASES = [(None, "fused"), (None, "per-kind"), ("coordinated", None), ("magma", N
          (None, None)]
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default=None,
+                    help="comma list of parts: simt_blocks, wgmma_blocks, windows")
+    only = ap.parse_args(argv).only
     be = portgemm.backends.base.get_backend("cuda")
     cp = be.cp
     rng = np.random.default_rng(11)
+    if only:
+        parts = {"simt_blocks": simt_blocks, "wgmma_blocks": wgmma_blocks, "windows": windows}
+        return 1 if sum(parts[p](be, be.arch(), rng) for p in only.split(",")) else 0
     bad = 0
     runs = [(strategy, mode, dtype, None, TOL[dtype]) for (strategy, mode), dtype in
             itertools.product(CASES, ("float32", "float64"))]
@@ -84,6 +94,7 @@ def main() -> int:
               f"trans={int(ta)}{int(tb)}: "
               f"err {err:.2e} {'ok' if ok else 'WRONG'}")
     bad += simt_blocks(be, arch, rng)
+    bad += wgmma_blocks(be, arch, rng)
     bad += windows(be, arch, rng)
     return 1 if bad else 0
 
@@ -133,6 +144,28 @@ def simt_blocks(be, arch, rng) -> int:
         bad += not err < TOL[dt]
         print(f"simt {dt} {kind} 3 tiles/block trans={int(ta)}{int(tb)}: err {err:.2e} "
               f"{'ok' if err < TOL[dt] else 'WRONG'}")
+    return bad
+
+
+def wgmma_blocks(be, arch, rng) -> int:
+    """Every float16 / 3xtf32 wgmma kind forced (where the device has them), three tiles a
+    block, strided rows, every transpose pair: a warp's epilogue through the last stage
+    (pg_wgmma_store) runs beside the other warps' next tile (racecheck)."""
+    cp = be.cp
+    shapes = [*WGMMA_SHAPES, (300, 260, 40), (129, 257, 9)]
+    bad = 0
+    runs = [(fam, dt, k.kind) for fam, dt in WGMMA_FAMILIES.items()
+            if dt in ("float16", "float32") and family_builds_for(fam, arch.name)
+            for k in FAMILIES[fam]]
+    for (fam, dt, kind), (ta, tb) in itertools.product(runs, itertools.product((False, True), repeat=2)):
+        tol = MMA_CASES[dt, None if dt == "float16" else "3xtf32"]
+        A, B, C, alpha, beta, ref = nan_batch(cp, rng, shapes, dt, ta, tb, True)
+        p = family_plan(shapes, dt, arch, "per-kind", kind, tiles_per_block=3, family=fam)
+        p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
+        err = max_rel_error([cp.asnumpy(c) for c in C], ref)
+        bad += not err < tol
+        print(f"wgmma {fam}.{kind} 3 tiles/block trans={int(ta)}{int(tb)}: err {err:.2e} "
+              f"{'ok' if err < tol else 'WRONG'}")
     return bad
 
 
