@@ -131,40 +131,36 @@ def simt_blocks(be, arch, rng) -> int:
     pipeline and the register path, and the epilogue that stages unaligned C through
     shared memory), three tiles a block: a warp's epilogue then runs beside the other
     warps' next tile, whose copies must not touch the shared rows it uses (racecheck)."""
-    cp = be.cp
-    shapes = [*SHAPES, (200, 300, 24), (129, 257, 9), (256, 128, 40)]
-    bad = 0
-    kinds = [(dt, k.kind) for dt in ("float32", "float64") for k in FAMILIES[FAMILY[dt]]
-             if k.engine == "simt"]
-    for (dt, kind), (ta, tb) in itertools.product(kinds, itertools.product((False, True), repeat=2)):
-        A, B, C, alpha, beta, ref = nan_batch(cp, rng, shapes, dt, ta, tb, True)
-        p = family_plan(shapes, dt, arch, "per-kind", kind, tiles_per_block=3)
-        p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
-        err = max_rel_error([cp.asnumpy(c) for c in C], ref)
-        bad += not err < TOL[dt]
-        print(f"simt {dt} {kind} 3 tiles/block trans={int(ta)}{int(tb)}: err {err:.2e} "
-              f"{'ok' if err < TOL[dt] else 'WRONG'}")
-    return bad
+    runs = [(dt, FAMILY[dt], k.kind, TOL[dt]) for dt in ("float32", "float64")
+            for k in FAMILIES[FAMILY[dt]] if k.engine == "simt"]
+    return blocks_of_three(be, arch, rng, runs, [*SHAPES, (200, 300, 24), (129, 257, 9),
+                                                 (256, 128, 40)])
 
 
 def wgmma_blocks(be, arch, rng) -> int:
     """Every float16 / 3xtf32 wgmma kind forced (where the device has them), three tiles a
-    block, strided rows, every transpose pair: a warp's epilogue through the last stage
-    (pg_wgmma_store) runs beside the other warps' next tile (racecheck)."""
-    cp = be.cp
-    shapes = [*WGMMA_SHAPES, (300, 260, 40), (129, 257, 9)]
-    bad = 0
-    runs = [(fam, dt, k.kind) for fam, dt in WGMMA_FAMILIES.items()
+    block: a warp's epilogue through the last stage (pg_wgmma_store) runs beside the
+    other warps' next tile (racecheck)."""
+    runs = [(dt, fam, k.kind, MMA_CASES[dt, None if dt == "float16" else "3xtf32"])
+            for fam, dt in WGMMA_FAMILIES.items()
             if dt in ("float16", "float32") and family_builds_for(fam, arch.name)
             for k in FAMILIES[fam]]
-    for (fam, dt, kind), (ta, tb) in itertools.product(runs, itertools.product((False, True), repeat=2)):
-        tol = MMA_CASES[dt, None if dt == "float16" else "3xtf32"]
+    return blocks_of_three(be, arch, rng, runs, [*WGMMA_SHAPES, (300, 260, 40), (129, 257, 9)])
+
+
+def blocks_of_three(be, arch, rng, runs, shapes) -> int:
+    """Each (dtype, family, kind, tolerance) of ``runs`` forced on ``shapes``, three tiles
+    a block, strided rows, every transpose pair; the number of wrong results."""
+    cp = be.cp
+    bad = 0
+    for (dt, fam, kind, tol), (ta, tb) in itertools.product(
+            runs, itertools.product((False, True), repeat=2)):
         A, B, C, alpha, beta, ref = nan_batch(cp, rng, shapes, dt, ta, tb, True)
         p = family_plan(shapes, dt, arch, "per-kind", kind, tiles_per_block=3, family=fam)
         p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
         err = max_rel_error([cp.asnumpy(c) for c in C], ref)
         bad += not err < tol
-        print(f"wgmma {fam}.{kind} 3 tiles/block trans={int(ta)}{int(tb)}: err {err:.2e} "
+        print(f"{fam}.{kind} {dt} 3 tiles/block trans={int(ta)}{int(tb)}: err {err:.2e} "
               f"{'ok' if err < tol else 'WRONG'}")
     return bad
 
