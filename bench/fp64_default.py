@@ -42,10 +42,9 @@ from portgemm.backends import cuda as cuda_backend  # noqa: E402
 from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
 from portgemm.occupancy import ceilings  # noqa: E402
 from portgemm.planner.cost_model import predict  # noqa: E402
-from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
 from portgemm.tuning.model import kinds_plan, one_kind_plan  # noqa: E402
 from portgemm.benchmark.workloads import grid_cases  # noqa: E402
-from kernel_bench import CASES, Reference, checked, make_batch  # noqa: E402
+from kernel_bench import CASES, Reference, checked, make_batch, simt_kinds  # noqa: E402
 from planner_proof import broad_batches  # noqa: E402
 from timing import do_bench  # noqa: E402
 
@@ -147,8 +146,7 @@ def main(argv=None):
     if flat != row:
         entries["flat"] = flat
     forced = next(k for k in tiles.FAMILIES[fam] if k.kind == forced_kind)
-    simt = () if dtype != "float64" else tuple(sorted(
-        (k for k in tiles.FAMILIES[OUR_FAMILY[dtype]] if k.engine == "simt"), key=lambda k: k.area))
+    simt = simt_kinds(dtype) if dtype == "float64" else ()
     rows, raw = [], []
     for group, name, shapes, A, B, C in all_cases(cp, args.quick, dtype):
         ref = Reference(cp, A, B)
