@@ -151,14 +151,19 @@ CONFIGS["f64reg"] = {"STAGES": {(fam, k, F64): 0 for fam, kinds in render.F64_KP
                                 for k in kinds}}
 
 
+def merged(base, more):
+    """A render table with ``more`` over ``base``: dicts updated, sets and tuples joined."""
+    return ({**base, **more} if isinstance(base, dict) else
+            base | more if isinstance(base, set) else base + more)
+
+
 def apply_config(name, committed):
     from portgemm.backends import persistent
     os.environ.pop(persistent.ENV, None)
     os.environ.update(CONFIGS[name].get("ENV", {}))
     for table, base in committed.items():
-        new = CONFIGS[name].get(table, base)
-        setattr(render, table, {**base, **new} if isinstance(base, dict) else
-                base | new if isinstance(base, set) else new)
+        setattr(render, table, merged(base, CONFIGS[name][table]) if table in CONFIGS[name]
+                else base)
     render.render.cache_clear()
     resources._registered.clear()
     portgemm.planner.clear_cache()
@@ -258,9 +263,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     if args.extra:
         for table, more in EXTRA_TABLES.items():
-            base_t = getattr(render, table)
-            setattr(render, table, {**base_t, **more} if isinstance(base_t, dict) else
-                    base_t | more if isinstance(base_t, set) else base_t + more)
+            setattr(render, table, merged(getattr(render, table), more))
     base = cuda_backend.create()
     cp = base.cp
     cublas = CublasGrouped(cp)
