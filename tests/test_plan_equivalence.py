@@ -106,7 +106,8 @@ def differences(want: list, seed: int = SEED) -> list[str]:
     for i, (g, w, (shapes, kw)) in enumerate(zip(got, want, requests(len(want), seed))):
         if g[0] != w[0]:
             bad.append(f"request {i} ({shapes.shape[0]} GEMMs, {kw}): plan differs")
-        elif (g[1] is None) != (w[1] is None) or (g[1] is not None and g[1] != w[1]):
+        elif (g[1] is None) != (w[1] is None) or (
+                g[1] is not None and g[1] != pytest.approx(w[1], rel=1e-9, abs=1e-300)):
             bad.append(f"request {i} ({shapes.shape[0]} GEMMs, {kw}): predicted_ms "
                        f"{g[1]!r} != {w[1]!r}")
     return bad

@@ -75,10 +75,15 @@ def cases():
 
 
 def digest(p) -> tuple[str, float | None]:
+    """(hash of the plan's tiles, kinds, mode, TLP, threshold and notes; predicted_ms).
+    TLP and threshold enter to 9 significant digits: numpy's float reductions pick their
+    SIMD paths by CPU, so their last bits differ between machines (up to 3 ulp measured,
+    every plan equal), and the digests are compared on whatever machine runs the tests;
+    predicted_ms is compared to 1e-9 relative for the same reason."""
     h = hashlib.sha256()
     h.update(repr((p.strategy, p.mode, [k.name for k in p.kinds], p.dtype.name,
-                   float(p.tlp), float(p.tlp_threshold), p.tlp_model, list(p.notes),
-                   p.grid)).encode())
+                   f"{float(p.tlp):.9g}", f"{float(p.tlp_threshold):.9g}", p.tlp_model,
+                   list(p.notes), p.grid)).encode())
     if p.layout is not None:
         lay = p.layout
         for a in (lay.gemm, lay.kind, lay.gm, lay.gn):
