@@ -62,12 +62,19 @@ def _dim_codes(v: np.ndarray, step: int, patterns, limit: int):
         code *= n_patterns
         code += table.take(low)
         size = np.bincount(code)
-    present = size.nonzero()[0]
+    present = _present(size)
     if present.shape[0] > limit:
         return None
     slot = np.zeros(size.shape[0], dtype=np.int64)
     slot[present] = np.arange(present.shape[0])
     return slot.take(code), present.shape[0]
+
+
+def _present(size: np.ndarray) -> np.ndarray:
+    """size.nonzero()[0] of a bincount: through a bool mask where the counts are many
+    (numpy's nonzero of a long int64 array with scattered zeros is ~4x slower than of
+    its mask; for short ones the mask's pass costs more than it saves)."""
+    return size.nonzero()[0] if size.shape[0] <= 4096 else (size != 0).nonzero()[0]
 
 
 @per_family
@@ -122,10 +129,12 @@ def batch_classes(shapes: np.ndarray, kinds) -> BatchClasses | None:
         key = code if key is None else key * n + code
         space *= n
     size = np.bincount(key, minlength=space)
-    present = size.nonzero()[0]
-    C = present.shape[0]
+    # counted before they are listed: a batch of too many classes (uniform sizes up to
+    # 256: ~60,000 keys) gives up without the list
+    C = int(np.count_nonzero(size))
     if C > MAX_SHARE * B:
         return None
+    present = _present(size)
     slot = np.empty(space, dtype=np.int64)
     slot[present] = np.arange(C)
     inverse = slot.take(key)

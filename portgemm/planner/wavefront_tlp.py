@@ -215,7 +215,7 @@ class BatchTables:
                 self._start = fk["start_of_bucket"].take(self.bucket)
             self.allowed = np.less_equal(fk["tm_c"], M, out=allowed)
             allowed &= np.less_equal(fk["tn_c"], N, out=mask)
-            allowed |= fk["rank0_c"]
+            allowed[fk["rank0_rows"]] = True   # whole rows: an OR with a column costs ~20 us
         np.logical_not(allowed, out=self.not_allowed)
         # not_allowed x OUT_OF_REACH: added to a (kinds, batch) table of seconds or work,
         # it keeps the allowed entries and lifts the rest above all of them (two fast
