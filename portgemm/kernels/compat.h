@@ -470,6 +470,12 @@ __device__ __forceinline__ PgBf16 pg_ldg(const PgBf16* p)
 #else
 #define PG_HALF_PROLOGUE_UNROLL _Pragma("unroll")
 #endif
+// Bytes of {hi:lo} = (b, a) picked by `sel`, four 4-bit byte indices (PTX prmt):
+// pg_copy_shift16 joins the high half of one word and the low half of the next.
+__device__ __forceinline__ unsigned pg_perm(unsigned a, unsigned b, unsigned sel)
+{
+    return __byte_perm(a, b, sel);
+}
 // cp.async copies 4, 8 or 16 bytes: a 2-byte element (a 16-bit row that is not 16-byte
 // aligned) is copied by the thread itself. Its store is published by the same barrier
 // that publishes the stage's asynchronous copies, so the pipeline's order holds.

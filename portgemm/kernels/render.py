@@ -55,6 +55,13 @@ MIN_BLOCKS = {
     # (4 warps) capped at 4 blocks spilled 8-104 bytes there, so it keeps 3 (166).
     **{(fam, "128x128/w64x32", dt): 2
        for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))},
+    # the 16-bit 32x32 MMA kind (4 warps, 20 KiB of shared memory): 127 registers with the
+    # shifted word copies (SHIFT16) and no hint (4 blocks an SM; 96 and 5 before them);
+    # capped at 6, 72-80 with no spill on sm_90 in any layout and op, and 1.13-1.14x the
+    # uncapped kernel on the 1,024-GEMM batches of MaxMN 128 with K up to 256-512 (H100,
+    # bench/NOTES.md session 15); capped at 8 (64 registers) those ran 0.7-0.9x
+    **{(fam, "32x32/w16x16", dt): 6
+       for fam, dt in (("portgemm-f16", "float16"), ("portgemm-bf16", "bfloat16"))},
     # the wgmma kinds (64 accumulators a thread, 123-152 registers with no hint): capped
     # at 128 registers, 128x128 (two warpgroups) keeps 2 resident blocks an SM and 64x128
     # (one) 4, as their 64 / 48 KiB of shared memory allow; no spill on sm_90a
@@ -73,6 +80,14 @@ MIN_BLOCKS = {
 # fp64's SIMT kinds on the k-major pipeline (STAGES and KPIPE below), by family
 F64_KPIPE_KINDS = {"portgemm-f64": ("64x64/8x4", "128x64/8x4", "64x128/4x8"),
                    "tune-f64": ("64x64/8x4/k8", "128x64/8x4/k8", "64x128/4x8/k8")}
+
+
+# The 16-bit MMA kinds' copies of 2-byte aligned rows (an odd leading dimension: half the
+# GEMMs of a random batch) where a slice lies inside its matrix: (chunk elements, least
+# stored row length that takes them; chunk 0: element copies), by the keys of MIN_BLOCKS,
+# SHIFT16_DEFAULT for the rest (kernels/vbatched_gemm.cu pg_copy_shift16).
+SHIFT16_DEFAULT = (8, 0)
+SHIFT16 = {}
 
 
 # cp.async pipeline stages (sm_80+), same keys as MIN_BLOCKS; absent: 0, the register
@@ -326,6 +341,14 @@ def min_blocks(variant: Variant) -> int:
     return MIN_BLOCKS.get(key + (_op(variant),), MIN_BLOCKS.get(key, 0))
 
 
+def shift16(variant: Variant) -> tuple[int, int]:
+    """(chunk, least row length) of the 16-bit MMA kinds' shifted word copies of 2-byte
+    rows (pg_copy_shift16; SHIFT16), (0, 0) for every other variant."""
+    if variant.dtype not in HALF_DTYPES or not any(k.engine == "mma" for k in variant.kinds):
+        return (0, 0)
+    return SHIFT16.get(_key(variant), SHIFT16_DEFAULT)
+
+
 def k_unroll(variant: Variant) -> int:
     """The BK loop's unroll count (0: the vendor default); an entry keyed with the op
     wins, as in min_blocks."""
@@ -520,6 +543,8 @@ def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str
         **({"PG_LEAN_STEP": "1"} if lean_step(variant) else {}),
         **({"PG_KPIPE": "1"} if kpipe(variant) else {}),
         **({"PG_STAGED_C": "1"} if staged_c(variant) else {}),
+        **({"PG_SHIFT16_CH": str(sh[0]), "PG_SHIFT16_MIN_CONT": str(sh[1])}
+           if (sh := shift16(variant))[0] else {}),
         **tf32,
         **mfma,
         **wgmma,

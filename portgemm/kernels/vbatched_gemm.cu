@@ -44,6 +44,10 @@
 //   PG_KPIPE        1 (with PG_LEAN and PG_STAGES >= 2; render.kpipe): the cp.async main
 //                   loop stages A k-major by element copies and double-buffers the
 //                   fragments (PgAsyncKT); 0 or absent: as before
+//   PG_SHIFT16_CH   4 or 8 (16-bit MMA kinds, sm_80+; render.shift16): inside slices of
+//                   2-byte aligned rows copied as shifted words (pg_copy_shift16), chunks
+//                   of that many elements, rows of at least PG_SHIFT16_MIN_CONT elements
+//                   only; 0 or absent: element copies
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
@@ -68,6 +72,10 @@
 #endif
 #ifndef PG_KPIPE
 #define PG_KPIPE 0
+#endif
+#ifndef PG_SHIFT16_CH
+#define PG_SHIFT16_CH 0
+#define PG_SHIFT16_MIN_CONT 0
 #endif
 #ifndef PG_STAGED_C
 #define PG_STAGED_C 0
@@ -583,8 +591,51 @@ __device__ __forceinline__ void pg_copy_chunks16(PG_T* xs, const PG_T* __restric
     }
 }
 
+// The element copies of an inside slice (every row live, every column inside the matrix)
+// on rows only 2-byte aligned (an odd leading dimension): a thread moves chunks of CH
+// elements (8 or 4) as CH / 2 aligned 4-byte loads and one CH * 2-byte shared store,
+// where pg_copy_chunks16<1> issues CH loads and CH stores of 2 bytes. A row whose first
+// element sits 2 bytes into a word (parity p = 1: every other row) takes its words from
+// one element before the chunk, and each stored pair is the high half of one word and
+// the low half of the next (pg_perm); its chunk's last element is the low half of one
+// more word, loaded alone, so no load reaches past the chunk's last element. The word
+// before a chunk holds the element before it: in the matrix (the row or the one above),
+// or, for the first row's first chunk, in the same allocation (a base that is 2 mod 4
+// bytes is inside its allocation, which starts aligned). Chunks RS rows apart (RS even)
+// share the parity. CUDA only (sm_80+: PG_ASYNC), as the other 16-bit stage copies.
+template <int CH, int CONT, int ELEMS, int NT, class Stage>
+__device__ __forceinline__ void pg_copy_shift16(PG_T* xs, const PG_T* __restrict__ X, int ld,
+                                                int rbase, int cbase, int tid)
+{
+    constexpr int NW = CH / 2, PER_ROW = CONT / CH, ROWS = ELEMS / CONT, RS = NT / PER_ROW;
+    static_assert((CH == 4 || CH == 8) && CONT % CH == 0 && NT % PER_ROW == 0 &&
+                  ROWS % RS == 0 && RS % 2 == 0, "whole chunks per thread, rows of one parity");
+    const int o = tid / PER_ROW, c = (tid % PER_ROW) * CH;
+    const PG_T* src = X + (rbase + o) * ld + cbase + c;
+    const int p = (int)((unsigned long long)src >> 1) & 1;
+    const unsigned* w = reinterpret_cast<const unsigned*>(src - p);
+    const unsigned sel = p ? 0x5432u : 0x3210u;   // p = 0: the first word as it is
+    const int step = RS / 2 * ld;                   // words between a thread's chunks
+#pragma unroll
+    for (int l = 0; l < ROWS / RS; ++l) {
+        const unsigned* wl = w + l * step;
+        unsigned a[NW + 1], v[NW];
+#pragma unroll
+        for (int j = 0; j < NW; ++j) a[j] = PG_LDG(wl + j);
+        a[NW] = p ? (unsigned)PG_LDG(reinterpret_cast<const unsigned short*>(wl + NW)) : 0u;
+#pragma unroll
+        for (int j = 0; j < NW; ++j) v[j] = pg_perm(a[j], a[j + 1], sel);
+        PG_T* dst = xs + Stage::pos(o, c) + Stage::pos(l * RS, 0);
+        if constexpr (CH == 8)
+            *reinterpret_cast<uint4*>(dst) = make_uint4(v[0], v[1], v[2], v[3]);
+        else
+            *reinterpret_cast<uint2*>(dst) = make_uint2(v[0], v[1]);
+    }
+}
+
 // A 16-bit slice by the widest copy its alignment allows (pg_align_of): 16-byte units as
-// pg_copy_units (W = PG_V), else chunks of 4 or 2 bytes (pg_copy_chunks16); 8-byte
+// pg_copy_units (W = PG_V), else chunks of 4 or 2 bytes (pg_copy_chunks16; an inside
+// slice's 2-byte rows by pg_copy_shift16); 8-byte
 // chunks (a leading dimension of 4 mod 8 elements) take the 4-byte path: a third
 // path's hoisted addresses cost registers the 128x128 kind does not have.
 // `phase` 0 issues the cp.async copies (align >= 4), phase 1 the element copies (align
@@ -602,7 +653,13 @@ __device__ __forceinline__ void pg_copy16(PG_T* xs, const PG_T* __restrict__ X, 
         else if (align >= 4)
             pg_copy_chunks16<2, CONT, ELEMS, NT, Stage>(xs, X, ld, rbase, cbase, rlim, clim, tid);
     } else if (align < 4) {
-        pg_copy_chunks16<1, CONT, ELEMS, NT, Stage>(xs, X, ld, rbase, cbase, rlim, clim, tid);
+        // PG_SHIFT16_CH (render.SHIFT16): the chunk, 0 for none; rows of at least
+        // PG_SHIFT16_MIN_CONT elements only
+        constexpr int SH = PG_SHIFT16_CH > 0 ? PG_SHIFT16_CH : 8;
+        if (PG_SHIFT16_CH > 0 && CONT >= PG_SHIFT16_MIN_CONT && inside)
+            pg_copy_shift16<SH, CONT, ELEMS, NT, Stage>(xs, X, ld, rbase, cbase, tid);
+        else
+            pg_copy_chunks16<1, CONT, ELEMS, NT, Stage>(xs, X, ld, rbase, cbase, rlim, clim, tid);
     }
 }
 #endif  // PG_HALF
