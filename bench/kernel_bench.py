@@ -120,12 +120,26 @@ CONFIGS = {
                          ("portgemm", "128x64/8x8", F32): 1,
                          ("portgemm", "64x128/8x8", F32): 1}},
 }
-TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES", "KPIPE", "LEAN_FAMILIES")
+TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES", "KPIPE", "LEAN_FAMILIES", "SHIFT16")
 # fp64 MMA kinds: the 64x64 kind capped to 128 registers (4 blocks an SM, as its 48 KiB
 # of shared memory allow), and with 3 stages instead of 4
 CONFIGS["dmma-cap4"] = {"MIN_BLOCKS": {("portgemm-f64", "64x64/w32x32", F64): 4}}
 CONFIGS["dmma-st3"] = {"STAGES": {("portgemm-f64", "64x64/w32x32", F64): 3,
                                   ("portgemm-f64", "32x32/w16x16", F64): 3}}
+
+# session 15's 16-bit MMA kinds: the kernel before them ("session14": element copies of
+# 2-byte rows, 32x32/w16x16 uncapped), the shifted word copies off or for rows of 64
+# elements or more only (render.SHIFT16), and register caps: 32x32/w16x16 at 8 blocks an
+# SM (64 registers; committed: 6), 64x64/w32x32 at 5 (96 registers; its 40 KiB of shared
+# memory allow 5; uncapped 128, 4)
+HALF16 = tuple(tiles.HALF_FAMILIES.items())
+HALF16_MMA = [(f, k.kind, d) for f, d in HALF16 for k in tiles.FAMILIES[f] if k.engine == "mma"]
+CONFIGS["sh_off"] = {"SHIFT16": {key: (0, 0) for key in HALF16_MMA}}
+CONFIGS["sh_b64"] = {"SHIFT16": {key: (8, 64) for key in HALF16_MMA}}
+CONFIGS["session14"] = {**CONFIGS["sh_off"],
+                        "MIN_BLOCKS": {(f, "32x32/w16x16", d): 0 for f, d in HALF16}}
+CONFIGS["h32cap8"] = {"MIN_BLOCKS": {(f, "32x32/w16x16", d): 8 for f, d in HALF16}}
+CONFIGS["h64cap5"] = {"MIN_BLOCKS": {(f, "64x64/w32x32", d): 5 for f, d in HALF16}}
 
 # --extra: shapes outside the catalogue timed beside it (family "bench-f64"), with their
 # cp.async stages; a shape that wins goes into tiles.py (64x32/w32x16 did, and the SIMT
@@ -167,6 +181,24 @@ def apply_config(name, committed):
     render.render.cache_clear()
     resources._registered.clear()
     portgemm.planner.clear_cache()
+
+
+def compile_half(formats):
+    """Under the config just applied: compile the per-kind variants of each 16-bit
+    format's family and of the families weighed with it (the wgmma kinds where the device
+    builds them) on a fresh function cache of the CUDA backend, so the planner reads the
+    figures of what runs, whether or not the recorded ones match this kernel source."""
+    from portgemm.backends.base import get_backend
+    from portgemm.benchmark.formats import parse_formats
+    be = get_backend("cuda")
+    be._functions.clear()
+    storages = {fmt.storage for fmt in parse_formats(",".join(formats), TENSOR_CORE)}
+    for fam, dtype in tiles.HALF_FAMILIES.items():
+        if dtype in storages:
+            for f in (fam, *tiles.WEIGHED_WITH.get(fam, ())):
+                if tiles.family_builds_for(f, be.arch().name):
+                    for v in variants_for(tiles.FAMILIES[f], "per-kind", dtype):
+                        be.function(v)
 
 
 def make_batch(cp, rng, case, dtype):
@@ -248,15 +280,26 @@ def main(argv=None):
     ap.add_argument("--extra", action="store_true", help="also time the EXTRA shapes")
     ap.add_argument("--mode", default="warm", choices=("warm", "cold-l2"),
                     help="timing mode of the tensor-core peer grid")
+    ap.add_argument("--methods", default="",
+                    help="tensor-core peer grid: comma list of its methods to run (default all)")
     ap.add_argument("--time-limit", type=float,
                     help="tensor-core peer grid: start no case after this many seconds")
     args = ap.parse_args(argv)
     dtypes = args.dtype.split(",")
     half = [d for d in dtypes if d in TENSOR_CORE]
+    committed = {t: getattr(render, t) for t in TABLES}
+    configs = args.config.split(",")
     if half:
-        # the grid's own seed (0, as `python -m portgemm bench --grid`): the same shapes
-        grid_main(",".join(half), args.out, args.quick, args.mode, seed=0,
-                  time_limit_s=args.time_limit)
+        cells = [c.strip() for c in args.cases.split(",") if c.strip()] or None
+        methods = args.methods.split(",") if args.methods else None
+        for cfg in configs:
+            apply_config(cfg, committed)
+            compile_half(half)
+            # the grid's own seed (0, as `python -m portgemm bench --grid`): the same shapes
+            grid_main(",".join(half), args.out, args.quick, args.mode, seed=0,
+                      time_limit_s=args.time_limit, cells=cells, methods=methods,
+                      name="half_grid" if configs == ["base"] else f"half_grid_{cfg}")
+        apply_config("base", committed)
     args.dtype = ",".join(d for d in dtypes if d not in TENSOR_CORE)
     if not args.dtype:
         return
@@ -267,8 +310,6 @@ def main(argv=None):
     base = cuda_backend.create()
     cp = base.cp
     cublas = CublasGrouped(cp)
-    committed = {t: getattr(render, t) for t in TABLES}
-    configs = args.config.split(",")
     rng = np.random.default_rng(args.seed)
     batches = []
     for dtype in args.dtype.split(","):

@@ -11,7 +11,10 @@ float32 tensor-core kind (the TF32 families and wgmma-3xtf32) forced on operands
 end where their own cudaMalloc ends (no memory pool), with leading
 dimensions of every residue mod 4 and bases 1-3 elements past a 16-byte boundary, NaN
 between the rows: the stages' aligned windows (PgTf32Stage) must not read past a
-matrix's last element.
+matrix's last element; and every float16 MMA kind forced on such operands with odd
+leading dimensions and bases 0, 1 or 3 elements into their allocation: the shifted word
+copies of 2-byte rows (pg_copy_shift16) read from the word before a chunk and must not
+read before the allocation or past its last element.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_batches.py
                                                                [--only simt_blocks,wgmma_blocks]
@@ -53,13 +56,14 @@ CASES = [(None, "fused"), (None, "per-kind"), ("coordinated", None), ("magma", N
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=None,
-                    help="comma list of parts: simt_blocks, wgmma_blocks, windows")
+                    help="comma list of parts: simt_blocks, wgmma_blocks, windows, shift16")
     only = ap.parse_args(argv).only
     be = portgemm.backends.base.get_backend("cuda")
     cp = be.cp
     rng = np.random.default_rng(11)
     if only:
-        parts = {"simt_blocks": simt_blocks, "wgmma_blocks": wgmma_blocks, "windows": windows}
+        parts = {"simt_blocks": simt_blocks, "wgmma_blocks": wgmma_blocks, "windows": windows,
+                 "shift16": shift16}
         return 1 if sum(parts[p](be, be.arch(), rng) for p in only.split(",")) else 0
     bad = 0
     runs = [(strategy, mode, dtype, None, TOL[dtype]) for (strategy, mode), dtype in
@@ -96,6 +100,7 @@ def main(argv=None) -> int:
     bad += simt_blocks(be, arch, rng)
     bad += wgmma_blocks(be, arch, rng)
     bad += windows(be, arch, rng)
+    bad += shift16(be, arch, rng)
     return 1 if bad else 0
 
 
@@ -103,11 +108,12 @@ def exact_view(cp, vals, ld, start):
     """``vals`` (rows, cols) on the device with leading dimension ``ld``, ``start``
     elements into an allocation of its own that ends at its last element, NaN elsewhere."""
     r, c = vals.shape
+    size = vals.dtype.itemsize
     n = start + (r - 1) * ld + c if r and c else start + 1
-    mem = cp.cuda.memory.MemoryPointer(cp.cuda.memory.Memory(4 * n), 0)
-    flat = cp.ndarray((n,), np.float32, memptr=mem)
+    mem = cp.cuda.memory.MemoryPointer(cp.cuda.memory.Memory(size * n), 0)
+    flat = cp.ndarray((n,), vals.dtype, memptr=mem)
     flat.fill(np.nan)
-    view = cp.lib.stride_tricks.as_strided(flat[start:], (r, c), (4 * ld, 4))
+    view = cp.lib.stride_tricks.as_strided(flat[start:], (r, c), (size * ld, size))
     view[...] = cp.asarray(vals)
     return view
 
@@ -167,26 +173,46 @@ def blocks_of_three(be, arch, rng, runs, shapes) -> int:
 
 def windows(be, arch, rng) -> int:
     """The float32 tensor-core kinds on exact-extent, unaligned operands (module doc)."""
-    cp = be.cp
-    shapes = [(130, 200, 97), (64, 128, 256), (33, 70, 65), (5, 7, 3)]
     fams = [f for f in (*TF32_FAMILIES, *WGMMA_FAMILIES) if family_precision(f) != "ieee"
             and family_builds_for(f, arch.name)]
+    return exact_extent_runs(
+        be, arch, rng, "windows", [(fam, k.kind) for fam in fams for k in FAMILIES[fam]],
+        [(130, 200, 97), (64, 128, 256), (33, 70, 65), (5, 7, 3)], "float32",
+        lambda g, cols: (cols + g % 4 + 1, 1 + g % 3),
+        lambda fam: MMA_CASES["float32", family_precision(fam)])
+
+
+def shift16(be, arch, rng) -> int:
+    """The float16 MMA kinds on exact-extent operands with odd leading dimensions (module
+    doc): most slices of these shapes lie inside their matrices, where 2-byte rows take
+    the shifted word copies."""
+    fam = "portgemm-f16"
+    return exact_extent_runs(
+        be, arch, rng, "shift16", [(fam, k.kind) for k in FAMILIES[fam] if k.engine == "mma"],
+        [(130, 200, 97), (64, 128, 256), (96, 33, 160), (5, 7, 3)], "float16",
+        lambda g, cols: ((cols | 1) + 2 * (g % 2), (0, 1, 3)[g % 3]),
+        lambda fam: MMA_CASES["float16", None])
+
+
+def exact_extent_runs(be, arch, rng, label, kinds, shapes, dtype, ld_start, tol_of) -> int:
+    """Each (family, kind) forced on ``shapes``, four transposes, A and B as exact_view
+    operands: GEMM g's stored matrix of ``cols`` columns at (leading dimension, start) =
+    ld_start(g, cols), B's with g + 1. Returns how many runs were wrong."""
+    cp = be.cp
     bad = 0
-    kinds = [(fam, k.kind) for fam in fams for k in FAMILIES[fam]]
     for (fam, kind), (ta, tb) in itertools.product(kinds, itertools.product((False, True), repeat=2)):
-        hA, hB, hC = make_host_batch(rng, shapes, "float32", ta, tb)
-        A = [exact_view(cp, a, a.shape[1] + g % 4 + 1, 1 + g % 3) for g, a in enumerate(hA)]
-        B = [exact_view(cp, b, b.shape[1] + (g + 1) % 4 + 1, 1 + (g + 1) % 3)
-             for g, b in enumerate(hB)]
+        hA, hB, hC = make_host_batch(rng, shapes, dtype, ta, tb)
+        A = [exact_view(cp, a, *ld_start(g, a.shape[1])) for g, a in enumerate(hA)]
+        B = [exact_view(cp, b, *ld_start(g + 1, b.shape[1])) for g, b in enumerate(hB)]
         C = [cp.asarray(c) for c in hC]
         alpha, beta = rng.uniform(-2, 2, len(shapes)), rng.uniform(-2, 2, len(shapes))
         ref = reference(hA, hB, hC, alpha, beta, ta, tb)
-        p = family_kind_plan(shapes, "float32", arch, fam, kind, "sanitize")
+        p = family_kind_plan(shapes, dtype, arch, fam, kind, "sanitize")
         p.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
         err = max_rel_error([cp.asnumpy(c) for c in C], ref)
-        tol = MMA_CASES["float32", family_precision(fam)]
+        tol = tol_of(fam)
         bad += not err < tol
-        print(f"windows {fam}.{kind} trans={int(ta)}{int(tb)}: err {err:.2e} "
+        print(f"{label} {fam}.{kind} trans={int(ta)}{int(tb)}: err {err:.2e} "
               f"{'ok' if err < tol else 'WRONG'}")
     return bad
 

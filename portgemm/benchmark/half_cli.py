@@ -40,19 +40,25 @@ def _header(ctx, dev, peak, what):
 
 
 def grid_main(dtypes: str, out=".", quick=False, mode="warm", seed=0, name="half_grid",
-              time_limit_s=None):
+              time_limit_s=None, cells=None, methods=None):
+    """The grid in ``dtypes``; ``cells`` (names, e.g. "512/512 b256") keeps those cases
+    only and ``methods`` (names) those methods only, of every format."""
     t0 = time.perf_counter()
     formats = parse_formats(dtypes, tuple(GRID_METHODS))
     ctx, dev = open_context()
     peak = bf16_peak(ctx, dev)
     cases = (grid_cases(seed, QUICK_RANGES, QUICK_BATCHES) if quick else grid_cases(seed))
-    records = run_cases(ctx, dev, cases, formats, GRID_METHODS.__getitem__, seed, mode,
+    if cells:
+        cases = [c for c in cases if c.name in cells]
+    method_names = {f: tuple(m for m in GRID_METHODS[f] if methods is None or m in methods)
+                    for f in GRID_METHODS}
+    records = run_cases(ctx, dev, cases, formats, method_names.__getitem__, seed, mode,
                         time_limit_s=time_limit_s)
     head, info = _header(ctx, dev, peak, f"grid (M, N uniform in [16, MaxMN], K in [16, MaxK]), "
                                           f"{len(cases)} cases, timing mode {mode}")
     lines, summaries = [head], []
     for fmt in formats:
-        text, s = format_table(records, fmt.name, GRID_METHODS[fmt.name], "ours", peak,
+        text, s = format_table(records, fmt.name, method_names[fmt.name], "ours", peak,
                                GRID_AGAINST.get(fmt.name, ()))
         lines += ["", f"== {fmt.name}", text]
         summaries += s
