@@ -19,7 +19,8 @@ not taking a format yet shows as n/a. Written to half_grid.txt / half_grid.json.
 ``--config`` compares compile settings of the kernels in one process: each named
 config overrides render.py's per-kind tables (minimum blocks, BK unroll, pipeline
 stages; the k-major pipeline's set, KPIPE, grows by its entries) before its variants are
-compiled; ``base`` is the committed settings.
+compiled, or plans without some families' measured kind factors (KIND_FACTORS_OFF);
+``base`` is the committed settings.
 
     python bench/kernel_bench.py [--config base,occ] [--quick] [--extra] [--out DIR]
     python bench/kernel_bench.py --dtype float16,bfloat16,tf32,3xtf32 [--quick] [--mode cold-l2]
@@ -47,6 +48,7 @@ from portgemm.benchmark.cublas import CublasGrouped  # noqa: E402
 from portgemm.benchmark.half_cli import grid_main  # noqa: E402
 from portgemm.kernels import render, resources  # noqa: E402
 from portgemm.kernels.variants import variants_for  # noqa: E402
+from portgemm.occupancy import ceilings  # noqa: E402
 from portgemm.planner.wavefront_tlp import OUR_FAMILY  # noqa: E402
 from portgemm.tuning.model import kinds_plan, one_kind_plan  # noqa: E402
 from timing import do_bench, random_batch  # noqa: E402
@@ -140,6 +142,10 @@ CONFIGS["session14"] = {**CONFIGS["sh_off"],
                         "MIN_BLOCKS": {(f, "32x32/w16x16", d): 0 for f, d in HALF16}}
 CONFIGS["h32cap8"] = {"MIN_BLOCKS": {(f, "32x32/w16x16", d): 8 for f, d in HALF16}}
 CONFIGS["h64cap5"] = {"MIN_BLOCKS": {(f, "64x64/w32x32", d): 5 for f, d in HALF16}}
+# session 16: the planner without the measured kind factors of the 16-bit families (theirs
+# and the wgmma ones weighed beside them), as it planned before they were measured
+CONFIGS["kf16off"] = {"KIND_FACTORS_OFF": tuple(f for fam, _ in HALF16
+                                                for f in (fam, *tiles.WEIGHED_WITH.get(fam, ())))}
 
 # --extra: shapes outside the catalogue timed beside it (family "bench-f64"), with their
 # cp.async stages; a shape that wins goes into tiles.py (64x32/w32x16 did, and the SIMT
@@ -171,10 +177,25 @@ def merged(base, more):
             base | more if isinstance(base, set) else base + more)
 
 
+def drop_kind_factors(families) -> None:
+    """Plan in this process with the measured ceilings (re-read from the file) less the
+    kind factors of ``families``, on every arch that has them."""
+    ceilings.reload()
+    for arch, row in ceilings._load().get("measured", {}).items():
+        row = dict(row)
+        for field in (ceilings.KIND_FACTORS, ceilings.KIND_DEPTH_FACTORS):
+            row[field] = {n: f for n, f in row.get(field, {}).items()
+                          if n.split(".", 1)[0] not in families}
+        ceilings.use_in_memory(arch, row)
+
+
 def apply_config(name, committed):
     from portgemm.backends import persistent
     os.environ.pop(persistent.ENV, None)
     os.environ.update(CONFIGS[name].get("ENV", {}))
+    ceilings.reload()
+    if "KIND_FACTORS_OFF" in CONFIGS[name]:
+        drop_kind_factors(CONFIGS[name]["KIND_FACTORS_OFF"])
     for table, base in committed.items():
         setattr(render, table, merged(base, CONFIGS[name][table]) if table in CONFIGS[name]
                 else base)

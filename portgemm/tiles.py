@@ -98,6 +98,12 @@ def weighed_families(family: str, arch: str | None, aligned: bool = True) -> tup
 _PARTNERS = frozenset(f for fams in WEIGHED_WITH.values() for f in fams)
 
 
+def aligned_rows_only(family: str) -> bool:
+    """Whether plans weigh ``family`` only for batches of aligned rows (a WEIGHED_WITH
+    partner not in ANY_ROWS): its kind factors are measured on such sizes alone."""
+    return family in _PARTNERS and family not in ANY_ROWS
+
+
 def without_superseded(kinds) -> tuple:
     """``kinds`` less each kind whose tile shape (tm x tn) a kind of a WEIGHED_WITH partner
     family among them also has: the wgmma 128x128 tile supersedes the mma.sync one. It

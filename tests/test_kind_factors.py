@@ -334,6 +334,44 @@ def test_the_command_fits_and_writes_factors(tmp_path, monkeypatch, capsys):
     assert cmd.run(args, timer=timer) == 2
 
 
+@pytest.mark.parametrize("dtype,family,n_sizes", [("float16", None, 2),
+                                                   ("bfloat16", "wgmma-bf16", 1)])
+def test_the_command_fits_16_bit_families(tmp_path, monkeypatch, capsys, dtype, family,
+                                          n_sizes):
+    """float16 / bfloat16: the mma.sync family by default, checked within the format's
+    bound; the wgmma family (weighed on aligned rows only) on the aligned sizes alone."""
+    from portgemm.tiles import FAMILIES as FAMS
+    from portgemm.tuning import kind_factors as cmd
+    from portgemm.tuning import space
+    from portgemm.tuning.model import predicted_seconds
+    monkeypatch.setattr(space, "sizes", lambda cus, dt, quick=False: [
+        space.Size(64, 64, 32, 2), space.Size(63, 63, 31, 2)])
+    fam = family or {"float16": "portgemm-f16", "bfloat16": "portgemm-bf16"}[dtype]
+    want = {k.name: 0.6 + 0.1 * i for i, k in enumerate(FAMS[fam])}
+
+    def timer(dev, bound):
+        k = bound.plan.kinds[0]
+        return 1e3 * predicted_seconds(bound.plan.shapes, k, dtype, H100, want[k.name])
+
+    path = tmp_path / "ceilings.json"
+    shutil.copy(ceilings.PATH, path)
+    out = tmp_path / "kf.json"
+    args = cmd.parser().parse_args(["--backend", "numpy", "--dtype", dtype, "--out", str(out),
+                                    "--write", "--ceilings", str(path)]
+                                   + (["--family", family] if family else []))
+    try:
+        assert cmd.run(args, timer=timer) == 0
+    finally:
+        ceilings.reload()
+    assert f"wrote {len(want)} kind factors" in capsys.readouterr().out
+    table = json.loads(out.read_text())
+    assert table["family"] == fam and len(table["sizes"]) == n_sizes
+    assert table["factors"] == {n: pytest.approx(f, rel=1e-3) for n, f in want.items()}
+    got = json.loads(path.read_text())["measured"]["sm_90"][ceilings.KIND_FACTORS]
+    assert {n: f for n, f in got.items() if n.startswith(fam + ".")} == \
+        {n: pytest.approx(f, rel=1e-3) for n, f in want.items()}
+
+
 # --- on a GPU ------------------------------------------------------------------------
 
 @pytest.mark.gpu

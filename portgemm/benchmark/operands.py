@@ -54,7 +54,8 @@ class Operands(BatchShapes):
 def make_operands(dev, shapes, dtype, seed, reference=True) -> Operands:
     """Fresh inputs uniform in [-0.5, 0.5) (seeded), C allocated, reference computed
     (unless reference=False: a profiling replay that checks nothing)."""
-    xp, dt = dev.xp, np.dtype(dtype)
+    from ..arrays import bfloat16_dtype
+    xp, dt = dev.xp, bfloat16_dtype() if dtype == "bfloat16" else np.dtype(dtype)
     M, N, K = (shapes[:, i].astype(np.int64) for i in range(3))
     a_off, b_off, c_off = _offsets(M * K), _offsets(K * N), _offsets(M * N)
     rng = np.random.default_rng(seed)

@@ -1,10 +1,12 @@
 """python -m portgemm.tuning.kind_factors: measure how far the cost model is off for each
 kind of the default plan's own family, and keep that as device data.
 
-Each kind of the family (default: the dtype's, planner OUR_FAMILY) runs alone, one
-launch, on the tuning sweep's uniform sizes (tuning/space.py: M = N in 32..1024, K in
-32..1024, aligned and odd) and is checked against float64 as in ``tune``
-(tuning/sweep.py); its factor is the geometric mean over the sizes of measured /
+Each kind of the family (default: the dtype's, planner OUR_FAMILY; float16 / bfloat16:
+their mma.sync family, planner HALF_FAMILY, and the wgmma family weighed beside it by
+name) runs alone, one launch, on the tuning sweep's uniform sizes (tuning/space.py: M = N
+in 32..1024, K in 32..1024, aligned and odd; a family the planner weighs on aligned rows
+only, the aligned half) and is checked against float64 as in ``tune`` (tuning/sweep.py;
+16-bit operands are torch tensors on the device, within their format's bound); its factor is the geometric mean over the sizes of measured /
 modelled tile time (DtypeSweep.factors). Where a kind has measured path efficiencies
 (occupancy/vector_path.py: fp32's 128 x 128 kinds on the H100), which the cost model
 multiplies with the kind factor, each size's factor is divided by the kind's path
@@ -35,8 +37,11 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m portgemm.tuning.kind_factors",
         description="Time each kind of the default family alone on the tuning sweep's "
                     "uniform sizes and fit the cost model's per-kind factors.")
-    p.add_argument("--dtype", default="float64", choices=("float32", "float64"))
-    p.add_argument("--family", default=None, help="default: the dtype's own family")
+    p.add_argument("--dtype", default="float64",
+                   choices=("float32", "float64", "float16", "bfloat16"))
+    p.add_argument("--family", default=None,
+                   help="default: the dtype's own family (float16 / bfloat16: the "
+                        "mma.sync one; the wgmma one by name)")
     p.add_argument("--budget", type=float, default=120.0, help="seconds for the sweep")
     p.add_argument("--quick", action="store_true", help="a few sizes only (a smoke run)")
     p.add_argument("--out", type=Path, default=None, help="also write the table here (JSON)")
@@ -57,18 +62,23 @@ def run(args, timer=None) -> int:
     """The command (``timer``: the sweep's, for tests; default the device's)."""
     from ..benchmark.device import open_device
     from ..occupancy import ceilings
+    from ..planner import HALF_FAMILY
+    from ..planner.alignment import aligned_rows
     from ..planner.wavefront_tlp import our_family
-    from ..tiles import family
+    from ..tiles import aligned_rows_only, family
     from . import space
     from .choose import geometric_mean
     from .sweep import device_timer, sweep_dtype
 
     dev = open_device(args.backend)
     arch = dev.be.arch()
-    fam = args.family or our_family(args.dtype, arch)
+    fam = args.family or HALF_FAMILY.get(args.dtype) or our_family(args.dtype, arch)
     kinds = family(fam)
+    sizes = space.sizes(arch.compute_units, args.dtype, args.quick)
+    if aligned_rows_only(fam):   # the planner weighs it on aligned rows alone
+        sizes = [s for s in sizes if aligned_rows(s.shapes()[:1], args.dtype).all()]
     t0 = time.monotonic()
-    sw = sweep_dtype(dev, args.dtype, space.sizes(arch.compute_units, args.dtype, args.quick),
+    sw = sweep_dtype(dev, args.dtype, sizes,
                      kinds=kinds, timer=timer or device_timer, deadline=t0 + args.budget,
                      show_progress=False)
     raw = sw.size_factors()

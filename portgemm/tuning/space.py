@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..tiles import ITEMSIZE
+
 EDGES = (32, 64, 128, 256, 512, 1024)   # M = N
 DEPTHS = (32, 256, 1024)                # K
 QUICK_EDGES = (64, 256)
@@ -75,7 +77,7 @@ def spread(items: list) -> list:
 
 def sizes(compute_units: int, dtype: str, quick: bool = False) -> list[Size]:
     """The sweep's sizes for a device of ``compute_units``, in spread order."""
-    elem = 8 if dtype == "float64" else 4
+    elem = ITEMSIZE[dtype]
     edges, depths = (QUICK_EDGES, QUICK_DEPTHS) if quick else (EDGES, DEPTHS)
     grid = [Size(s - odd, s - odd, k - odd, batch_for(s, s, k, compute_units, elem))
             for s in edges for k in depths for odd in (0, 1)]

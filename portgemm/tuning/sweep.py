@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..benchmark.check import TOLERANCE, per_gemm_errors
+from ..benchmark.formats import FORMATS, tolerance
 from ..benchmark.operands import make_operands
 from ..benchmark.runner import progress
 from ..benchmark.timing import Budget, measure
@@ -112,7 +113,7 @@ def sweep_dtype(dev, dtype: str, sizes: list[Size], *, kinds=None, timer=device_
                 show_progress: bool = True) -> DtypeSweep:
     """Measure ``kinds`` (default: the dtype's candidate family) on ``sizes`` on
     ``dev`` (a benchmark device: benchmark/device.py)."""
-    family = CANDIDATES[dtype]
+    family = CANDIDATES[dtype] if kinds is None else kinds[0].family
     kinds = tuple(FAMILIES[family] if kinds is None else kinds)
     arch = dev.be.arch()
     shape = (len(kinds), len(sizes))
@@ -131,7 +132,7 @@ def sweep_dtype(dev, dtype: str, sizes: list[Size], *, kinds=None, timer=device_
         size = sizes[w.size]
         if at != w.size:
             ops = None   # free the last size's operands first
-            ops = make_operands(dev, size.shapes(), dtype, seed=(seed, w.size))
+            ops = sweep_operands(dev, size.shapes(), dtype, seed=(seed, w.size))
             at = w.size
         try:
             ms = _measure_one(dev, ops, size, kind, dtype, arch, timer)
@@ -149,16 +150,39 @@ class WrongResult(Exception):
     pass
 
 
+HALF = ("float16", "bfloat16")
+
+
+def sweep_operands(dev, shapes, dtype: str, seed):
+    """One size's operands and reference: the benchmark's (CuPy or NumPy arrays); the
+    16-bit dtypes on the CUDA device as torch tensors (CuPy has no bfloat16)."""
+    if dtype in HALF and dev.kind == "cuda":
+        import torch
+        from ..benchmark.torch_operands import make_torch_operands
+        return make_torch_operands(torch, shapes, FORMATS[dtype],
+                                   int(np.random.default_rng(seed).integers(2 ** 31)))
+    return make_operands(dev, shapes, dtype, seed)
+
+
+def sweep_tolerance(dtype: str, max_k: int) -> float:
+    """The largest relative error a kind may make: fp32/fp64 the benchmark's fixed
+    figures, the 16-bit dtypes their format's bound at this depth (benchmark/formats.py)."""
+    return tolerance(FORMATS[dtype], max_k) if dtype in HALF else TOLERANCE[dtype]
+
+
 def _measure_one(dev, ops, size, kind, dtype, arch, timer) -> float:
     plan = one_kind_plan(size.shapes(), kind, dtype, arch)
     bound = plan.bind(ops.A, ops.B, ops.C, backend=dev.be)
-    ops.c_flat.fill(np.nan)
+    torch_ops = hasattr(ops.c_flat, "fill_")
+    (ops.c_flat.fill_ if torch_ops else ops.c_flat.fill)(float("nan"))
     bound()
     dev.synchronize()
-    err = per_gemm_errors(dev.xp, ops.c_flat, ops.ref, ops.c_off)
+    err = ops.errors(dev.xp) if torch_ops else \
+        per_gemm_errors(dev.xp, ops.c_flat, ops.ref, ops.c_off)
     worst = float(err.max()) if err.size else 0.0
-    if not worst <= TOLERANCE[dtype]:
-        raise WrongResult(f"wrong result: relative error {worst:.2e} > {TOLERANCE[dtype]:.0e}")
+    tol = sweep_tolerance(dtype, size.k)
+    if not worst <= tol:
+        raise WrongResult(f"wrong result: relative error {worst:.2e} > {tol:.0e}")
     return float(timer(dev, bound))
 
 
