@@ -34,14 +34,14 @@ def per_gemm_errors(xp, c_flat, ref, c_off) -> np.ndarray:
 
 def check(dev, ops, prepared) -> tuple[float, int | None]:
     """Poison, run once, collect, compare: (max error, worst GEMM or None)."""
-    ops.c_flat.fill(np.nan)
+    ops.poison()
     if prepared.poison is not None:
         prepared.poison()
     prepared.call()
     if prepared.collect is not None:
         prepared.collect()
     dev.synchronize()
-    err = per_gemm_errors(dev.xp, ops.c_flat, ops.ref, ops.c_off)
+    err = ops.errors(dev.xp)
     if err.size == 0:
         return 0.0, None
     worst = int(np.argmax(err))

@@ -68,7 +68,7 @@ def bf16_peak(ctx, dev, n=8192) -> float:
 
 def check(ctx, ops, prep) -> tuple[float, int | None]:
     """Poison C (and the method's own output), run once, collect, compare."""
-    ops.c_flat.fill_(float("nan"))
+    ops.poison()
     if prep.poison is not None:
         prep.poison()
     prep.call()

@@ -50,6 +50,15 @@ class Operands(BatchShapes):
     C: list = field(default_factory=list)
     ref: object = None      # float64 flat reference of C
 
+    def poison(self) -> None:
+        """NaN into every C, so a GEMM left unwritten fails the check."""
+        self.c_flat.fill(np.nan)
+
+    def errors(self, xp) -> np.ndarray:
+        """Relative Frobenius error of each GEMM's C (inf where a NaN was left)."""
+        from .check import per_gemm_errors
+        return per_gemm_errors(xp, self.c_flat, self.ref, self.c_off)
+
 
 def make_operands(dev, shapes, dtype, seed, reference=True) -> Operands:
     """Fresh inputs uniform in [-0.5, 0.5) (seeded), C allocated, reference computed

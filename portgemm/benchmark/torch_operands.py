@@ -57,6 +57,10 @@ class TorchOperands(BatchShapes):
         return (self.a_flat.view(rows, k), self.b_flat.view(self.batch, k, n),
                 self.c_flat.view(rows, n), offs)
 
+    def poison(self) -> None:
+        """NaN into every C, so a GEMM left unwritten fails the check."""
+        self.c_flat.fill_(float("nan"))
+
     def errors(self, cp) -> np.ndarray:
         """Relative Frobenius error of each GEMM's C (inf where a NaN was left)."""
         dense = self.torch.cat([c.reshape(-1) for c in self.C]) if self.C else self.c_flat[:0]
