@@ -6,8 +6,9 @@ their mma.sync family, planner HALF_FAMILY, and the wgmma family weighed beside 
 name) runs alone, one launch, on the tuning sweep's uniform sizes (tuning/space.py: M = N
 in 32..1024, K in 32..1024, aligned and odd; a family the planner weighs on aligned rows
 only, the aligned half) and is checked against float64 as in ``tune`` (tuning/sweep.py;
-16-bit operands are torch tensors on the device, within their format's bound); its factor is the geometric mean over the sizes of measured /
-modelled tile time (DtypeSweep.factors). Where a kind has measured path efficiencies
+16-bit operands are torch tensors on the device, within their format's bound); its
+factor is the geometric mean over the sizes of measured / modelled tile time
+(DtypeSweep.factors). Where a kind has measured path efficiencies
 (occupancy/vector_path.py: fp32's 128 x 128 kinds on the H100), which the cost model
 multiplies with the kind factor, each size's factor is divided by the kind's path
 figure at that size's vector share first (:func:`path_adjusted`): the aligned half of

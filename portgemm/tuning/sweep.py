@@ -21,7 +21,7 @@ from ..benchmark.formats import FORMATS, tolerance
 from ..benchmark.operands import make_operands
 from ..benchmark.runner import progress
 from ..benchmark.timing import Budget, measure
-from ..tiles import FAMILIES
+from ..tiles import FAMILIES, HALF_FAMILIES
 from . import choose
 from .model import fit_factor, one_kind_plan, predicted_seconds
 from .space import CANDIDATES, Size
@@ -150,13 +150,10 @@ class WrongResult(Exception):
     pass
 
 
-HALF = ("float16", "bfloat16")
-
-
 def sweep_operands(dev, shapes, dtype: str, seed):
     """One size's operands and reference: the benchmark's (CuPy or NumPy arrays); the
     16-bit dtypes on the CUDA device as torch tensors (CuPy has no bfloat16)."""
-    if dtype in HALF and dev.kind == "cuda":
+    if dtype in HALF_FAMILIES.values() and dev.kind == "cuda":
         import torch
         from ..benchmark.torch_operands import make_torch_operands
         return make_torch_operands(torch, shapes, FORMATS[dtype],
@@ -167,7 +164,9 @@ def sweep_operands(dev, shapes, dtype: str, seed):
 def sweep_tolerance(dtype: str, max_k: int) -> float:
     """The largest relative error a kind may make: fp32/fp64 the benchmark's fixed
     figures, the 16-bit dtypes their format's bound at this depth (benchmark/formats.py)."""
-    return tolerance(FORMATS[dtype], max_k) if dtype in HALF else TOLERANCE[dtype]
+    if dtype in HALF_FAMILIES.values():
+        return tolerance(FORMATS[dtype], max_k)
+    return TOLERANCE[dtype]
 
 
 def _measure_one(dev, ops, size, kind, dtype, arch, timer) -> float:
