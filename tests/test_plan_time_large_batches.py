@@ -59,22 +59,18 @@ def test_present_equals_nonzero():
 
 
 def _old_batch_classes(shapes, kinds):
-    """classes.batch_classes as it was (the class list before its count)."""
+    """classes.batch_classes as it was (the class list before its count; the keys, which
+    that change left alone, from classes.class_keys)."""
     B = shapes.shape[0]
     if B < classes.MIN_BATCH:
         return None
     steps = classes._edge_steps(tuple(kinds))
     if steps is None or classes._gives_up_on_a_sample(shapes, steps):
         return None
-    key, space = None, 1
-    for d, limit in ((2, B // 32), (1, B // 4), (0, classes.MAX_KEYS * B)):
-        step, patterns = steps[d]
-        got = classes._dim_codes(shapes[:, d], step, patterns, limit // space)
-        if got is None:
-            return None
-        code, n = got
-        key = code if key is None else key * n + code
-        space *= n
+    got = classes.class_keys(shapes, steps)   # unchanged: the keys are shared
+    if got is None:
+        return None
+    key, space = got
     size = np.bincount(key, minlength=space)
     present = size.nonzero()[0]
     C = present.shape[0]

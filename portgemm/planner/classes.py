@@ -102,6 +102,25 @@ def _edge_steps(kinds: tuple):
     return tuple(out)
 
 
+def class_keys(shapes: np.ndarray, steps):
+    """(key per GEMM, number of keys) of ``shapes`` under the edge steps ``steps``, or
+    None where a dimension has too many distinct codes: more than batch / 32 K steps,
+    batch / 4 (K steps, N) pairs or MAX_KEYS x batch keys in all. K first (no pattern:
+    the cheapest), then N, then M; a batch of uniform sizes has too many K steps or
+    (K, N) pairs for its size and gives up there."""
+    B = shapes.shape[0]
+    key, space = None, 1
+    for d, limit in ((2, B // 32), (1, B // 4), (0, MAX_KEYS * B)):
+        step, patterns = steps[d]
+        got = _dim_codes(shapes[:, d], step, patterns, limit // space)
+        if got is None:
+            return None
+        code, n = got
+        key = code if key is None else key * n + code
+        space *= n
+    return key, space
+
+
 def batch_classes(shapes: np.ndarray, kinds) -> BatchClasses | None:
     """The classes of ``shapes`` (validated (batch, 3) int64) under ``kinds`` (every
     kind of every family the rule will weigh), or None where they would not pay: a
@@ -117,17 +136,10 @@ def batch_classes(shapes: np.ndarray, kinds) -> BatchClasses | None:
         return None
     if _gives_up_on_a_sample(shapes, steps):
         return None
-    # K first (no pattern: the cheapest), then N, then M; a batch of uniform sizes has
-    # too many K steps or (K, N) pairs for its size and gives up there
-    key, space = None, 1
-    for d, limit in ((2, B // 32), (1, B // 4), (0, MAX_KEYS * B)):
-        step, patterns = steps[d]
-        got = _dim_codes(shapes[:, d], step, patterns, limit // space)
-        if got is None:
-            return None
-        code, n = got
-        key = code if key is None else key * n + code
-        space *= n
+    got = class_keys(shapes, steps)
+    if got is None:
+        return None
+    key, space = got
     size = np.bincount(key, minlength=space)
     # counted before they are listed: a batch of too many classes (uniform sizes up to
     # 256: ~60,000 keys) gives up without the list
