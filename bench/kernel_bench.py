@@ -19,7 +19,8 @@ not taking a format yet shows as n/a. Written to half_grid.txt / half_grid.json.
 ``--config`` compares compile settings of the kernels in one process: each named
 config overrides render.py's per-kind tables (minimum blocks, BK unroll, pipeline
 stages; the k-major pipeline's set, KPIPE, grows by its entries) before its variants are
-compiled, or plans without some families' measured kind factors (KIND_FACTORS_OFF);
+compiled, or plans without some families' measured kind factors (KIND_FACTORS_OFF),
+or with the measured ceilings of another file (``before``: $PG_CEILINGS_BEFORE);
 ``base`` is the committed settings.
 
     python bench/kernel_bench.py [--config base,occ] [--quick] [--extra] [--out DIR]
@@ -146,6 +147,10 @@ CONFIGS["h64cap5"] = {"MIN_BLOCKS": {(f, "64x64/w32x32", d): 5 for f, d in HALF1
 # and the wgmma ones weighed beside them), as it planned before they were measured
 CONFIGS["kf16off"] = {"KIND_FACTORS_OFF": tuple(f for fam, _ in HALF16
                                                 for f in (fam, *tiles.WEIGHED_WITH.get(fam, ())))}
+# session 17: the planner with the measured ceilings of another file (the committed ones
+# before a measurement rewrote them: bench/half_factors.sh's floors run sets
+# PG_CEILINGS_BEFORE), to time the plans before and after in one process
+CONFIGS["before"] = {"CEILINGS_FROM": "PG_CEILINGS_BEFORE"}
 
 # --extra: shapes outside the catalogue timed beside it (family "bench-f64"), with their
 # cp.async stages; a shape that wins goes into tiles.py (64x32/w32x16 did, and the SIMT
@@ -196,6 +201,10 @@ def apply_config(name, committed):
     ceilings.reload()
     if "KIND_FACTORS_OFF" in CONFIGS[name]:
         drop_kind_factors(CONFIGS[name]["KIND_FACTORS_OFF"])
+    if "CEILINGS_FROM" in CONFIGS[name]:
+        path = os.environ[CONFIGS[name]["CEILINGS_FROM"]]
+        for arch, row in json.loads(Path(path).read_text()).get("measured", {}).items():
+            ceilings.use_in_memory(arch, row)
     for table, base in committed.items():
         setattr(render, table, merged(base, CONFIGS[name][table]) if table in CONFIGS[name]
                 else base)

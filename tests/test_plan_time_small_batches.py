@@ -22,7 +22,7 @@ from portgemm.planner.wavefront_tlp import FAMILY, family_option, our_family
 # --- the code before session 14 -------------------------------------------------------
 
 def _old_times_at(kc, r: list, u: list):
-    _, _, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor = _kind_lists(kc)
+    _, _, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor, _ = _kind_lists(kc)
     c = kc.ceil
     lat, per_cu = c.latency_s, c.copy_bytes_per_s / kc.cus
     smem = c.smem_bytes_per_s_per_cu

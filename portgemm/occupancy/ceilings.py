@@ -31,6 +31,17 @@ beyond the ends) instead of the one figure: on the H100 the fp32 kinds with tk 8
 10-32 % over the model at K = 32 and up to 11 % under it at K = 1024, while the tk 16
 kinds' factors vary by under 3 % with K, so one figure per kind priced the 8-deep tiles as
 cheaply on short GEMMs as on long ones (bench/NOTES.md, session 8).
+
+And ``kind_step_floors``: per kind, the seconds one K step of a tile takes when the tile
+is alone on its compute unit, on the 16-byte load path and on the scalar one ([aligned,
+unaligned]), measured on the device by ``python -m portgemm.tuning.step_floors``. A
+tile's step is a chain of loads, a barrier and MMAs or FMAs; tiles sharing a unit
+overlap their chains but none shortens its own, so the cost model never prices a step
+below it (cost_model.py). The throughput figures above describe full waves; a launch
+of about one tile per unit is bound by this chain instead (on the H100's 16-bit grid a
+lone 64x64 tile took ~1.2-1.6 us a step where the model, its factor included, charged
+~0.6: bench/NOTES.md, session 17). As for kind factors, a family is floored only where
+every kind has a figure (:meth:`Ceilings.step_floors_of`).
 """
 from __future__ import annotations
 
@@ -65,6 +76,8 @@ OPTIONAL_FIELDS = ("fp64_mma_flops_per_s", "half_mma_flops_per_s", "tf32_mma_flo
 KIND_FACTORS = "kind_factors"
 # ... and per depth: {kind name: [[K, factor], ...]} (K ascending)
 KIND_DEPTH_FACTORS = "kind_depth_factors"
+# A tile's K step alone on its compute unit: {kind name: [aligned, unaligned] seconds}.
+KIND_STEP_FLOORS = "kind_step_floors"
 
 # AMD matrix cores (MFMA kinds, tiles.MFMA_FAMILIES): the spec row's key per dtype. The
 # 16-bit ratios are to the unpacked fp32 vector rate (one FMA per lane and clock), fp64's
@@ -118,17 +131,16 @@ class Ceilings:
     kind_factors: tuple = ()
     # per kind, the factor per depth: ((kind name, ((K, factor), ...)), ...); () if none
     kind_depth_factors: tuple = ()
+    # per kind, a lone tile's K step: ((kind name, (aligned s, unaligned s)), ...); ()
+    kind_step_floors: tuple = ()
 
     def kind_factors_of(self, kinds, depth: float | None = None):
         """The measured factor of each of ``kinds`` (a float64 array, in their order), or
         None unless every one of them has one (module docstring). ``depth``: the batch's
         K (cost_model.depth_of); where every kind has factors per depth, each kind's
         factor at that K."""
-        if not self.kind_factors:
-            return None
-        by_name = dict(self.kind_factors)
-        got = [by_name.get(k.name) for k in kinds]
-        if not got or None in got:
+        got = _every_kind(self.kind_factors, kinds)
+        if got is None:
             return None
         if depth is not None and self.kind_depth_factors:
             prof = dict(self.kind_depth_factors)
@@ -138,6 +150,16 @@ class Ceilings:
                 got = [math.exp(float(np.interp(x, [math.log(d) for d, _ in r],
                                                 [math.log(f) for _, f in r]))) for r in rows]
         return np.array(got, dtype=np.float64)
+
+    def step_floors_of(self, kinds):
+        """(aligned, unaligned): float64 arrays of the measured lone-tile K step of each
+        of ``kinds`` on the 16-byte and the scalar load path, or None unless every one of
+        them has one (module docstring)."""
+        got = _every_kind(self.kind_step_floors, kinds)
+        if got is None:
+            return None
+        return (np.array([a for a, _ in got], dtype=np.float64),
+                np.array([u for _, u in got], dtype=np.float64))
 
     def flops_per_s(self, dtype: str) -> float:
         return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
@@ -179,6 +201,16 @@ class Ceilings:
         return asdict(self)
 
 
+def _every_kind(pairs: tuple, kinds) -> list | None:
+    """The values of ``pairs`` ((kind name, value), ...) for ``kinds``, in their order, or
+    None unless every one of them has one."""
+    if not pairs:
+        return None
+    by_name = dict(pairs)
+    got = [by_name.get(k.name) for k in kinds]
+    return None if not got or None in got else got
+
+
 _lock = threading.Lock()
 _data: dict | None = None
 
@@ -192,11 +224,7 @@ def write_kind_factors(arch_name: str, factors: dict, source: str, path: Path = 
     measurement), and their source lines with them."""
     kind_factors(factors, arch_name)   # refuse what the reader would refuse
     kind_depth_factors(depth_factors, arch_name)
-    data = json.loads(Path(path).read_text())
-    row = data.get("measured", {}).get(arch_name)
-    if row is None:
-        raise ValueError(f"no measured ceilings for {arch_name}: measure them first "
-                         "(python -m portgemm bench --ceilings)")
+    data, row = _measured_row(path, arch_name)
     families = {n.split(".", 1)[0] for n in factors}
     for key, new in ((KIND_FACTORS, {n: round(float(f), 4) for n, f in factors.items()}),
                      (KIND_DEPTH_FACTORS, {n: [[int(d), round(float(f), 4)] for d, f in r]
@@ -215,6 +243,17 @@ def write_kind_factors(arch_name: str, factors: dict, source: str, path: Path = 
     row[KIND_FACTORS + "_source"] = dict(sorted(sources.items()))
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
     reload()
+
+
+def _measured_row(path: Path, arch_name: str) -> tuple[dict, dict]:
+    """(the file's data, its measured entry for ``arch_name``), which must exist: the
+    per-kind figures correct a model whose ceilings were measured."""
+    data = json.loads(Path(path).read_text())
+    row = data.get("measured", {}).get(arch_name)
+    if row is None:
+        raise ValueError(f"no measured ceilings for {arch_name}: measure them first "
+                         "(python -m portgemm bench --ceilings)")
+    return data, row
 
 
 def _load() -> dict:
@@ -335,19 +374,29 @@ def _ceilings_for(arch) -> Ceilings:
                         kind_factors=kind_factors(row.get(KIND_FACTORS), arch.name),
                         kind_depth_factors=kind_depth_factors(row.get(KIND_DEPTH_FACTORS),
                                                               arch.name),
+                        kind_step_floors=kind_step_floors(row.get(KIND_STEP_FLOORS),
+                                                          arch.name),
                         **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)
+
+
+def _per_kind(table, field: str, values: str, arch_name: str) -> bool:
+    """Whether a measured entry has per-kind ``field``: False where absent or empty; a
+    ValueError where it is not a mapping of kind names (to ``values``)."""
+    if not table:
+        return False
+    if not isinstance(table, dict):
+        raise ValueError(f"ceilings {arch_name}: {field} must map kind names to {values}")
+    return True
 
 
 def kind_factors(table, arch_name: str = "") -> tuple:
     """A measured entry's ``kind_factors`` ({kind name: factor}) as Ceilings holds them;
     () where absent. A name outside the tile catalogue or a factor that is not a
     positive number is a ValueError: the file is the project's own data."""
-    if not table:
+    if not _per_kind(table, KIND_FACTORS, "factors", arch_name):
         return ()
     from ..tiles import CATALOGUE
-    if not isinstance(table, dict):
-        raise ValueError(f"ceilings {arch_name}: {KIND_FACTORS} must map kind names to factors")
     for name, f in table.items():
         if name not in CATALOGUE:
             raise ValueError(f"ceilings {arch_name}: {KIND_FACTORS} names unknown kind {name!r}")
@@ -362,11 +411,8 @@ def kind_depth_factors(table, arch_name: str = "") -> tuple:
     """A measured entry's ``kind_depth_factors`` ({kind name: [[K, factor], ...]}) as
     Ceilings holds them; () where absent. Unknown names, K not positive and ascending,
     or factors that are not positive numbers are a ValueError, as for kind_factors."""
-    if not table:
+    if not _per_kind(table, KIND_DEPTH_FACTORS, "[[K, factor], ...]", arch_name):
         return ()
-    if not isinstance(table, dict):
-        raise ValueError(f"ceilings {arch_name}: {KIND_DEPTH_FACTORS} must map kind names "
-                         "to [[K, factor], ...]")
     out = []
     for name, rows in table.items():
         kind_factors({name: 1.0}, arch_name)   # the name
@@ -383,6 +429,42 @@ def kind_depth_factors(table, arch_name: str = "") -> tuple:
             kind_factors({name: raw}, arch_name)   # a positive number, not a bool
         out.append((str(name), tuple(pairs)))
     return tuple(sorted(out))
+
+
+def kind_step_floors(table, arch_name: str = "") -> tuple:
+    """A measured entry's ``kind_step_floors`` ({kind name: [aligned, unaligned]}
+    seconds) as Ceilings holds them; () where absent. Unknown names, or anything but
+    two positive numbers, are a ValueError, as for kind_factors."""
+    if not _per_kind(table, KIND_STEP_FLOORS, "[aligned, unaligned] seconds", arch_name):
+        return ()
+    out = []
+    for name, pair in table.items():
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(f"ceilings {arch_name}: {KIND_STEP_FLOORS} of {name} must be "
+                             "[aligned, unaligned] seconds")
+        kind_factors({name: pair[0]}, arch_name)   # a known name, a positive number
+        kind_factors({name: pair[1]}, arch_name)
+        out.append((str(name), (float(pair[0]), float(pair[1]))))
+    return tuple(sorted(out))
+
+
+def write_kind_step_floors(arch_name: str, floors: dict, source: str,
+                           path: Path = PATH) -> None:
+    """Put measured lone-tile steps ({kind name: (aligned, unaligned) seconds}) into
+    measured[arch] (which must exist) and reload; the floors of the families named
+    replace theirs, other families' stay, with their source lines."""
+    kind_step_floors(floors, arch_name)   # refuse what the reader would refuse
+    data, row = _measured_row(path, arch_name)
+    families = {n.split(".", 1)[0] for n in floors}
+    kept = {n: v for n, v in (row.get(KIND_STEP_FLOORS) or {}).items()
+            if n.split(".", 1)[0] not in families}
+    new = {n: [float(f"{float(a):.4g}"), float(f"{float(u):.4g}")] for n, (a, u) in floors.items()}
+    row[KIND_STEP_FLOORS] = dict(sorted({**kept, **new}.items()))
+    sources = dict(row.get(KIND_STEP_FLOORS + "_source") or {})
+    sources.update({f: source for f in families})
+    row[KIND_STEP_FLOORS + "_source"] = dict(sorted(sources.items()))
+    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+    reload()
 
 
 def use_in_memory(arch_name: str, entry: dict) -> None:

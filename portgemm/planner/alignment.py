@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..occupancy import ceilings
 from ..occupancy.vector_path import efficiencies
 from ..tiles import ITEMSIZE
 from .memo import family_token
@@ -89,15 +90,15 @@ def _tile_share_from(qm, qn, gm, gn, gk, counts, K, a, b, m: int, n: int, k: int
 # moves the prediction by at most a few tenths of a per cent within a step
 SHARE_STEP = 1.0 / 64
 
-_last: list = [None]   # ((arch, dtype), shapes, aligned, kinds, share) of the latest ask
+_last: list = [None]   # ((arch, dtype, ceilings), shapes, aligned, kinds, share) of the latest ask
 
 
 def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid=None):
     """The vector share per kind (a tuple, rounded to SHARE_STEP) of a batch for the cost
-    model, or None where no kind has measured path efficiencies (then nothing is
-    computed: the model's time stands). Kinds without figures get 0 (their factor is 1
-    whatever the share). ``aligned``: aligned_rows of the batch (None: dense row-major
-    operands). A plan asks several times about one batch (the rule, its bound, each
+    model, or None where no kind has measured path efficiencies or step floors (then
+    nothing is computed: the model's time stands). Kinds without figures get 0 (their
+    factor is 1 whatever the share). ``aligned``: aligned_rows of the batch (None: dense
+    row-major operands). A plan asks several times about one batch (the rule, its bound, each
     family): the latest answer is kept, keyed by the arrays' identity. ``grid``: where
     the caller has the batch's tile grids under ``kinds`` already (the device rule's
     tables, GEMM by GEMM), a function of a kind's index giving its rows (quotients M /
@@ -105,9 +106,9 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid
     :func:`_tile_share` computes them), or None for a kind it has not."""
     hit = _last[0]
     if hit is not None and hit[1] is shapes and hit[2] is aligned and hit[3] is kinds \
-            and hit[0] == (arch.name, dtype):
+            and hit[0] == (arch.name, dtype, ceilings.version()):
         return hit[4]
-    shared = _shared_tiles(arch.name, dtype, kinds)
+    shared = _shared_tiles(arch, dtype, kinds)
     if shared is None:
         return None
     f = [0.0] * len(kinds)
@@ -129,27 +130,31 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid
                 f[i] = v
     # round half to even, as np.round; f x 64 and its multiple of 1/64 are exact
     share = tuple(round(x / SHARE_STEP) * SHARE_STEP for x in f)
-    _last[0] = ((arch.name, dtype), shapes, aligned, kinds, share)
+    _last[0] = ((arch.name, dtype, ceilings.version()), shapes, aligned, kinds, share)
     return share
 
 
 _shared_memo: dict = {}
 
 
-def _shared_tiles(arch_name: str, dtype: str, kinds):
-    """None where no kind of ``kinds`` has measured path efficiencies, else the tile
-    shapes (tm, tn, tk) of the kinds that do, each with those kinds' indices (kinds of
-    one shape share one figure); memoised per (arch, dtype, family)."""
-    key = (arch_name, dtype, family_token(kinds))
+def _shared_tiles(arch, dtype: str, kinds):
+    """None where no kind of ``kinds`` has measured path efficiencies and the kinds have
+    no measured step floors (ceilings.py), else the tile shapes (tm, tn, tk) of the
+    kinds that have either, each with those kinds' indices (kinds of one shape share one
+    figure); memoised per (arch, dtype, family, ceilings)."""
+    key = (arch.name, dtype, family_token(kinds), ceilings.version())
     hit = _shared_memo.get(key, _shared_memo)
     if hit is not _shared_memo:
         return hit
-    eff = efficiencies(arch_name, dtype, kinds)
-    if eff is None:
+    eff = efficiencies(arch.name, dtype, kinds)
+    floored = ceilings.ceilings_for(arch).step_floors_of(kinds) is not None
+    if eff is None and not floored:
         out = None
     else:
         groups: dict = {}
-        for i in np.flatnonzero((eff[0] != 1.0) | (eff[1] != 1.0)).tolist():
+        has = (np.ones(len(kinds), dtype=bool) if floored else
+               (eff[0] != 1.0) | (eff[1] != 1.0))
+        for i in np.flatnonzero(has).tolist():
             k = kinds[i]
             groups.setdefault((k.tm, k.tn, k.tk), []).append(i)
         out = tuple((mnk, tuple(where)) for mnk, where in groups.items())

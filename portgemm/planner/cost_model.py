@@ -63,6 +63,19 @@ tile's global loads at DRAM copy bandwidth, and a small tile's loads, mostly L2 
 come faster, so one MMA rate for every MMA kind ranked the small MMA kinds below what
 they measure.
 
+A kind with a measured step floor (ceilings.py ``kind_step_floors``: one K step of a
+tile alone on its CU, measured on the 16-byte and the scalar load path by
+``python -m portgemm.tuning.step_floors``) has its scaled step raised to at least the
+floor, the two paths weighted by the batch's share of 16-byte loads (planner/
+alignment.py): step = max(floor, factor x step(r)). A step is a chain of dependent
+loads, a barrier and MMAs or FMAs; tiles that share a CU overlap their chains, but none
+shortens its own. The throughput terms, and the factors fitted on full waves, leave that
+chain out, and it is what bounds a launch of about one tile per CU: on the H100 a lone
+16-bit 64 x 64 tile ran its K steps at ~1.2-1.6 us, ~2-2.5x the model's step with its
+factor (bench/NOTES.md, session 17), so the model put one such tile per SM ahead of
+four 32 x 32 ones that ran 1.4x faster. Kinds without floors, and calls without a share
+(the device rule's ladders are built without the path figures), keep the model's step.
+
 A kind with measured path efficiencies (occupancy/vector_path.py: the 128 x 128 kinds
 on the H100) has its tile time scaled by scalar^(1 - f) x vector^f, f the batch's share
 of staged loads on the kernel's 16-byte path (planner/alignment.py; ``kind_costs(...,
@@ -117,6 +130,7 @@ class KindCosts:
     slots_max: float = 0.0
     factor: np.ndarray = None   # tuned: measured / predicted tile time per kind (None: 1)
     kind_flops: np.ndarray = None  # compute rate per kind: SIMT or MMA (ceilings)
+    step_floor: np.ndarray = None  # seconds a K step takes at least, per kind (None: none)
 
     @property
     def n_kinds(self) -> int:
@@ -137,7 +151,9 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None,
     time (with the measured kind factors, :func:`measured_factor`, either way).
     ``depth``: the batch's K (:func:`depth_of`), for kind factors measured per depth;
     ``kind_factors`` False: without the device's measured kind factors (a tuned family's
-    stay), to price a family as one without them is priced."""
+    stay), to price a family as one without them is priced. Where the ceilings have the
+    kinds' measured step floors (ceilings.py ``kind_step_floors``) and ``share`` is given,
+    each kind's K step is at least its floor at that share (:func:`step_floor`)."""
     c = ceilings_for(arch) if ceil is None else ceil
     # keyed by identity (a Ceilings hashes all its fields, slowly), confirmed on a hit
     key = (id(table), dtype if isinstance(dtype, str) else np.dtype(dtype).name, id(c),
@@ -151,10 +167,27 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None,
     if eff is not None:
         f = vector_path.factor(eff, np.array(share))
         kc = dataclasses.replace(kc, factor=f if kc.factor is None else kc.factor * f)
+    floor = None if share is None else step_floor(c, kinds, share)
+    if floor is not None:
+        kc = dataclasses.replace(kc, step_floor=floor)
     if len(_memo) > 256:
         _memo.clear()
     _memo[key] = (table, c, kc)
     return kc
+
+
+def step_floor(c: Ceilings, kinds, share) -> np.ndarray | None:
+    """Per kind, the least seconds a K step of its tiles takes: the measured lone-tile
+    step (ceilings.py ``kind_step_floors``) on each load path, weighted by the batch's
+    ``share`` of staged loads on the 16-byte path (planner/alignment.py); None where
+    the kinds have no floors. A tile's step is its own chain of dependent loads,
+    barrier and MMAs; tiles sharing a CU overlap their chains, none shortens its own,
+    so the floor holds at any sharing (the module docstring)."""
+    floors = c.step_floors_of(kinds)
+    if floors is None:
+        return None
+    f = np.asarray(share, dtype=np.float64)
+    return f * floors[0] + (1.0 - f) * floors[1]
 
 
 def _kind_costs(arch, kinds, table, dtype: str, c: Ceilings, depth=None,
@@ -315,9 +348,13 @@ def _unscaled_stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
 
 
 def _scaled(kc: KindCosts, prologue, step, epilogue):
-    """stage_times' last step: the tuned family's (or measured) correction, per kind."""
+    """stage_times' last step: the tuned family's (or measured) correction, per kind,
+    then the step's measured floor (a tile's own latency chain, which sharing its CU
+    does not shorten)."""
     if kc.factor is not None:
-        return prologue * kc.factor, step * kc.factor, epilogue * kc.factor
+        prologue, step, epilogue = prologue * kc.factor, step * kc.factor, epilogue * kc.factor
+    if kc.step_floor is not None:
+        step = np.maximum(step, kc.step_floor)
     return prologue, step, epilogue
 
 
@@ -346,7 +383,7 @@ def _times_at(kc: KindCosts, ru, kinds=None):
     """:func:`stage_times` at sharing ``ru`` ((r, u) per kind: a list, or a dict over
     ``kinds``) as lists (prologue + epilogue, step): the same IEEE operations in the
     same order. ``kinds``: only these kinds' entries (the rest 0.0); None: every kind."""
-    _, _, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor = _kind_lists(kc)
+    _, _, g_bytes, s_bytes, fmas_k, c_bytes, fmas, factor, floor = _kind_lists(kc)
     c = kc.ceil
     lat, per_cu = c.latency_s, c.copy_bytes_per_s / kc.cus
     smem = c.smem_bytes_per_s_per_cu
@@ -361,6 +398,8 @@ def _times_at(kc: KindCosts, ru, kinds=None):
         pro, epi = PROLOGUE_LATENCIES * lat + glob, c_bytes[k] / bw
         if factor is not None:
             pro, step, epi = pro * factor[k], step * factor[k], epi * factor[k]
+        if floor is not None and floor[k] > step:
+            step = floor[k]
         pe[k] = pro + epi
         steps[k] = step
     return pe, steps
@@ -379,7 +418,8 @@ def _kind_lists(kc: KindCosts) -> tuple:
         kc.tile_warps.tolist(), kc.active.tolist(), kc.g_bytes.tolist(),
         kc.s_bytes.tolist(), kc.fmas.tolist(), kc.c_bytes.tolist(),
         (kc.kind_flops / 2.0 / kc.cus).tolist(),
-        kc.factor.tolist() if kc.factor is not None else None))
+        kc.factor.tolist() if kc.factor is not None else None,
+        kc.step_floor.tolist() if kc.step_floor is not None else None))
 
 
 def _tile_areas(kc: KindCosts) -> list:
@@ -829,5 +869,7 @@ def _bound_times(kc: KindCosts, per_kind: bool):
         pe = PROLOGUE_LATENCIES * c.latency_s / A + (kc.g_bytes + kc.c_bytes) / bw
         if kc.factor is not None:
             step, pe = step * kc.factor, pe * kc.factor
+        if kc.step_floor is not None:   # a tile's step, shared by at most A tiles
+            step = np.maximum(step, kc.step_floor / A)
         return pe[:, None], step[:, None]
     return kept_for(_bound_memo, kc, (id(kc), per_kind), MEMO_ENTRIES, make)

@@ -38,21 +38,35 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m portgemm.tuning.kind_factors",
         description="Time each kind of the default family alone on the tuning sweep's "
                     "uniform sizes and fit the cost model's per-kind factors.")
+    device_arguments(p, budget=120.0, write="the factors")
+    p.add_argument("--quick", action="store_true", help="a few sizes only (a smoke run)")
+    return p
+
+
+def device_arguments(p: argparse.ArgumentParser, budget: float, write: str) -> None:
+    """The options this command and tuning/step_floors.py share: what to measure, on
+    which backend, for how long, and where the result goes."""
     p.add_argument("--dtype", default="float64",
                    choices=("float32", "float64", "float16", "bfloat16"))
     p.add_argument("--family", default=None,
                    help="default: the dtype's own family (float16 / bfloat16: the "
                         "mma.sync one; the wgmma one by name)")
-    p.add_argument("--budget", type=float, default=120.0, help="seconds for the sweep")
-    p.add_argument("--quick", action="store_true", help="a few sizes only (a smoke run)")
+    p.add_argument("--budget", type=float, default=budget, help="seconds for the sweep")
     p.add_argument("--out", type=Path, default=None, help="also write the table here (JSON)")
     p.add_argument("--write", action="store_true",
-                   help="put the factors into portgemm/occupancy/ceilings.json")
+                   help=f"put {write} into portgemm/occupancy/ceilings.json")
     p.add_argument("--ceilings", type=Path, default=None,
                    help="with --write: this ceilings file instead of the package's (a dry "
                         "run on the numpy backend may write there)")
     p.add_argument("--backend", choices=("cuda", "numpy"), default=None)
-    return p
+
+
+def default_family(dtype: str, arch) -> str:
+    """The family measured when none is named: the dtype's mma.sync family for float16 /
+    bfloat16 (planner.HALF_FAMILY), else the default plan's own (OUR_FAMILY)."""
+    from ..planner import HALF_FAMILY
+    from ..planner.wavefront_tlp import our_family
+    return HALF_FAMILY.get(dtype) or our_family(dtype, arch)
 
 
 def main(argv=None) -> int:
@@ -63,9 +77,7 @@ def run(args, timer=None) -> int:
     """The command (``timer``: the sweep's, for tests; default the device's)."""
     from ..benchmark.device import open_device
     from ..occupancy import ceilings
-    from ..planner import HALF_FAMILY
     from ..planner.alignment import aligned_rows
-    from ..planner.wavefront_tlp import our_family
     from ..tiles import aligned_rows_only, family
     from . import space
     from .choose import geometric_mean
@@ -73,7 +85,7 @@ def run(args, timer=None) -> int:
 
     dev = open_device(args.backend)
     arch = dev.be.arch()
-    fam = args.family or HALF_FAMILY.get(args.dtype) or our_family(args.dtype, arch)
+    fam = args.family or default_family(args.dtype, arch)
     kinds = family(fam)
     sizes = space.sizes(arch.compute_units, args.dtype, args.quick)
     if aligned_rows_only(fam):   # the planner weighs it on aligned rows alone
@@ -100,27 +112,38 @@ def run(args, timer=None) -> int:
               f"(sizes {len(shown)}, min {min(shown, default=float('nan')):.2f}, "
               f"max {max(shown, default=float('nan')):.2f}; per K "
               + ", ".join(f"{d}: {f:.3f}" for d, f in depths.get(k.name, ())) + ")")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({
-            "arch": arch.name, "device": dev.name(), "family": fam, "dtype": args.dtype,
-            "factors": factors, "sizes": names, "ms": sw.ms.tolist(),
-            "predicted_ms": sw.predicted_ms.tolist(), "per_size_factors": per_size,
-            "per_size_factors_before_path": raw, "depth_factors": depths,
-            "excluded": sw.excluded, "kinds": [k.name for k in kinds]}, indent=1) + "\n")
-    if args.write:
-        if dev.kind == "host" and args.ceilings is None:
-            print("error: the numpy backend times the host, not a GPU", file=sys.stderr)
-            return 2
-        if len(factors) != len(kinds):
-            print("error: not every kind has a factor; nothing written", file=sys.stderr)
-            return 1
-        path = ceilings.PATH if args.ceilings is None else args.ceilings
+    table = {"arch": arch.name, "device": dev.name(), "family": fam, "dtype": args.dtype,
+             "factors": factors, "sizes": names, "ms": sw.ms.tolist(),
+             "predicted_ms": sw.predicted_ms.tolist(), "per_size_factors": per_size,
+             "per_size_factors_before_path": raw, "depth_factors": depths,
+             "excluded": sw.excluded, "kinds": [k.name for k in kinds]}
+
+    def write(path):
         ceilings.write_kind_factors(arch.name, factors, path=path, depth_factors=depths, source=(
             f"python -m portgemm.tuning.kind_factors --dtype {args.dtype} on {dev.name()}: "
             f"{fam}'s kinds alone on {len(names)} uniform sizes, geometric mean of measured "
             "/ modelled, and per K"))
         print(f"wrote {len(factors)} kind factors into {path}")
+    return finish(args, dev, table, len(factors) == len(kinds), "a factor", write)
+
+
+def finish(args, dev, table: dict, complete: bool, what: str, write) -> int:
+    """The commands' last step (this one's and tuning/step_floors.py's): ``table`` as
+    JSON where --out names a file; with --write, ``write(path)`` into the ceilings file,
+    refused (2) for host timings into the package's own file and (1) unless every kind
+    has ``what``. Returns the exit status."""
+    from ..occupancy import ceilings
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(table, indent=1) + "\n")
+    if args.write:
+        if dev.kind == "host" and args.ceilings is None:
+            print("error: the numpy backend times the host, not a GPU", file=sys.stderr)
+            return 2
+        if not complete:
+            print(f"error: not every kind has {what}; nothing written", file=sys.stderr)
+            return 1
+        write(ceilings.PATH if args.ceilings is None else args.ceilings)
     return 0
 
 

@@ -8,7 +8,9 @@ import math
 
 import numpy as np
 
-from ..planner.cost_model import kind_costs, predict_assignment
+from ..occupancy.ceilings import ceilings_for
+from ..planner.alignment import share_for
+from ..planner.cost_model import kind_costs, predict_assignment, step_floor
 from ..planner.parallelism import kind_table
 from ..planner.tiling import Request, build_tiles, make_plan, pack_blocks, tile_counts
 from ..planner.wavefront_tlp import algorithm1
@@ -52,11 +54,17 @@ def family_kind_plan(shapes, dtype: str, arch, family: str, kind: str, label: st
 def predicted_seconds(shapes, kind, dtype: str, arch, factor: float = 1.0,
                       resources=None) -> float:
     """The cost model's seconds for :func:`one_kind_plan`'s launch, ``kind``'s tile time
-    multiplied by ``factor`` (as a tuned data file makes the planner do)."""
+    multiplied by ``factor`` (as a tuned data file makes the planner do), its K step no
+    shorter than the kind's measured floor where it has one (cost_model.step_floor, at
+    the batch's share of 16-byte loads; not its path efficiencies, which the factor
+    fits leave to kind_factors.path_adjusted)."""
     s = _shapes(shapes)
     table = kind_table(arch, (kind,), "per-kind", dtype, resources=resources)
+    share = share_for(arch, dtype, (kind,), s)
     kc = dataclasses.replace(kind_costs(arch, (kind,), table, dtype),
-                             factor=np.array([float(factor)]))
+                             factor=np.array([float(factor)]),
+                             step_floor=None if share is None else
+                             step_floor(ceilings_for(arch), (kind,), share))
     return predict_assignment(s, tile_counts(s, (kind,)), np.zeros(s.shape[0], np.int64), kc,
                               per_kind=True)
 

@@ -1,0 +1,267 @@
+"""Measured step floors (ceilings.json ``kind_step_floors``): one K step of a kind's tile
+alone on its compute unit, on the 16-byte and the scalar load path. The data and its
+reader and writer, the cost model that never prices a step below its floor, the device
+rule that then stops running about one large tile per SM, and the command that measures
+them (on the numpy backend with a fake timer).
+
+The floors in these tests are set in memory (ceilings.use_in_memory): the committed
+ceilings have none yet, and the figures here are the test's own, of the size the H100's
+16-bit grid showed for lone tiles (bench/NOTES.md, session 17), not measurements."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+import portgemm
+from portgemm.occupancy import ceilings, get_arch
+from portgemm.occupancy.ceilings import ceilings_for, kind_step_floors
+from portgemm.planner.cost_model import (kind_costs, predict, stage_times, start_stage_times,
+                                         step_floor, tiles_sharing)
+from portgemm.planner.parallelism import kind_table
+from portgemm.planner.tiling import Request
+from portgemm.planner.wavefront_tlp import BatchTables, device_rule, least_possible
+from portgemm.tiles import FAMILIES
+
+H100 = get_arch("sm_90")
+F16 = FAMILIES["portgemm-f16"]
+# a lone tile's K step (aligned, unaligned), seconds: the larger the tile, the longer
+LONE = {"32x32/4x4": (1.2e-6, 2.0e-6), "32x32/w16x16": (0.6e-6, 1.0e-6),
+        "64x64/w32x32": (0.8e-6, 1.4e-6), "128x64/w64x32": (1.2e-6, 2.0e-6),
+        "128x128/w64x32": (1.2e-6, 2.0e-6),
+        # the wgmma kinds weighed beside them (and the staged plans' GEMMs)
+        "64x128/g64x128": (1.0e-6, 2.0e-6), "128x128/g64x128": (1.2e-6, 2.4e-6)}
+
+
+@pytest.fixture
+def restore_ceilings():
+    yield
+    ceilings.reload()
+
+
+def with_floors(floors: dict) -> None:
+    """Plan with the H100's measured ceilings plus ``floors`` ({kind name: (a, u)})."""
+    row = dict(ceilings._load()["measured"]["sm_90"])
+    row[ceilings.KIND_STEP_FLOORS] = {n: list(v) for n, v in floors.items()}
+    ceilings.use_in_memory("sm_90", row)
+
+
+def f16_floors(scale: float = 1.0, families=("portgemm-f16", "wgmma-f16")) -> dict:
+    return {k.name: tuple(scale * x for x in LONE[k.kind]) for f in families
+            for k in FAMILIES[f]}
+
+
+def batch(seed, b, lo, hi, k_hi):
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.integers(lo, hi, b), rng.integers(lo, hi, b),
+                     rng.integers(16, k_hi, b)], 1).astype(np.int64)
+
+
+# --- the data ------------------------------------------------------------------------
+
+def test_no_arch_has_floors_until_they_are_measured():
+    for arch in ("sm_90", "sm_80", "gfx90a"):
+        assert ceilings_for(get_arch(arch)).step_floors_of(F16) is None
+
+
+def test_a_family_is_floored_whole_or_not_at_all(restore_ceilings):
+    floors = f16_floors()
+    with_floors({n: v for n, v in floors.items() if "128x128/w" not in n})
+    assert ceilings_for(H100).step_floors_of(F16) is None
+    assert ceilings_for(H100).step_floors_of(F16[:2]) is not None
+    with_floors(floors)
+    a, u = ceilings_for(H100).step_floors_of(F16)
+    assert a.tolist() == [LONE[k.kind][0] for k in F16]
+    assert u.tolist() == [LONE[k.kind][1] for k in F16]
+
+
+@pytest.mark.parametrize("bad", [{"nope": [1e-6, 1e-6]}, {F16[0].name: [1e-6]},
+                                 {F16[0].name: [0.0, 1e-6]}, {F16[0].name: [1e-6, True]},
+                                 {F16[0].name: 1e-6}, [1e-6]])
+def test_the_reader_refuses_bad_floors(bad):
+    with pytest.raises(ValueError):
+        kind_step_floors(bad, "sm_90")
+
+
+def test_the_writer_replaces_one_familys_floors_and_keeps_the_rest(tmp_path):
+    path = tmp_path / "ceilings.json"
+    shutil.copy(ceilings.PATH, path)
+    try:
+        wg = FAMILIES["wgmma-f16"][0].name
+        ceilings.write_kind_step_floors("sm_90", {wg: (1e-6, 2e-6)}, "first", path)
+        ceilings.write_kind_step_floors("sm_90", f16_floors(families=("portgemm-f16",)),
+                                        "second", path)
+        row = json.loads(path.read_text())["measured"]["sm_90"]
+        floors = row[ceilings.KIND_STEP_FLOORS]
+        assert floors[wg] == [1e-6, 2e-6] and len(floors) == len(F16) + 1
+        assert floors[F16[1].name] == list(LONE[F16[1].kind])
+        assert row[ceilings.KIND_STEP_FLOORS + "_source"] == {"portgemm-f16": "second",
+                                                              "wgmma-f16": "first"}
+        assert row[ceilings.KIND_FACTORS]   # the factors stay
+        with pytest.raises(ValueError, match="measure them first"):
+            ceilings.write_kind_step_floors("gfx90a", {wg: (1e-6, 2e-6)}, "t", path)
+    finally:
+        ceilings.reload()
+
+
+# --- the cost model ------------------------------------------------------------------
+
+def test_the_floor_is_the_paths_weighted_by_the_share(restore_ceilings):
+    with_floors(f16_floors())
+    share = tuple(i / 8 for i in range(len(F16)))
+    got = step_floor(ceilings_for(H100), F16, share)
+    want = [f * LONE[k.kind][0] + (1 - f) * LONE[k.kind][1] for f, k in zip(share, F16)]
+    assert got.tolist() == pytest.approx(want, rel=1e-15)
+    table = kind_table(H100, F16, "per-kind", "float16")
+    assert kind_costs(H100, F16, table, "float16", share=share).step_floor.tolist() == \
+        got.tolist()
+    # without a share (the ladders' costs) the model's own step
+    assert kind_costs(H100, F16, table, "float16").step_floor is None
+
+
+def test_no_step_is_priced_below_its_floor_at_any_sharing(restore_ceilings):
+    table = kind_table(H100, F16, "per-kind", "float16")
+    share = (0.0,) * len(F16)
+    plain = kind_costs(H100, F16, table, "float16", share=share)
+    with_floors(f16_floors())
+    kc = kind_costs(H100, F16, table, "float16", share=share)
+    floor = np.array([LONE[k.kind][1] for k in F16])
+    for tiles in (1.0, 132.0, 1e4):
+        r, u = tiles_sharing(kc, np.full(len(F16), tiles), kc.active, kc.tile_warps)
+        pro0, step0, epi0 = stage_times(plain, r, u)
+        pro, step, epi = stage_times(kc, r, u)
+        assert step.tolist() == np.maximum(step0, floor).tolist()
+        assert pro.tolist() == pro0.tolist() and epi.tolist() == epi0.tolist()
+    # the rule's Python-float path gives the same numbers
+    n = [132, 0, 300, 0, 5]
+    for per_kind in (True, False):
+        pe, step = start_stage_times(kc, n, per_kind)
+        r, u = tiles_sharing(kc, np.array(n, float), kc.active, kc.tile_warps)
+        if per_kind:
+            r = np.full(len(F16), max(min(max(x / kc.cus, 1.0), a)
+                                      for x, a in zip(n, kc.active)))
+            u = np.minimum(1.0, r * kc.tile_warps / 16)
+        else:
+            total, warps = sum(n), float(np.dot(n, kc.tile_warps)) / sum(n)
+            r = np.full(len(F16), min(max(total / kc.cus, 1.0), kc.active_max))
+            u = np.minimum(1.0, r * warps / 16)
+        pro, st, epi = stage_times(kc, r, u)
+        assert st.tolist() == step and (pro + epi).tolist() == pe
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_bound_stays_below_the_rules_price_with_floors(restore_ceilings, seed):
+    with_floors(f16_floors())
+    s = batch(seed, 200, 1, 400, 600)
+    req = Request(s, "float16", H100, "per-kind", {"family": "portgemm-f16"})
+    table = kind_table(H100, F16, "per-kind", "float16")
+    lb = least_possible(req, F16, BatchTables(s, F16))
+    *_, predicted = device_rule(req, "wavefront", F16, table, BatchTables(s, F16))
+    assert 0 < lb <= predicted * (1 + 1e-12)
+
+
+def test_one_large_tile_per_sm_gives_way_to_smaller_ones(restore_ceilings):
+    """8 GEMMs up to 512 x 512, K up to 512: the model's throughput figures put them on
+    about one 64x64 tile per SM; with lone steps dearer the larger the tile, several
+    32x32 tiles an SM overlap their chains and the rule takes them."""
+    s = batch(0, 8, 16, 513, 513)
+    before = portgemm.plan(s, "float16", arch="sm_90", use_cache=False)
+    assert before.tiles_per_kind() == {"64x64/w32x32": before.n_tiles}
+    assert before.n_tiles < 2 * H100.compute_units
+    with_floors(f16_floors())
+    after = portgemm.plan(s, "float16", arch="sm_90", use_cache=False)
+    assert after.tiles_per_kind() == {"32x32/w16x16": after.n_tiles}
+    assert after.n_tiles > 2 * H100.compute_units
+    # the same model, floors and all, prices the old plan dearer (the new one may stage
+    # its operands to aligned rows first: predicted_ms is then the copy's and the GEMMs')
+    assert predict(before) > after.predicted_ms
+
+
+def test_predicted_seconds_of_the_sweep_keep_the_floor(restore_ceilings):
+    """tuning.model.predicted_seconds (the kind-factor fit's model) floors a step too, at
+    the sizes' own share, so factors fitted after the floors explain what they leave."""
+    from portgemm.tuning.model import predicted_seconds
+    k = F16[2]   # 64x64/w32x32
+    aligned = np.tile([[k.tm, k.tn, 40 * k.tk]], (132, 1))
+    odd = aligned - 1
+    t0 = [predicted_seconds(x, k, "float16", H100) for x in (aligned, odd)]
+    with_floors(f16_floors(scale=4.0))
+    t1 = [predicted_seconds(x, k, "float16", H100) for x in (aligned, odd)]
+    assert t1[0] >= 40 * 4 * LONE[k.kind][0] > t0[0]
+    assert t1[1] >= 40 * 4 * LONE[k.kind][1] > t0[1]
+
+
+# --- the command ---------------------------------------------------------------------
+
+def fake_timer(floors, launch=5e-6):
+    """Milliseconds of a lone-tile batch: a launch plus K steps at the kind's floor on
+    its path (odd M: the unaligned one)."""
+    def timer(dev, bound):
+        p = bound.plan
+        k = p.kinds[0]
+        m, _, kk = p.shapes[0]
+        return 1e3 * (launch + math.ceil(kk / k.tk) * floors[k.name][int(m % 2 == 1)])
+    return timer
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Two GEMMs a batch instead of one per SM: the numpy backend computes them."""
+    from portgemm.tuning import step_floors as cmd
+    full = cmd.lone_sizes
+    monkeypatch.setattr(cmd, "lone_sizes", lambda kind, cus: [
+        type(s)(s.m, s.n, s.k, 2) for s in full(kind, cus)])
+    return cmd
+
+
+def test_lone_sizes_are_one_tile_per_cu_on_each_path():
+    from portgemm.tuning.step_floors import STEPS, lone_sizes
+    k = F16[2]
+    sizes = lone_sizes(k, 132)
+    assert [(s.m, s.n, s.k, s.batch) for s in sizes] == [
+        (64, 64, STEPS[0] * k.tk, 132), (64, 64, STEPS[1] * k.tk, 132),
+        (63, 63, STEPS[0] * k.tk - 1, 132), (63, 63, STEPS[1] * k.tk - 1, 132)]
+
+
+def test_the_command_measures_and_writes_floors(tmp_path, small_batches, capsys):
+    cmd = small_batches
+    want = f16_floors(families=("portgemm-f16",))
+    path = tmp_path / "ceilings.json"
+    shutil.copy(ceilings.PATH, path)
+    out = tmp_path / "sf.json"
+    args = cmd.parser().parse_args(["--backend", "numpy", "--dtype", "float16", "--out",
+                                    str(out), "--write", "--ceilings", str(path)])
+    try:
+        assert cmd.run(args, timer=fake_timer(want)) == 0
+    finally:
+        ceilings.reload()
+    assert f"wrote {len(F16)} kind step floors" in capsys.readouterr().out
+    got = json.loads(path.read_text())["measured"]["sm_90"][ceilings.KIND_STEP_FLOORS]
+    assert got == {n: [pytest.approx(a, rel=1e-3), pytest.approx(u, rel=1e-3)]
+                   for n, (a, u) in want.items()}
+    table = json.loads(out.read_text())
+    assert table["family"] == "portgemm-f16" and table["kinds"].keys() == want.keys()
+    assert all(r["model_step_s"] > 0 and r["excluded"] is None for r in table["kinds"].values())
+    # host timings never go into the package's file
+    args = cmd.parser().parse_args(["--backend", "numpy", "--dtype", "float16", "--write"])
+    assert cmd.run(args, timer=fake_timer(want)) == 2
+
+
+def test_a_kind_without_both_floors_writes_nothing(tmp_path, small_batches, capsys):
+    cmd = small_batches
+    want = f16_floors(families=("portgemm-f16",))
+    flat = dict(want, **{F16[3].name: (want[F16[3].name][0], 0.0)})   # no growth with K
+    path = tmp_path / "ceilings.json"
+    shutil.copy(ceilings.PATH, path)
+    args = cmd.parser().parse_args(["--backend", "numpy", "--dtype", "float16", "--write",
+                                    "--ceilings", str(path)])
+    try:
+        assert cmd.run(args, timer=fake_timer(flat)) == 1
+    finally:
+        ceilings.reload()
+    captured = capsys.readouterr()
+    assert "no growth with K" in captured.out and "nothing written" in captured.err
+    assert ceilings.KIND_STEP_FLOORS not in json.loads(path.read_text())["measured"]["sm_90"]
