@@ -198,32 +198,38 @@ def test_predicted_seconds_of_the_sweep_keep_the_floor(restore_ceilings):
 
 def fake_timer(floors, launch=5e-6):
     """Milliseconds of a lone-tile batch: a launch plus K steps at the kind's floor on
-    its path (odd M: the unaligned one)."""
+    its path (odd K: the unaligned one)."""
     def timer(dev, bound):
         p = bound.plan
         k = p.kinds[0]
-        m, _, kk = p.shapes[0]
-        return 1e3 * (launch + math.ceil(kk / k.tk) * floors[k.name][int(m % 2 == 1)])
+        kk = p.shapes[0, 2]
+        return 1e3 * (launch + math.ceil(kk / k.tk) * floors[k.name][int(kk % 2 == 1)])
     return timer
 
 
 @pytest.fixture
 def small_batches(monkeypatch):
-    """Two GEMMs a batch instead of one per SM: the numpy backend computes them."""
+    """One GEMM a batch: the numpy backend computes it."""
     from portgemm.tuning import step_floors as cmd
     full = cmd.lone_sizes
     monkeypatch.setattr(cmd, "lone_sizes", lambda kind, cus: [
-        type(s)(s.m, s.n, s.k, 2) for s in full(kind, cus)])
+        type(s)(s.m, s.n, s.k, 1) for s in full(kind, cus)])
     return cmd
 
 
-def test_lone_sizes_are_one_tile_per_cu_on_each_path():
+def test_lone_sizes_are_at_most_one_tile_per_cu_on_each_path():
+    from portgemm.planner.alignment import aligned_rows
+    from portgemm.planner.tiling import tile_counts
     from portgemm.tuning.step_floors import STEPS, lone_sizes
     k = F16[2]
     sizes = lone_sizes(k, 132)
     assert [(s.m, s.n, s.k, s.batch) for s in sizes] == [
-        (64, 64, STEPS[0] * k.tk, 132), (64, 64, STEPS[1] * k.tk, 132),
-        (63, 63, STEPS[0] * k.tk - 1, 132), (63, 63, STEPS[1] * k.tk - 1, 132)]
+        (256, 256, STEPS[0] * k.tk, 8), (256, 256, STEPS[1] * k.tk, 8),
+        (256, 255, STEPS[0] * k.tk - 1, 8), (256, 255, STEPS[1] * k.tk - 1, 8)]
+    for s in sizes:
+        assert tile_counts(s.shapes(), (k,)).sum() <= 132
+    assert aligned_rows(sizes[0].shapes(), "float16").all()
+    assert not aligned_rows(sizes[2].shapes(), "float16").any()
 
 
 def test_the_command_measures_and_writes_floors(tmp_path, small_batches, capsys):

@@ -6,12 +6,20 @@ rates shared by the tiles on a CU) and corrected per kind by factors fitted on f
 waves (tuning/kind_factors.py). Neither describes a launch of about one tile per CU,
 where each step is one tile's own chain: its loads, the barrier, its MMAs or FMAs. That
 chain is measured here, per kind and per load path, as the slope of a launch's time in
-K: each kind runs alone on a batch of exactly one tile per CU (M x N = its tile), at two
-depths (STEPS apart), on the 16-byte path (tile-sized M, N and K multiples of every
-vector width: "aligned") and on the scalar one (M - 1, N - 1, K - 1: leading dimensions
-that no vector load takes, "unaligned"). The difference of the two times over the
-difference of their K steps leaves out the launch, the prologue and the epilogue. Every
-run is checked against float64 first (tuning/sweep.py).
+K: each kind runs alone on a batch of about one tile per CU, at two depths (STEPS apart):
+GEMMs of TILES x TILES tiles each (so tiles share A's and B's panels through L2, as the
+tiles of a GEMM do), on the 16-byte path (M, N whole tiles, K a multiple of every vector
+width: "aligned") and off it (N - 1 and K - 1: both operands' leading dimensions off the
+16-byte grid, rows long enough for the kernel's word copies: "unaligned"). The
+difference of the two times over the difference of their K steps leaves out the launch,
+the prologue and the epilogue. Every run is checked against float64 first
+(tuning/sweep.py).
+
+Why GEMMs of several tiles: a first measurement took one tile per GEMM (no reuse, every
+load a DRAM miss) and, unaligned, on M - 1 x N - 1 GEMMs (edge tiles whose rows are too
+short for word copies). Those chains (64x64/w32x32 3.7 us a step unaligned, the wgmma
+kinds 0.8-1.0 aligned) exceed what the same kinds' tiles take in full waves, and as
+floors they cost the H100's 16-bit grid 16 % (bench/NOTES.md, session 17).
 
 The cost model never prices a kind's K step below its floor (cost_model.step_floor,
 ceilings.json ``kind_step_floors``), for a family every kind of which has one; so
@@ -31,6 +39,7 @@ import numpy as np
 # The two depths of a measurement, in K steps of the kind: far enough apart that their
 # difference stands well out of the launch-to-launch spread.
 STEPS = (8, 40)
+TILES = 4   # a GEMM of the measurement is TILES x TILES tiles
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,9 +59,11 @@ def main(argv=None) -> int:
 
 def lone_sizes(kind, compute_units: int) -> list:
     """The four batches of one kind: aligned at STEPS[0] and STEPS[1] K steps, then
-    unaligned at the same steps; each ``compute_units`` GEMMs of one tile."""
+    unaligned (N - 1, K - 1) at the same steps; each of TILES x TILES tiles a GEMM, as many
+    GEMMs as give every CU at most one tile."""
     from .space import Size
-    return [Size(kind.tm - odd, kind.tn - odd, s * kind.tk - odd, compute_units)
+    batch = max(1, compute_units // (TILES * TILES))
+    return [Size(TILES * kind.tm, TILES * kind.tn - odd, s * kind.tk - odd, batch)
             for odd in (0, 1) for s in STEPS]
 
 
