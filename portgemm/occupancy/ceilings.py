@@ -35,13 +35,16 @@ cheaply on short GEMMs as on long ones (bench/NOTES.md, session 8).
 And ``kind_step_floors``: per kind, the seconds one K step of a tile takes when the tile
 is alone on its compute unit, on the 16-byte load path and on the scalar one ([aligned,
 unaligned]), measured on the device by ``python -m portgemm.tuning.step_floors``. A
-tile's step is a chain of loads, a barrier and MMAs or FMAs; tiles sharing a unit
-overlap their chains but none shortens its own, so the cost model never prices a step
-below it (cost_model.py). The throughput figures above describe full waves; a launch
-of about one tile per unit is bound by this chain instead (on the H100's 16-bit grid a
-lone 64x64 tile took ~1.2-1.6 us a step where the model, its factor included, charged
-~0.6: bench/NOTES.md, session 17). As for kind factors, a family is floored only where
-every kind has a figure (:meth:`Ceilings.step_floors_of`).
+lone tile's step is its own chain of loads, a barrier and MMAs or FMAs; the throughput
+figures above describe full waves, while a launch of about one tile per unit is bound by
+this chain (on the H100's 16-bit grid a lone 64x64 tile took ~1.2-1.6 us a step where
+the model, its factor included, charged ~0.6: bench/NOTES.md, session 17). The cost
+model prices a step no shorter than the floor times how alone its tile is
+(cost_model.lone_weight: all of it alone on a unit, none once the unit's warps can
+overlap the chains). As for kind factors, a family is floored only where every kind has
+a figure (:meth:`Ceilings.step_floors_of`); on the H100 the 16-bit mma.sync families
+have them, the wgmma ones do not (theirs moved staged batches onto the slower wgmma
+kind).
 """
 from __future__ import annotations
 

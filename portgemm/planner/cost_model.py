@@ -67,14 +67,17 @@ A kind with a measured step floor (ceilings.py ``kind_step_floors``: one K step 
 tile alone on its CU, measured on the 16-byte and the scalar load path by
 ``python -m portgemm.tuning.step_floors``) has its scaled step raised to at least the
 floor, the two paths weighted by the batch's share of 16-byte loads (planner/
-alignment.py): step = max(floor, factor x step(r)). A step is a chain of dependent
-loads, a barrier and MMAs or FMAs; tiles that share a CU overlap their chains, but none
-shortens its own. The throughput terms, and the factors fitted on full waves, leave that
-chain out, and it is what bounds a launch of about one tile per CU: on the H100 a lone
-16-bit 64 x 64 tile ran its K steps at ~1.2-1.6 us, ~2-2.5x the model's step with its
-factor (bench/NOTES.md, session 17), so the model put one such tile per SM ahead of
-four 32 x 32 ones that ran 1.4x faster. Kinds without floors, and calls without a share
-(the device rule's ladders are built without the path figures), keep the model's step.
+alignment.py), where a tile has its CU to itself: step = max(w floor, factor x
+step(r)), w = 1 at r = 1 falling linearly in the CU's warps to 0 at SATURATING_WARPS
+(lone_weight). A lone tile's
+step is its own chain of dependent loads, a barrier and MMAs or FMAs, which the
+throughput terms and the factors fitted on full waves leave out; it is what bounds a
+launch of about one tile per CU: on the H100 a lone 16-bit 64 x 64 tile ran its K steps
+at ~1.2-1.6 us, ~2-2.5x the model's step with its factor (bench/NOTES.md, session 17),
+so the model put one such tile per SM ahead of four 32 x 32 ones that ran 1.4x faster.
+Two or more tiles a CU overlap their chains (measured: the floors bound there too hard).
+Kinds without floors, and calls without a share (the device rule's ladders are built
+without the path figures), keep the model's step.
 
 A kind with measured path efficiencies (occupancy/vector_path.py: the 128 x 128 kinds
 on the H100) has its tile time scaled by scalar^(1 - f) x vector^f, f the batch's share
@@ -344,17 +347,29 @@ def _unscaled_stage_times(kc: KindCosts, r: np.ndarray, u: np.ndarray):
     step = np.maximum(np.maximum(c.latency_s, glob), np.maximum(shared, compute))
     prologue = PROLOGUE_LATENCIES * c.latency_s + glob
     epilogue = kc.c_bytes / bw
-    return prologue, step, epilogue
+    return prologue, step, epilogue, None if kc.step_floor is None else lone_weight(r, u)
 
 
-def _scaled(kc: KindCosts, prologue, step, epilogue):
+def lone_weight(r, u):
+    """How much of a kind's step floor (ceilings.py kind_step_floors, measured alone) binds
+    at sharing (r, u): all of it on a tile alone on its CU (r = 1), none once the CU holds
+    SATURATING_WARPS warps (u = 1: their chains overlap), linearly in the warps between:
+    (S - r w) / (S - w) for tiles of w warps, S = SATURATING_WARPS, which is (1 - u) /
+    (1 - u / r). On the H100 floors at any sharing priced tiles two to a CU above what
+    they measured (the 128x128 wgmma kind, 8 warps a tile, 0.88x on large staged
+    batches), while 64x64 tiles (4 warps) nearly two to a CU still ran at their lone
+    chains (bench/NOTES.md, session 17)."""
+    r = np.asarray(r, dtype=np.float64)
+    return np.where(r <= 1.0, 1.0, np.clip((1.0 - u) / (1.0 - u / r), 0.0, 1.0))
+
+
+def _scaled(kc: KindCosts, prologue, step, epilogue, lone=None):
     """stage_times' last step: the tuned family's (or measured) correction, per kind,
-    then the step's measured floor (a tile's own latency chain, which sharing its CU
-    does not shorten)."""
+    then the step's measured floor at the sharing's ``lone`` weight (lone_weight)."""
     if kc.factor is not None:
         prologue, step, epilogue = prologue * kc.factor, step * kc.factor, epilogue * kc.factor
     if kc.step_floor is not None:
-        step = np.maximum(step, kc.step_floor)
+        step = np.maximum(step, kc.step_floor * lone)
     return prologue, step, epilogue
 
 
@@ -398,8 +413,11 @@ def _times_at(kc: KindCosts, ru, kinds=None):
         pro, epi = PROLOGUE_LATENCIES * lat + glob, c_bytes[k] / bw
         if factor is not None:
             pro, step, epi = pro * factor[k], step * factor[k], epi * factor[k]
-        if floor is not None and floor[k] > step:
-            step = floor[k]
+        if floor is not None:   # lone_weight, in Python floats
+            w = 1.0 if r <= 1.0 else (1.0 - u) / (1.0 - u / r)
+            fl = floor[k] * (0.0 if w < 0.0 else 1.0 if w > 1.0 else w)
+            if fl > step:
+                step = fl
         pe[k] = pro + epi
         steps[k] = step
     return pe, steps
@@ -735,7 +753,7 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
     ``lower``: also return, per row, a lower bound on the tile-by-tile price
     (BatchModel.predict) and whether a launch of the row has two waves (elsewhere the
     two prices are equal): a two-wave launch lasts at least its longest tile and its
-    tiles' time at the last wave's sharing (never longer than at the launch's) over its
+    tiles' time at the last wave's sharing (or at the launch's, if shorter) over its
     slots."""
     C = n.shape[0]
     busy, busy_t, safe, waves, before, unscaled = (rows_context(kc, n, per_kind)
@@ -763,13 +781,16 @@ def predict_rows(kc: KindCosts, n: np.ndarray, S: np.ndarray, Mx: np.ndarray, pe
         two &= (launches == 1)[:, None]
     if not two.any():   # no launch of two waves: the bound is the price itself
         return out, out.copy(), np.zeros(C, dtype=bool)
+    # the tiles' time at the last wave's sharing, or at the launch's where a step floor
+    # makes that the shorter (lone_weight: fewer tiles a CU, more of the floor)
+    low = sums[1] if kc.step_floor is None else np.minimum(sums[0], sums[1])
     if per_kind:
-        span_lo = np.where(two, np.maximum(longest, sums[1] / kc.slots), span)
+        span_lo = np.where(two, np.maximum(longest, low / kc.slots), span)
         exec_lo = np.add.accumulate(span_lo, axis=1)[:, -1]
         two = two.any(axis=1)
     else:
         exec_lo = np.where(two, np.maximum(longest.max(axis=1),
-                                           sums[1].sum(axis=1) / kc.slots_max), exec_s)
+                                           low.sum(axis=1) / kc.slots_max), exec_s)
     lo = np.where(launches, fixed + np.maximum(exec_lo, floor), 0.0)
     return out, np.minimum(lo, out), two
 
@@ -847,7 +868,10 @@ def _alone_times(kc: KindCosts, per_kind: bool):
     on its CU, as (kinds, 1) columns, memoised per KindCosts (shared and read-only)."""
     def make():
         warps = kc.tile_warps if per_kind else np.full(kc.n_kinds, kc.tile_warps_max)
-        pro, step, epi = stage_times(kc, np.ones(kc.n_kinds),
+        # without the step floor: it binds less as tiles share a CU (lone_weight), so a
+        # shared tile may be priced shorter than a lone one; the rest only grows with r
+        plain = kc if kc.step_floor is None else dataclasses.replace(kc, step_floor=None)
+        pro, step, epi = stage_times(plain, np.ones(kc.n_kinds),
                                      np.minimum(1.0, warps / SATURATING_WARPS))
         return (pro + epi)[:, None], step[:, None]
     return kept_for(_bound_memo, kc, (id(kc), per_kind, "alone"), MEMO_ENTRIES, make)
@@ -869,7 +893,9 @@ def _bound_times(kc: KindCosts, per_kind: bool):
         pe = PROLOGUE_LATENCIES * c.latency_s / A + (kc.g_bytes + kc.c_bytes) / bw
         if kc.factor is not None:
             step, pe = step * kc.factor, pe * kc.factor
-        if kc.step_floor is not None:   # a tile's step, shared by at most A tiles
-            step = np.maximum(step, kc.step_floor / A)
+        if kc.step_floor is not None:   # a CU's share of a step at r <= A: floor w / r
+            W = kc.tile_warps if per_kind else np.full(kc.n_kinds, kc.tile_warps_max)
+            step = np.maximum(step, kc.step_floor * lone_weight(
+                A, np.minimum(1.0, A * W / SATURATING_WARPS)) / A)
         return pe[:, None], step[:, None]
     return kept_for(_bound_memo, kc, (id(kc), per_kind), MEMO_ENTRIES, make)

@@ -129,7 +129,8 @@ def run(args, timer=None) -> int:
     def write(path):
         ceilings.write_kind_step_floors(arch.name, floors, path=path, source=(
             f"python -m portgemm.tuning.step_floors --dtype {args.dtype} on {dev.name()}: "
-            f"{fam}'s kinds alone, one tile per CU, K steps {STEPS[0]} and {STEPS[1]}"))
+            f"{fam}'s kinds alone, about one tile per CU ({sizes[0].batch} GEMMs of {TILES} x "
+            f"{TILES} tiles), K steps {STEPS[0]} and {STEPS[1]}"))
         print(f"wrote {len(floors)} kind step floors into {path}")
     return finish(args, dev, {"arch": arch.name, "device": dev.name(), "family": fam,
                               "dtype": args.dtype, "steps": list(STEPS), "kinds": table},
