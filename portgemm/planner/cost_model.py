@@ -69,15 +69,15 @@ tile alone on its CU, measured on the 16-byte and the scalar load path by
 floor, the two paths weighted by the batch's share of 16-byte loads (planner/
 alignment.py), where a tile has its CU to itself: step = max(w floor, factor x
 step(r)), w = 1 at r = 1 falling linearly in the CU's warps to 0 at SATURATING_WARPS
-(lone_weight). A lone tile's
-step is its own chain of dependent loads, a barrier and MMAs or FMAs, which the
-throughput terms and the factors fitted on full waves leave out; it is what bounds a
-launch of about one tile per CU: on the H100 a lone 16-bit 64 x 64 tile ran its K steps
-at ~1.2-1.6 us, ~2-2.5x the model's step with its factor (bench/NOTES.md, session 17),
-so the model put one such tile per SM ahead of four 32 x 32 ones that ran 1.4x faster.
-Two or more tiles a CU overlap their chains (measured: the floors bound there too hard).
-Kinds without floors, and calls without a share (the device rule's ladders are built
-without the path figures), keep the model's step.
+(lone_weight). A lone tile's step is its own chain of dependent loads, a barrier and
+MMAs or FMAs, which the throughput terms and the factors fitted on full waves leave out;
+it is what bounds a launch of about one tile per CU: on the H100 a lone 16-bit 64 x 64
+tile ran its K steps at ~1.2-1.6 us, ~2-2.5x the model's step with its factor
+(bench/NOTES.md, session 17), so the model put one such tile per SM ahead of four
+32 x 32 ones that ran 1.4x faster. Enough warps on a CU overlap the tiles' chains
+(measured: floors at any sharing bound too hard). Kinds without floors, and calls
+without a share (the device rule's ladders are built without the path figures), keep
+the model's step.
 
 A kind with measured path efficiencies (occupancy/vector_path.py: the 128 x 128 kinds
 on the H100) has its tile time scaled by scalar^(1 - f) x vector^f, f the batch's share
@@ -183,9 +183,8 @@ def step_floor(c: Ceilings, kinds, share) -> np.ndarray | None:
     """Per kind, the least seconds a K step of its tiles takes: the measured lone-tile
     step (ceilings.py ``kind_step_floors``) on each load path, weighted by the batch's
     ``share`` of staged loads on the 16-byte path (planner/alignment.py); None where
-    the kinds have no floors. A tile's step is its own chain of dependent loads,
-    barrier and MMAs; tiles sharing a CU overlap their chains, none shortens its own,
-    so the floor holds at any sharing (the module docstring)."""
+    the kinds have no floors. How much of it binds depends on how alone a tile is on
+    its CU (lone_weight, applied where a step is priced)."""
     floors = c.step_floors_of(kinds)
     if floors is None:
         return None
