@@ -1,8 +1,9 @@
 """Measured step floors (ceilings.json ``kind_step_floors``): one K step of a kind's tile
 alone on its compute unit, on the 16-byte and the scalar load path. The data and its
-reader and writer, the cost model that never prices a step below its floor, the device
-rule that then stops running about one large tile per SM, and the command that measures
-them (on the numpy backend with a fake timer).
+reader and writer, the cost model that prices a lone tile's step no shorter than its
+floor (less of it as tiles share the CU), the device rule that then stops running about
+one large tile per SM, and the command that measures them (on the numpy backend with a
+fake timer).
 
 Apart from the first test (the committed H100 figures), the floors here are set in
 memory (ceilings.use_in_memory): the test's own figures, not measurements, so that what

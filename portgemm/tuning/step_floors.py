@@ -121,7 +121,7 @@ def run(args, timer=None) -> int:
         rows.append([kind.kind, *(f"{g * 1e6:.3f}" if g else "-" for g in got),
                      f"{model * 1e6:.3f}",
                      f"{got[1] / model:.2f}" if got[1] else "-", why or ""])
-    print(f"{fam} on {dev.name()} ({arch.name}): one tile per CU, a K step in us, "
+    print(f"{fam} on {dev.name()} ({arch.name}): about one tile per CU, a K step in us, "
           f"{time.monotonic() - t0:.0f} s{' (budget ran out)' if stopped else ''}")
     print(tabulate(rows, headers=["kind", "aligned", "unaligned", "model", "unaligned / model",
                                   "not measured"], disable_numparse=True))
