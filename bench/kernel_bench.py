@@ -183,9 +183,9 @@ def merged(base, more):
 
 
 def drop_kind_factors(families) -> None:
-    """Plan in this process with the measured ceilings (re-read from the file) less the
-    kind factors of ``families``, on every arch that has them."""
-    ceilings.reload()
+    """Plan in this process with the measured ceilings (as apply_config has just re-read
+    them from the file) less the kind factors of ``families``, on every arch that has
+    them."""
     for arch, row in ceilings._load().get("measured", {}).items():
         row = dict(row)
         for field in (ceilings.KIND_FACTORS, ceilings.KIND_DEPTH_FACTORS):

@@ -300,7 +300,7 @@ def test_a_one_kind_plan_computes_every_gemm():
 
 # --- the command ---------------------------------------------------------------------
 
-def test_the_command_fits_and_writes_factors(tmp_path, monkeypatch, capsys):
+def test_the_command_fits_and_writes_factors(dry_write, monkeypatch, capsys):
     from portgemm.tuning import kind_factors as cmd
     from portgemm.tuning import space
     from portgemm.tuning.model import predicted_seconds
@@ -312,15 +312,8 @@ def test_the_command_fits_and_writes_factors(tmp_path, monkeypatch, capsys):
         k = bound.plan.kinds[0]
         return 1e3 * predicted_seconds(bound.plan.shapes, k, "float64", H100, half[k.name])
 
-    path = tmp_path / "ceilings.json"
-    shutil.copy(ceilings.PATH, path)
-    out = tmp_path / "kf.json"
-    args = cmd.parser().parse_args(["--backend", "numpy", "--out", str(out), "--write",
-                                    "--ceilings", str(path)])
-    try:
-        assert cmd.run(args, timer=timer) == 0
-    finally:
-        ceilings.reload()
+    assert dry_write(cmd, [], timer) == 0
+    path, out = dry_write.ceilings, dry_write.out
     text = capsys.readouterr().out
     assert "portgemm-f64" in text and f"wrote {len(F64)} kind factors" in text
     got = json.loads(path.read_text())["measured"]["sm_90"][ceilings.KIND_FACTORS]
@@ -336,7 +329,7 @@ def test_the_command_fits_and_writes_factors(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("dtype,family,n_sizes", [("float16", None, 2),
                                                    ("bfloat16", "wgmma-bf16", 1)])
-def test_the_command_fits_16_bit_families(tmp_path, monkeypatch, capsys, dtype, family,
+def test_the_command_fits_16_bit_families(dry_write, monkeypatch, capsys, dtype, family,
                                           n_sizes):
     """float16 / bfloat16: the mma.sync family by default, checked within the format's
     bound; the wgmma family (weighed on aligned rows only) on the aligned sizes alone."""
@@ -353,16 +346,9 @@ def test_the_command_fits_16_bit_families(tmp_path, monkeypatch, capsys, dtype, 
         k = bound.plan.kinds[0]
         return 1e3 * predicted_seconds(bound.plan.shapes, k, dtype, H100, want[k.name])
 
-    path = tmp_path / "ceilings.json"
-    shutil.copy(ceilings.PATH, path)
-    out = tmp_path / "kf.json"
-    args = cmd.parser().parse_args(["--backend", "numpy", "--dtype", dtype, "--out", str(out),
-                                    "--write", "--ceilings", str(path)]
-                                   + (["--family", family] if family else []))
-    try:
-        assert cmd.run(args, timer=timer) == 0
-    finally:
-        ceilings.reload()
+    assert dry_write(cmd, ["--dtype", dtype] + (["--family", family] if family else []),
+                     timer) == 0
+    path, out = dry_write.ceilings, dry_write.out
     assert f"wrote {len(want)} kind factors" in capsys.readouterr().out
     table = json.loads(out.read_text())
     assert table["family"] == fam and len(table["sizes"]) == n_sizes
@@ -420,7 +406,7 @@ def test_default_fp32_plans_on_the_device(seed, lo, hi, k_hi):
     assert worst < 1e-5, (p.tiles_per_kind(), worst)
 
 
-def test_the_command_divides_out_the_path_efficiencies_for_fp32(tmp_path, monkeypatch):
+def test_the_command_divides_out_the_path_efficiencies_for_fp32(dry_write, monkeypatch):
     """fp32 on the H100: the 128 x 128 kinds have measured vector-path efficiencies, which
     the cost model multiplies with the kind factor. A device whose kinds run the model's
     time x a known factor x their path figure at each size's vector share must give back
@@ -444,16 +430,8 @@ def test_the_command_divides_out_the_path_efficiencies_for_fp32(tmp_path, monkey
         path = vector_path.factor((eff[0][i:i + 1], eff[1][i:i + 1]), share)[0]
         return 1e3 * predicted_seconds(sh, k, "float32", H100, known[k.name] * path)
 
-    path = tmp_path / "ceilings.json"
-    shutil.copy(ceilings.PATH, path)
-    out = tmp_path / "kf.json"
-    args = cmd.parser().parse_args(["--dtype", "float32", "--backend", "numpy", "--out",
-                                    str(out), "--write", "--ceilings", str(path)])
-    try:
-        assert cmd.run(args, timer=timer) == 0
-    finally:
-        ceilings.reload()
-    row = json.loads(path.read_text())["measured"]["sm_90"]
+    assert dry_write(cmd, ["--dtype", "float32"], timer) == 0
+    row = json.loads(dry_write.ceilings.read_text())["measured"]["sm_90"]
     got = {n: f for n, f in row[ceilings.KIND_FACTORS].items() if n.startswith("portgemm.")}
     assert got == {n: pytest.approx(f, rel=2e-3) for n, f in known.items()}
     deep = {n: r for n, r in row[ceilings.KIND_DEPTH_FACTORS].items() if n.startswith("portgemm.")}
@@ -461,7 +439,7 @@ def test_the_command_divides_out_the_path_efficiencies_for_fp32(tmp_path, monkey
     for n, r in deep.items():
         assert [f for _, f in r] == [pytest.approx(known[n], rel=2e-3)] * 2
     # the path figures did move the raw fits of the 128 x 128 kinds (the test means it)
-    table = json.loads(out.read_text())
+    table = json.loads(dry_write.out.read_text())
     raw = table["per_size_factors_before_path"]["portgemm.128x128/16x8"]
     assert max(raw) / min(raw) > 1.1
     assert row[ceilings.KIND_FACTORS]["portgemm-f64.64x64/w32x32"] > 0   # fp64's stay

@@ -261,18 +261,11 @@ def test_lone_sizes_are_at_most_one_tile_per_cu_on_each_path():
     assert not aligned_rows(sizes[2].shapes(), "float16").any()
 
 
-def test_the_command_measures_and_writes_floors(tmp_path, small_batches, capsys):
+def test_the_command_measures_and_writes_floors(dry_write, small_batches, capsys):
     cmd = small_batches
     want = f16_floors(families=("portgemm-f16",))
-    path = tmp_path / "ceilings.json"
-    shutil.copy(ceilings.PATH, path)
-    out = tmp_path / "sf.json"
-    args = cmd.parser().parse_args(["--backend", "numpy", "--dtype", "float16", "--out",
-                                    str(out), "--write", "--ceilings", str(path)])
-    try:
-        assert cmd.run(args, timer=fake_timer(want)) == 0
-    finally:
-        ceilings.reload()
+    assert dry_write(cmd, ["--dtype", "float16"], fake_timer(want)) == 0
+    path, out = dry_write.ceilings, dry_write.out
     assert f"wrote {len(F16)} kind step floors" in capsys.readouterr().out
     got = json.loads(path.read_text())["measured"]["sm_90"][ceilings.KIND_STEP_FLOORS]
     assert {n: f for n, f in got.items() if n.startswith("portgemm-f16.")} == {
@@ -285,18 +278,12 @@ def test_the_command_measures_and_writes_floors(tmp_path, small_batches, capsys)
     assert cmd.run(args, timer=fake_timer(want)) == 2
 
 
-def test_a_kind_without_both_floors_writes_nothing(tmp_path, small_batches, capsys):
+def test_a_kind_without_both_floors_writes_nothing(dry_write, small_batches, capsys):
     cmd = small_batches
     want = f16_floors(families=("portgemm-f16",))
     flat = dict(want, **{F16[3].name: (want[F16[3].name][0], 0.0)})   # no growth with K
-    path = tmp_path / "ceilings.json"
-    shutil.copy(ceilings.PATH, path)
-    args = cmd.parser().parse_args(["--backend", "numpy", "--dtype", "float16", "--write",
-                                    "--ceilings", str(path)])
-    try:
-        assert cmd.run(args, timer=fake_timer(flat)) == 1
-    finally:
-        ceilings.reload()
+    assert dry_write(cmd, ["--dtype", "float16"], fake_timer(flat)) == 1
+    path = dry_write.ceilings
     captured = capsys.readouterr()
     assert "no growth with K" in captured.out and "nothing written" in captured.err
     assert json.loads(path.read_text()) == json.loads(ceilings.PATH.read_text())
