@@ -9,8 +9,16 @@ one call of that method between cudaProfilerStart and cudaProfilerStop, the targ
 ``ncu --profile-from-start off``.
 
     python bench/short_k.py [--cases 1024/128/1024,1024/512/1024] [--methods default,cublas,kinds]
-                            [--op nn|nt|tn|tt]
+                            [--op nn|nt|tn|tt] [--align 8]
     ncu --profile-from-start off --set full python bench/short_k.py --cases 1024/128/1024 --profile default
+
+``--dtype float16`` / ``bfloat16`` time the 16-bit families the same way ("kinds": the
+mma.sync family's). Methods ``staged`` and ``direct``: the default plan with every
+unaligned operand copied to aligned rows first, or none (16-bit dtypes: plan(staging=True
+/ False)). A method ``FAMILY:KIND`` forces a kind of another family
+(``wgmma-f16:64x128/g64x128``).
+``--align N`` rounds every size up to a multiple of N (N = 8: every 16-bit row 16-byte
+aligned), to time the aligned paths on the same batch.
 
 PG_TREE=DIR imports portgemm from DIR instead of this checkout (two trees, one run).
 """
@@ -37,14 +45,20 @@ from portgemm.tuning.model import family_kind_plan  # noqa: E402
 from timing import do_bench, profile_once  # noqa: E402
 
 CASES = "1024/128/1024,1024/512/1024"
+# our default family per dtype (the 16-bit ones: their mma.sync families)
+OURS = {**OUR_FAMILY, **{dt: fam for fam, dt in tiles.HALF_FAMILIES.items()}}
+# the default plan and its staging forced on or off (16-bit dtypes: planner/staging.py)
+STAGING = {"default": {}, "staged": {"staging": True}, "direct": {"staging": False}}
 GRID_SEED = 0    # portgemm bench --grid's seed: case (MaxMN, MaxK, batch) draws from (0, MaxMN, MaxK, batch)
 
 
-def grid_batch(cp, case: str, dtype: str, op: str = "nn"):
-    """The grid's shapes of ``MaxMN/MaxK/batch``, random operands (stored transposed
-    where ``op`` says: "tn" A^T B, ...), C NaN-poisoned."""
+def grid_batch(cp, case: str, dtype: str, op: str = "nn", align: int = 1):
+    """The grid's shapes of ``MaxMN/MaxK/batch`` (each size rounded up to a multiple of
+    ``align``), random operands (stored transposed where ``op`` says: "tn" A^T B, ...),
+    C NaN-poisoned."""
     mn, k, b = map(int, case.split("/"))
     shapes = random_case(b, mn, k, seed=(GRID_SEED, mn, k, b)).shapes
+    shapes = -(-shapes // align) * align
     gen = cp.random.default_rng(b)
     A = [(gen.random((kk, m) if op[0] == "t" else (m, kk), dtype=cp.float64) - 0.5).astype(dtype)
          for m, _, kk in shapes]
@@ -79,16 +93,19 @@ def calls(be, shapes, A, B, C, dtype, methods, op="nn"):
         if m == "cublas":
             if op == "nn":
                 out.append(("cuBLAS grouped", "", CublasGrouped(be.cp).prepare(A, B, C)))
-        elif m == "default":
-            p = portgemm.plan(shapes, dtype, arch=be.arch())
-            note = " ".join(f"{k}:{v}" for k, v in p.tiles_per_kind().items())
-            out.append(("default", note, p.bind(A, B, C, trans_a=ta, trans_b=tb, backend=be)))
+        elif m in STAGING:
+            p = portgemm.plan(shapes, dtype, arch=be.arch(), **STAGING[m])
+            q = p.staging.plan if p.staging is not None else p   # the kinds that run
+            note = " ".join(f"{k}:{v}" for k, v in q.tiles_per_kind().items())
+            out.append((m, note, p.bind(A, B, C, trans_a=ta, trans_b=tb, backend=be)))
         else:
-            fam = OUR_FAMILY[dtype]
-            kinds = [k.kind for k in tiles.FAMILIES[fam]] if m == "kinds" else [m]
+            fam, _, kind = m.rpartition(":")
+            fam = fam or OURS[dtype]
+            kinds = [k.kind for k in tiles.FAMILIES[fam]] if m == "kinds" else [kind]
             for kind in kinds:
                 p = family_kind_plan(shapes, dtype, be.arch(), fam, kind)
-                out.append((kind, "forced", p.bind(A, B, C, trans_a=ta, trans_b=tb, backend=be)))
+                label = kind if fam == OURS[dtype] else f"{fam}:{kind}"
+                out.append((label, "forced", p.bind(A, B, C, trans_a=ta, trans_b=tb, backend=be)))
     return out
 
 
@@ -99,6 +116,7 @@ def main(argv=None):
     ap.add_argument("--methods", default="default,cublas,kinds")
     ap.add_argument("--op", default="nn", choices=("nn", "nt", "tn", "tt"),
                     help="the operands' transposes (A^T B: tn)")
+    ap.add_argument("--align", type=int, default=1, help="round sizes up to multiples of N")
     ap.add_argument("--profile", default=None, help="one method, between profiler start/stop")
     ap.add_argument("--rep-ms", type=float, default=30.0)
     ap.add_argument("--label", default="", help="a tag for this tree's rows")
@@ -108,7 +126,7 @@ def main(argv=None):
     cp = be.cp
     rows = []
     for case in args.cases.split(","):
-        shapes, A, B, C = grid_batch(cp, case, args.dtype, args.op)
+        shapes, A, B, C = grid_batch(cp, case, args.dtype, args.op, args.align)
         flops = 2.0 * float((shapes[:, 0] * shapes[:, 1] * shapes[:, 2]).sum())
         if args.profile:
             (label, note, call), = calls(be, shapes, A, B, C, args.dtype, [args.profile], args.op)
@@ -118,8 +136,9 @@ def main(argv=None):
         for label, note, call in calls(be, shapes, A, B, C, args.dtype, args.methods.split(","), args.op):
             err = worst_error(cp, shapes, A, B, C, call, op=args.op)
             ms = do_bench(cp, call, warmup_ms=10.0, rep_ms=args.rep_ms)
-            rows.append({"tree": args.label, "op": args.op, "case": case, "method": label, "note": note,
-                         "ms": ms, "tflops": flops / ms / 1e9, "err": err})
+            rows.append({"tree": args.label, "op": args.op, "align": args.align, "case": case,
+                         "method": label, "note": note, "ms": ms, "tflops": flops / ms / 1e9,
+                         "err": err})
             print(f"{args.label:>6} {case:>14} {label:>16} {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s "
                   f"err {err:.1e} {note}", flush=True)
     if args.json:
