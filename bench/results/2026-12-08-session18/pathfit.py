@@ -4,7 +4,10 @@ ones; the 4-byte path placed between them by planner/staging.py's NARROW_COPY_SL
 figures), applied to call 1's forced-kind plans (call1/kinds_pred.txt) as a per-batch
 correction of each prediction (flop-weighted over its GEMMs' A and B rows):
     python bench/results/2026-12-08-session18/pathfit.py > bench/results/2026-12-08-session18/pathfit.txt"""
-import json, numpy as np, re
+import json
+
+import numpy as np
+
 from portgemm.benchmark.workloads import random_case
 d = json.load(open('bench/results/2026-12-07-session16/fp16/kf_portgemm-f16.json'))
 sizes = d['sizes']; ms = np.array(d['ms'], float); pr = np.array(d['predicted_ms'], float)
