@@ -862,11 +862,17 @@ def longest_tile_bound(kc: KindCosts, steps: np.ndarray, penalty, live: np.ndarr
     return float(least.max(initial=0.0)) * (1 - 1e-9)
 
 
+def _launch_warps(kc: KindCosts, per_kind: bool) -> np.ndarray:
+    """Per kind, the warps of a tile as its launch runs it: the kind's own one launch per
+    kind, the family's largest in a fused launch (one block size)."""
+    return kc.tile_warps if per_kind else np.full(kc.n_kinds, kc.tile_warps_max)
+
+
 def _alone_times(kc: KindCosts, per_kind: bool):
     """longest_tile_bound's per-kind (prologue + epilogue, step) seconds of a tile alone
     on its CU, as (kinds, 1) columns, memoised per KindCosts (shared and read-only)."""
     def make():
-        warps = kc.tile_warps if per_kind else np.full(kc.n_kinds, kc.tile_warps_max)
+        warps = _launch_warps(kc, per_kind)
         # without the step floor: it binds less as tiles share a CU (lone_weight), so a
         # shared tile may be priced shorter than a lone one; the rest only grows with r
         plain = kc if kc.step_floor is None else dataclasses.replace(kc, step_floor=None)
@@ -893,8 +899,7 @@ def _bound_times(kc: KindCosts, per_kind: bool):
         if kc.factor is not None:
             step, pe = step * kc.factor, pe * kc.factor
         if kc.step_floor is not None:   # a CU's share of a step at r <= A: floor w / r
-            W = kc.tile_warps if per_kind else np.full(kc.n_kinds, kc.tile_warps_max)
             step = np.maximum(step, kc.step_floor * lone_weight(
-                A, np.minimum(1.0, A * W / SATURATING_WARPS)) / A)
+                A, np.minimum(1.0, A * _launch_warps(kc, per_kind) / SATURATING_WARPS)) / A)
         return pe[:, None], step[:, None]
     return kept_for(_bound_memo, kc, (id(kc), per_kind), MEMO_ENTRIES, make)
