@@ -309,7 +309,7 @@ def test_layout_cache_sees_reshaped_views_and_refuses_aliases_every_time(cuda, c
 
 def test_torch_repeated_calls_run_on_torchs_side_stream(cuda, cp):
     """Every path of a repeated torch call (full, reuse hit, layout hit) launches on
-    torch's current stream (read as a raw handle, one ExternalStream kept per handle):
+    torch's current stream (read as a raw handle, one CuPy stream object kept per handle):
     inputs written on a side stream behind a long sleep are seen, which a launch on any
     other stream would race past."""
     torch = pytest.importorskip("torch")

@@ -83,7 +83,7 @@ class CudaBackend:
         self._side: dict[int, list] = {}
         self._arch: dict[int, object] = {}
         self._ragged = Scalars()        # per-group alpha/beta of ragged calls
-        self._external: dict = {}       # (torch stream handle, device) -> ExternalStream
+        self._external: dict = {}       # (torch stream handle, device) -> CuPy stream
 
     # -- device ---------------------------------------------------------------------
     def _dev(self) -> int:
@@ -227,13 +227,18 @@ class CudaBackend:
         their device), else CuPy's."""
         if tdev is None:
             return self.cp.cuda.get_current_stream()
+        # the tensors' device must be the current one: CuPy takes a stream it did not
+        # make as the current device's, and the launch runs there
+        index, dev = getattr(tdev, "index", None), self._dev()
+        if type(index) is int and index != dev:
+            raise ValidationError(f"the arrays are on cuda:{index}, the current device is "
+                                  f"cuda:{dev}")
         handle = torch_stream(tdev)
-        # One ExternalStream per (handle, device), kept (making one costs microseconds a
+        # One CuPy stream per (handle, device), kept (making one costs microseconds a
         # call); it holds only the handle, so one kept past its stream's end names the
         # same handle a later stream reuses. The device too: the null stream's handle
         # (0) is every device's.
-        return kept(self._external, (handle, tdev), 64,
-                     lambda: self.cp.cuda.ExternalStream(handle))
+        return kept(self._external, (handle, dev), 64, lambda: external_stream(self.cp, handle))
 
     def execute(self, plan, batch, gemms=None):
         """Launch on the caller's current stream; returns the device descriptors used,
@@ -664,3 +669,26 @@ def _nothing():
 
 def _ptr(buf) -> int:
     return 0 if buf is None else buf.data.ptr
+
+
+class _RawStream:
+    """A raw stream handle as the CUDA stream protocol hands it over (``__cuda_stream__``:
+    version 0 and the cudaStream_t as an int)."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return 0, self.handle
+
+
+def external_stream(cp, handle: int):
+    """CuPy's stream object for a stream of the current device that CuPy did not make
+    (torch's): ``Stream.from_external`` through the CUDA stream protocol where CuPy has
+    it (CuPy 14 on, which deprecates ExternalStream), else ``ExternalStream``."""
+    from_external = getattr(cp.cuda.Stream, "from_external", None)
+    if from_external is None:
+        return cp.cuda.ExternalStream(handle)
+    return from_external(_RawStream(handle))
