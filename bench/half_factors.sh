@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One device call: measure the kind factors of the 16-bit families (each mma.sync family
-# and the wgmma family weighed beside it, python -m portgemm.tuning.kind_factors --write),
-# then time the fp16/bf16 peer grid planned with them (config base) and without them
-# (kf16off) in one process. With floors=1, first the families' step floors (python -m
-# portgemm.tuning.step_floors --write: one tile per SM, a K step alone), then the factors
-# refitted over them, and the grid against the ceilings committed before the call
-# (config before) instead of kf16off. Results packed as $OUT/half_factors.tar.gz, with
+# and the wgmma family weighed beside it, python -m portgemm.tuning.kind_factors --write:
+# the mma.sync families' copy-path figures too), then time the fp16/bf16 peer grid
+# planned with them (config base) and with the ceilings committed before the call
+# (config before) in one process. With floors=1, first the families' step floors (python
+# -m portgemm.tuning.step_floors --write: one tile per SM, a K step alone), then the
+# factors refitted over them. Results packed as $OUT/half_factors.tar.gz, with
 # the new ceilings.json beside it; the compile cache as $OUT/pgc.tar.gz (a later call may
 # carry and unpack it to skip compiling).
 # Usage (repo root):
@@ -30,16 +30,15 @@ per_family() {   # per_family <tuning module> <file prefix> [family prefix]: --w
       --write --out "$dir/${prefix}_$fam.json" 2>&1 | tee -a "$dir/$module.log"
   done
 }
-against=kf16off
+cp portgemm/occupancy/ceilings.json "$dir/ceilings_before.json"
+export PG_CEILINGS_BEFORE="$dir/ceilings_before.json"
 if [[ $floors == 1 ]]; then
-  cp portgemm/occupancy/ceilings.json "$dir/ceilings_before.json"
-  export PG_CEILINGS_BEFORE="$dir/ceilings_before.json"; against=before
   per_family step_floors sf portgemm-   # the mma.sync families (the wgmma ones' floors
 fi                                     # misled the staged plans: bench/NOTES.md, session 17)
 per_family kind_factors kf
 echo "factors: $(( $(date +%s) - start )) s" | tee -a "$dir/kind_factors.log"
 cp portgemm/occupancy/ceilings.json "$OUT/ceilings.json"
-python3 bench/kernel_bench.py --dtype "$dtypes" --config "base,$against" \
+python3 bench/kernel_bench.py --dtype "$dtypes" --config "base,before" \
   --time-limit "$grid_s" --out "$dir" 2>&1 | tee "$dir/grid.log"
 echo "total: $(( $(date +%s) - start )) s" | tee -a "$dir/grid.log"
 tar czf "$OUT/half_factors.tar.gz" -C "$OUT" half_factors && rm -rf "$dir"

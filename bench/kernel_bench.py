@@ -188,7 +188,8 @@ def drop_kind_factors(families) -> None:
     them."""
     for arch, row in ceilings._load().get("measured", {}).items():
         row = dict(row)
-        for field in (ceilings.KIND_FACTORS, ceilings.KIND_DEPTH_FACTORS):
+        for field in (ceilings.KIND_FACTORS, ceilings.KIND_DEPTH_FACTORS,
+                      ceilings.KIND_PATH_FACTORS):
             row[field] = {n: f for n, f in row.get(field, {}).items()
                           if n.split(".", 1)[0] not in families}
         ceilings.use_in_memory(arch, row)

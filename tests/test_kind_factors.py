@@ -419,15 +419,15 @@ def test_the_command_divides_out_the_path_efficiencies_for_fp32(dry_write, monke
     monkeypatch.setattr(space, "sizes", lambda cus, dtype, quick=False: [
         space.Size(256, 256, 32, 2), space.Size(255, 255, 31, 2), space.Size(256, 256, 256, 2)])
     known = {k.name: 0.7 + 0.1 * i for i, k in enumerate(F32)}
-    eff = vector_path.efficiencies("sm_90", "float32", F32)
-    assert eff is not None
+    eff = vector_path.efficiencies(H100, "float32", F32)
+    assert eff is not None and not eff.three_way.any()
 
     def timer(dev, bound):
         k = bound.plan.kinds[0]
         i = next(j for j, x in enumerate(F32) if x.name == k.name)
         sh = bound.plan.shapes
         share = vector_share(sh, aligned_rows(sh, "float32"), [k.tm], [k.tn], [k.tk])
-        path = vector_path.factor((eff[0][i:i + 1], eff[1][i:i + 1]), share)[0]
+        path = vector_path.factor(vector_path.PathFigures(*(f[i:i + 1] for f in eff)), share)[0]
         return 1e3 * predicted_seconds(sh, k, "float32", H100, known[k.name] * path)
 
     assert dry_write(cmd, ["--dtype", "float32"], timer) == 0

@@ -127,9 +127,9 @@ def test_split_slices_keep_their_gemms_alignment(monkeypatch):
     seen = []
     real = alignment.share_for
 
-    def spy(arch, dtype, kinds, shapes, aligned=None):
+    def spy(arch, dtype, kinds, shapes, aligned=None, **kw):
         seen.append((shapes.shape[0], None if aligned is None else aligned.copy()))
-        return real(arch, dtype, kinds, shapes, aligned)
+        return real(arch, dtype, kinds, shapes, aligned, **kw)
     monkeypatch.setattr(alignment, "share_for", spy)
     p = planner.plan(s, "float32", arch="sm_90", use_cache=False, lds=lds)
     assert p.split is not None

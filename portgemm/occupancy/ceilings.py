@@ -45,6 +45,18 @@ overlap the chains). As for kind factors, a family is floored only where every k
 a figure (:meth:`Ceilings.step_floors_of`); on the H100 the 16-bit mma.sync families
 have them, the wgmma ones do not (theirs moved staged batches onto the slower wgmma
 kind).
+
+And ``kind_path_factors``: per 16-bit kind, its tile time on each of the kernel's three
+copy paths for staged rows - 16-byte (rows a multiple of 16 bytes), 4-byte (even
+leading dimensions) and 2-byte (odd ones) - relative to one another ([16-byte, 4-byte,
+2-byte], the greatest 1), fitted with the kind factors by ``python -m
+portgemm.tuning.kind_factors``. The cost model scales a kind's tile time by them,
+weighted by the batch's share of staged loads on each path (occupancy/vector_path.py),
+and the kind factors stored beside them are what the paths leave unexplained. One factor
+fitted over aligned and odd sizes together priced a batch of random sizes (7 in 8 of its
+rows off the 16-byte path) like neither (bench/NOTES.md, session 18). As for kind
+factors, a family has them only where every kind has them; a family without any (the
+wgmma ones, which copy aligned rows only) is 1 on every path beside one that has them.
 """
 from __future__ import annotations
 
@@ -81,6 +93,8 @@ KIND_FACTORS = "kind_factors"
 KIND_DEPTH_FACTORS = "kind_depth_factors"
 # A tile's K step alone on its compute unit: {kind name: [aligned, unaligned] seconds}.
 KIND_STEP_FLOORS = "kind_step_floors"
+# A 16-bit kind's tile time per copy path: {kind name: [16-byte, 4-byte, 2-byte]}.
+KIND_PATH_FACTORS = "kind_path_factors"
 
 # AMD matrix cores (MFMA kinds, tiles.MFMA_FAMILIES): the spec row's key per dtype. The
 # 16-bit ratios are to the unpacked fp32 vector rate (one FMA per lane and clock), fp64's
@@ -136,6 +150,8 @@ class Ceilings:
     kind_depth_factors: tuple = ()
     # per kind, a lone tile's K step: ((kind name, (aligned s, unaligned s)), ...); ()
     kind_step_floors: tuple = ()
+    # per kind, its tile time per copy path: ((kind name, (16-byte, 4-byte, 2-byte)), ...)
+    kind_path_factors: tuple = ()
 
     def kind_factors_of(self, kinds, depth: float | None = None):
         """The measured factor of each of ``kinds`` (a float64 array, in their order), or
@@ -163,6 +179,22 @@ class Ceilings:
             return None
         return (np.array([a for a, _ in got], dtype=np.float64),
                 np.array([u for _, u in got], dtype=np.float64))
+
+    def path_factors_of(self, kinds):
+        """(16-byte, 4-byte, 2-byte): float64 arrays of each of ``kinds``' measured tile
+        time per copy path, or None where none has them or a family has them for some of
+        its kinds only (module docstring). The kinds of a family without any are 1 on
+        every path: the families weighed beside a 16-bit one (wgmma) copy aligned rows
+        only, where their kind factors were fitted."""
+        if not self.kind_path_factors:
+            return None
+        by_name = dict(self.kind_path_factors)
+        rows = [by_name.get(k.name) for k in kinds]
+        covered = {k.family for k, r in zip(kinds, rows) if r is not None}
+        if not covered or any(r is None and k.family in covered for k, r in zip(kinds, rows)):
+            return None
+        rows = [(1.0, 1.0, 1.0) if r is None else r for r in rows]
+        return tuple(np.array([r[i] for r in rows], dtype=np.float64) for i in range(3))
 
     def flops_per_s(self, dtype: str) -> float:
         return self.fp64_flops_per_s if dtype == "float64" else self.fp32_flops_per_s
@@ -219,19 +251,24 @@ _data: dict | None = None
 
 
 def write_kind_factors(arch_name: str, factors: dict, source: str, path: Path = PATH,
-                       depth_factors: dict | None = None) -> None:
+                       depth_factors: dict | None = None,
+                       path_factors: dict | None = None) -> None:
     """Put measured per-kind factors ({kind name: factor}) and, if given, their values
-    per depth ({kind name: [[K, factor], ...]}) into measured[arch] (which must exist:
-    they correct a model whose ceilings were measured) and reload. The factors of the
-    families named replace theirs; other families' factors stay (another dtype's
-    measurement), and their source lines with them."""
+    per depth ({kind name: [[K, factor], ...]}) and per copy path ({kind name: [16-byte,
+    4-byte, 2-byte]}) into measured[arch] (which must exist: they correct a model whose
+    ceilings were measured) and reload. The figures of the families named replace
+    theirs, those not given included (the factors were fitted without them); other
+    families' stay (another dtype's measurement), and their source lines with them."""
     kind_factors(factors, arch_name)   # refuse what the reader would refuse
     kind_depth_factors(depth_factors, arch_name)
+    kind_path_factors(path_factors, arch_name)
     data, row = _measured_row(path, arch_name)
     families = {n.split(".", 1)[0] for n in factors}
     for key, new in ((KIND_FACTORS, {n: round(float(f), 4) for n, f in factors.items()}),
                      (KIND_DEPTH_FACTORS, {n: [[int(d), round(float(f), 4)] for d, f in r]
-                                           for n, r in (depth_factors or {}).items()})):
+                                           for n, r in (depth_factors or {}).items()}),
+                     (KIND_PATH_FACTORS, {n: [round(float(f), 4) for f in r]
+                                          for n, r in (path_factors or {}).items()})):
         kept = {n: v for n, v in (row.get(key) or {}).items()
                 if n.split(".", 1)[0] not in families}
         merged = dict(sorted({**kept, **new}.items()))
@@ -379,6 +416,8 @@ def _ceilings_for(arch) -> Ceilings:
                                                               arch.name),
                         kind_step_floors=kind_step_floors(row.get(KIND_STEP_FLOORS),
                                                           arch.name),
+                        kind_path_factors=kind_path_factors(row.get(KIND_PATH_FACTORS),
+                                                            arch.name),
                         **{f: float(row[f]) for f in FIELDS})
     return modelled(arch, spec)
 
@@ -438,16 +477,28 @@ def kind_step_floors(table, arch_name: str = "") -> tuple:
     """A measured entry's ``kind_step_floors`` ({kind name: [aligned, unaligned]}
     seconds) as Ceilings holds them; () where absent. Unknown names, or anything but
     two positive numbers, are a ValueError, as for kind_factors."""
-    if not _per_kind(table, KIND_STEP_FLOORS, "[aligned, unaligned] seconds", arch_name):
+    return _rows_of(table, KIND_STEP_FLOORS, "[aligned, unaligned] seconds", 2, arch_name)
+
+
+def kind_path_factors(table, arch_name: str = "") -> tuple:
+    """A measured entry's ``kind_path_factors`` ({kind name: [16-byte, 4-byte, 2-byte]})
+    as Ceilings holds them; () where absent. Unknown names, or anything but three positive
+    numbers, are a ValueError, as for kind_factors."""
+    return _rows_of(table, KIND_PATH_FACTORS, "[16-byte, 4-byte, 2-byte]", 3, arch_name)
+
+
+def _rows_of(table, field: str, labels: str, n: int, arch_name: str) -> tuple:
+    """A per-kind ``field`` of ``n`` positive numbers a kind ({kind name: [...]}) as
+    Ceilings holds it: ((kind name, (numbers)), ...) sorted by name; () where absent."""
+    if not _per_kind(table, field, labels, arch_name):
         return ()
     out = []
-    for name, pair in table.items():
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise ValueError(f"ceilings {arch_name}: {KIND_STEP_FLOORS} of {name} must be "
-                             "[aligned, unaligned] seconds")
-        kind_factors({name: pair[0]}, arch_name)   # a known name, a positive number
-        kind_factors({name: pair[1]}, arch_name)
-        out.append((str(name), (float(pair[0]), float(pair[1]))))
+    for name, row in table.items():
+        if not isinstance(row, (list, tuple)) or len(row) != n:
+            raise ValueError(f"ceilings {arch_name}: {field} of {name} must be {labels}")
+        for f in row:
+            kind_factors({name: f}, arch_name)   # a known name, a positive number
+        out.append((str(name), tuple(float(f) for f in row)))
     return tuple(sorted(out))
 
 

@@ -33,10 +33,22 @@ ours per kind, measured 7-19 % slower than old, and a dozen large batches change
 64 x 64 and 64 x 128 tiles on predicted gains of 1-3 %, below what the figures can
 tell apart. fp64, other archs and other families keep the model's time (factor 1).
 Refit with ``python bench/planner_proof.py --fit-vector-path <kernel_bench.json>``.
+
+The 16-bit kinds copy a staged row by the widest of three paths its alignment allows
+(kernels/vbatched_gemm.cu pg_copy16): 16-byte units, 4-byte chunks (an even leading
+dimension) or 2-byte ones (an odd one), each slower than the one before by a measure
+that differs per kind. Their figures are measured, not kept here: ceilings.json
+``kind_path_factors`` (occupancy/ceilings.py), fitted with the kind factors on the
+device by ``python -m portgemm.tuning.kind_factors``, and a batch's 4-byte share scales
+the kind's time as its 16-byte share does: wide^s16 x four^s4 x two^(1 - s16 - s4).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+
+from . import ceilings
 
 # A plan the figures change must be predicted faster than the plan the model picks
 # without them by more than this: the fit's rms log residual (0.033-0.038), so a gain
@@ -54,19 +66,42 @@ EFFICIENCY = {
 }
 
 
-def efficiencies(arch_name: str, dtype: str, kinds) -> tuple[np.ndarray, np.ndarray] | None:
-    """(scalar, vector) per kind of ``kinds``, or None where no kind has figures (the
-    model's time stands: factor 1)."""
-    rows = [EFFICIENCY.get((arch_name, dtype, k.family), {}).get(k.kind) for k in kinds]
+class PathFigures(NamedTuple):
+    """Per kind, measured / predicted tile time when every staged load takes one path:
+    ``wide`` the 16-byte one, ``four`` 4-byte chunks, ``two`` the narrowest (2-byte
+    chunks of 16-bit rows; fp32's scalar path, which is also its ``four``)."""
+    wide: np.ndarray
+    four: np.ndarray
+    two: np.ndarray
+
+    @property
+    def three_way(self) -> np.ndarray:
+        """Per kind, whether its 4-byte path has a figure of its own."""
+        return self.four != self.two
+
+
+def efficiencies(arch, dtype: str, kinds) -> PathFigures | None:
+    """The kinds' path figures: the measured ``kind_path_factors`` of ``arch``'s
+    ceilings where their families have them (Ceilings.path_factors_of), else
+    EFFICIENCY's (scalar, vector) pair (the
+    scalar figure for both narrow paths; kinds without a pair 1), or None where no kind
+    has figures (the model's time stands: factor 1)."""
+    measured = ceilings.ceilings_for(arch).path_factors_of(kinds)
+    if measured is not None:
+        return PathFigures(*measured)
+    rows = [EFFICIENCY.get((arch.name, dtype, k.family), {}).get(k.kind) for k in kinds]
     if not any(rows):
         return None
     rows = [r or (1.0, 1.0) for r in rows]
-    return (np.array([r[0] for r in rows], dtype=np.float64),
-            np.array([r[1] for r in rows], dtype=np.float64))
+    scalar = np.array([r[0] for r in rows], dtype=np.float64)
+    return PathFigures(np.array([r[1] for r in rows], dtype=np.float64), scalar, scalar)
 
 
-def factor(eff: tuple[np.ndarray, np.ndarray], share: np.ndarray) -> np.ndarray:
-    """Tile-time factor per kind at vector share ``share`` (per kind): scalar^(1 - f) x
-    vector^f (the module docstring)."""
-    scalar, vector = eff
-    return scalar * (vector / scalar) ** np.asarray(share, dtype=np.float64)
+def factor(eff: PathFigures, share, four=None) -> np.ndarray:
+    """Tile-time factor per kind at 16-byte share ``share`` and 4-byte share ``four``
+    (per kind; None: none of the loads are priced on the 4-byte path apart):
+    two x (wide / two)^s16 x (four / two)^s4 (the module docstring)."""
+    out = eff.two * (eff.wide / eff.two) ** np.asarray(share, dtype=np.float64)
+    if four is not None:
+        out = out * (eff.four / eff.two) ** np.asarray(four, dtype=np.float64)
+    return out

@@ -38,7 +38,7 @@ from ..precision import FAMILY as PRECISION_FAMILY, check_name as precision_name
 from ..problem import MAX_SPAN
 from ..tiles import HALF_FAMILIES, MFMA_FAMILIES, family_precision
 from . import parallelism, split_k as split_k_rule, staging as staging_rule
-from .alignment import aligned_rows
+from .alignment import aligned_rows, four_byte_rows
 from .launches import provider_version, resolve_provider
 from .launches import set_default_provider as set_default_resources  # noqa: F401 (API)
 from .tiling import Request
@@ -147,20 +147,23 @@ def _check_spans(s: np.ndarray) -> None:
                                   f"most {MAX_SPAN}); split this GEMM", gemm=i)
 
 
-def _aligned_or_none(shapes, dtype, lds):
-    """plan()'s ``lds`` as aligned rows (alignment.aligned_rows), or None where they are
-    those of dense operands (the plan is the same, and so may its cache entry be)."""
+def _rows_or_none(shapes, dtype, lds):
+    """plan()'s ``lds`` as (aligned rows, 4-byte rows) (alignment.aligned_rows,
+    four_byte_rows), or (None, None) where both are those of dense operands (the plan is
+    the same, and so may its cache entry be)."""
     ld = lds if type(lds) is np.ndarray else np.asarray(lds)
     if type(shapes) is np.ndarray and shapes.ndim == 2 and shapes.shape[1] == 3:
         dense = shapes[:, 2:0:-1]
         if ld.shape == dense.shape and (ld == dense).all():
-            return None   # lda = K, ldb = N: dense (the common case, checked first: cheap)
+            return None, None   # lda = K, ldb = N: dense (the common case, checked first)
     s, dt = _shapes(shapes), _dtype(dtype)
     if ld.shape != (s.shape[0], 2) or ld.dtype.kind not in "iu" or (ld < 0).any():
         raise ValidationError(f"lds must be a (batch, 2) array of non-negative integers "
                               f"(lda, ldb per GEMM), got shape {ld.shape} of {ld.dtype}")
-    rows = aligned_rows(s, dt, ld)
-    return None if np.array_equal(rows, aligned_rows(s, dt)) else rows
+    rows, four = aligned_rows(s, dt, ld), four_byte_rows(s, dt, ld)
+    if np.array_equal(rows, aligned_rows(s, dt)) and np.array_equal(four, four_byte_rows(s, dt)):
+        return None, None
+    return rows, four
 
 
 def _dtype(dtype) -> str:
@@ -549,7 +552,7 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
         fam = options["family"]
         raise PrecisionError(f"family {fam!r} computes in TF32: plan it with "
                              f"precision={family_precision(fam)!r}")
-    aligned = None if lds is None else _aligned_or_none(shapes, dtype, lds)
+    aligned, four = (None, None) if lds is None else _rows_or_none(shapes, dtype, lds)
     fkey = None
     if use_cache and type(shapes) is np.ndarray and aligned is None:
         fkey = _fast_key(shapes, dtype, arch, strategy, mode, resources, options)
@@ -578,7 +581,7 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     _check_options(options)
     provider = resolve_provider(resources)
     # a mode named and the same mode by default may plan differently (Request.mode_given)
-    layout = None if aligned is None else np.packbits(aligned).tobytes()
+    layout = None if aligned is None else np.packbits(np.concatenate([aligned, four])).tobytes()
     key = _key(s, dt, a, info.name, (m, mode is not None, split, stage, layout), options,
                provider) \
         if use_cache else None
@@ -596,9 +599,10 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
             return hit
     # None (the default provider) stays None in the request: strategies pass it on
     req = Request(s, dt, a, m, dict(options), resources, mode_given=mode is not None,
-                  aligned=aligned)
+                  aligned=aligned, four=four)
     p = info.fn(req)
     if split:   # slices keep their GEMM's operand layout (lda, ldb), not the slice's K
+        # (their 16-byte rows; no 4-byte ones: the 16-bit families never split)
         # a replan inside this plan: the strategy may skip what only notes would show,
         # and weigh first the tile family this plan chose (tiling.Request.inner)
         inner = p.kinds[0].family if p.kinds else True
@@ -610,8 +614,10 @@ def plan(shapes, dtype="float32", arch=None, strategy=None, mode=None, *, use_ca
     if stage is not False and dt in staging_rule.STAGED_DTYPES:
         # the leading dimensions: dense operands' (lda = K, ldb = N) unless given
         ld = s[:, 2:0:-1] if lds is None else np.asarray(lds, dtype=np.int64)
+        # staged operands' rows are 16-byte aligned: off the 4-byte path
         p = staging_rule.consider(
-            p, ld, lambda staged: info.fn(dataclasses.replace(req, aligned=staged)),
+            p, ld, lambda staged: info.fn(dataclasses.replace(
+                req, aligned=staged, four=four_byte_rows(s, dt, ld) & ~staged)),
             force=stage is True)
     if key is not None:
         with _cache_lock:

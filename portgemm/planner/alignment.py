@@ -43,6 +43,35 @@ def aligned_rows(shapes: np.ndarray, dtype: str, lds=None) -> np.ndarray:
     return (ld & mask) == 0
 
 
+def four_byte_rows(shapes: np.ndarray, dtype: str, lds=None) -> np.ndarray:
+    """(batch, 2) bool: the rows of A and of B take the 16-bit kinds' 4-byte copies (their
+    leading dimension is even but rows are not 16-byte aligned); all False for the
+    other dtypes, whose narrow path is one. ``lds`` as for aligned_rows."""
+    ld = np.asarray(shapes)[:, 2:0:-1] if lds is None else \
+        np.asarray(lds, dtype=np.int64).reshape(-1, 2)
+    if ITEMSIZE[dtype] != 2:
+        return np.zeros(ld.shape, dtype=bool)
+    return ((ld & 1) == 0) & ((ld & 7) != 0)
+
+
+def row_share(shapes: np.ndarray, rows: np.ndarray, tm, tn, tk) -> np.ndarray:
+    """Per kind, the share of the K loop's staged A and B elements whose rows are
+    ``rows`` ((batch, 2) bool, A's and B's), over the batch's tiles x K steps: a 16-bit
+    operand's slices all take its rows' copy path (kernels/vbatched_gemm.cu pg_copy16,
+    edge slices too, with bounds), so a GEMM adds its tiles x steps x (tm if A's rows
+    are ``rows`` + tn if B's are). The 16-bit kinds' three copy paths are weighed by it
+    (share_for); fp32's two by vector_share, inside slices only (its edge slices go
+    element by element)."""
+    M, N, K = np.asarray(shapes, dtype=np.float64).T
+    a, b = np.asarray(rows, dtype=np.float64).T
+    out = np.zeros(len(tm))
+    for i, (m, n, k) in enumerate(zip(tm, tn, tk)):
+        g = np.ceil(M / m) * np.ceil(N / n) * np.ceil(K / k)
+        total = float(g.sum())
+        out[i] = float(np.dot(g, m * a + n * b)) / (m + n) / total if total > 0 else 0.0
+    return out
+
+
 def vector_share(shapes: np.ndarray, aligned: np.ndarray, tm, tn, tk) -> np.ndarray:
     """Per kind (tm, tn, tk sequences), the share of the K loop's staged A and B elements
     that move 16 bytes at a time (module docstring), over the batch's tiles x K steps:
@@ -90,15 +119,23 @@ def _tile_share_from(qm, qn, gm, gn, gk, counts, K, a, b, m: int, n: int, k: int
 # moves the prediction by at most a few tenths of a per cent within a step
 SHARE_STEP = 1.0 / 64
 
-_last: list = [None]   # ((arch, dtype, ceilings), shapes, aligned, kinds, share) of the latest ask
+# ((arch, dtype, ceilings), shapes, aligned, kinds, share, four) of the latest ask
+_last: list = [None]
 
 
-def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid=None):
+def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid=None,
+              four=None):
     """The vector share per kind (a tuple, rounded to SHARE_STEP) of a batch for the cost
     model, or None where no kind has measured path efficiencies or step floors (then
     nothing is computed: the model's time stands). Kinds without figures get 0 (their
-    factor is 1 whatever the share). ``aligned``: aligned_rows of the batch (None: dense
-    row-major operands). A plan asks several times about one batch (the rule, its bound, each
+    factor is 1 whatever the share). Where some kind has a figure of its own for the
+    4-byte path (vector_path.PathFigures.three_way: the 16-bit kinds' measured
+    ``kind_path_factors``), those kinds' shares are by rows (row_share of the 16-byte
+    rows), and the tuple goes on with each kind's 4-byte share (row_share of the 4-byte
+    rows; 0 for kinds without), 2 x len(kinds) entries in all (split_share).
+    ``aligned``: aligned_rows of the batch (None: dense row-major operands); ``four``:
+    its four_byte_rows (None: dense operands', or none where ``aligned`` is given). A plan
+    asks several times about one batch (the rule, its bound, each
     family): the latest answer is kept, keyed by the arrays' identity. ``grid``: where
     the caller has the batch's tile grids under ``kinds`` already (the device rule's
     tables, GEMM by GEMM), a function of a kind's index giving its rows (quotients M /
@@ -106,11 +143,12 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid
     :func:`_tile_share` computes them), or None for a kind it has not."""
     hit = _last[0]
     if hit is not None and hit[1] is shapes and hit[2] is aligned and hit[3] is kinds \
-            and hit[0] == (arch.name, dtype, ceilings.version()):
+            and hit[5] is four and hit[0] == (arch.name, dtype, ceilings.version()):
         return hit[4]
-    shared = _shared_tiles(arch, dtype, kinds)
-    if shared is None:
+    tiles = _shared_tiles(arch, dtype, kinds)
+    if tiles is None:
         return None
+    shared, by_four = tiles
     f = [0.0] * len(kinds)
     if shared:
         s = np.asarray(shapes)
@@ -128,10 +166,28 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid
                  _tile_share_from(*have, a, b, *mnk))
             for i in where:
                 f[i] = v
+    if by_four:
+        s = np.asarray(shapes)
+        wide = aligned_rows(s, dtype) if aligned is None else aligned
+        rows = four_byte_rows(s, dtype) if four is None and aligned is None else (
+            np.zeros((s.shape[0], 2), dtype=bool) if four is None else four)
+        f4 = [0.0] * len(kinds)
+        for (m, n, k), where in by_four:
+            w, v = (float(row_share(s, r, [m], [n], [k])[0]) for r in (wide, rows))
+            for i in where:
+                f[i], f4[i] = w, v
+        f = f + f4
     # round half to even, as np.round; f x 64 and its multiple of 1/64 are exact
     share = tuple(round(x / SHARE_STEP) * SHARE_STEP for x in f)
-    _last[0] = ((arch.name, dtype, ceilings.version()), shapes, aligned, kinds, share)
+    _last[0] = ((arch.name, dtype, ceilings.version()), shapes, aligned, kinds, share, four)
     return share
+
+
+def split_share(share, n: int):
+    """A share_for tuple of ``n`` kinds as (16-byte shares, 4-byte shares or None)."""
+    if share is None:
+        return None, None
+    return share[:n], (share[n:] if len(share) > n else None)
 
 
 _shared_memo: dict = {}
@@ -139,36 +195,42 @@ _shared_memo: dict = {}
 
 def _shared_tiles(arch, dtype: str, kinds):
     """None where no kind of ``kinds`` has measured path efficiencies and the kinds have
-    no measured step floors (ceilings.py), else the tile shapes (tm, tn, tk) of the
+    no measured step floors (ceilings.py), else (the tile shapes (tm, tn, tk) of the
     kinds that have either, each with those kinds' indices (kinds of one shape share one
-    figure); memoised per (arch, dtype, family, ceilings)."""
+    figure); those of the kinds whose 4-byte path has a figure of its own, likewise);
+    memoised per (arch, dtype, family, ceilings)."""
     key = (arch.name, dtype, family_token(kinds), ceilings.version())
     hit = _shared_memo.get(key, _shared_memo)
     if hit is not _shared_memo:
         return hit
-    eff = efficiencies(arch.name, dtype, kinds)
+    eff = efficiencies(arch, dtype, kinds)
     floored = ceilings.ceilings_for(arch).step_floors_of(kinds) is not None
     if eff is None and not floored:
         out = None
     else:
-        groups: dict = {}
         has = (np.ones(len(kinds), dtype=bool) if floored else
-               (eff[0] != 1.0) | (eff[1] != 1.0))
-        for i in np.flatnonzero(has).tolist():
-            k = kinds[i]
-            groups.setdefault((k.tm, k.tn, k.tk), []).append(i)
-        out = tuple((mnk, tuple(where)) for mnk, where in groups.items())
+               (eff.wide != 1.0) | (eff.four != 1.0) | (eff.two != 1.0))
+        out = (_by_tile(kinds, has),
+               () if eff is None else _by_tile(kinds, eff.three_way))
     if len(_shared_memo) > 256:
         _shared_memo.clear()
     _shared_memo[key] = out
     return out
 
 
+def _by_tile(kinds, has) -> tuple:
+    """((tm, tn, tk), indices) of the kinds where ``has``, grouped by tile shape."""
+    groups: dict = {}
+    for i in np.flatnonzero(has).tolist():
+        k = kinds[i]
+        groups.setdefault((k.tm, k.tn, k.tk), []).append(i)
+    return tuple((mnk, tuple(where)) for mnk, where in groups.items())
+
+
 def share_of(req, kinds, grid=None):
     """:func:`share_for` of a planner Request (its shapes, dtype, arch and aligned)."""
-    if grid is None:
-        return share_for(req.arch, req.dtype, kinds, req.shapes, req.aligned)
-    return share_for(req.arch, req.dtype, kinds, req.shapes, req.aligned, grid=grid)
+    return share_for(req.arch, req.dtype, kinds, req.shapes, req.aligned, grid=grid,
+                     four=req.four)
 
 
 # The share of a batch's multiply-adds whose GEMMs have both operands' rows 16-byte aligned

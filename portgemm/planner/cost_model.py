@@ -103,6 +103,7 @@ from ..occupancy import tuned, vector_path
 from ..occupancy.ceilings import Ceilings, ceilings_for
 from ..tiles import ITEMSIZE
 from .scratch import buffer
+from .alignment import split_share
 
 PROLOGUE_LATENCIES = 3
 # Warps per compute unit at which its pipes can be kept busy: four per scheduler on
@@ -166,9 +167,9 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None,
         return hit[2]
     kc = _kind_costs(arch, kinds, table, dtype, c, depth, kind_factors)
     eff = None if share is None else vector_path.efficiencies(
-        arch.name, dtype if isinstance(dtype, str) else np.dtype(dtype).name, kinds)
+        arch, dtype if isinstance(dtype, str) else np.dtype(dtype).name, kinds)
     if eff is not None:
-        f = vector_path.factor(eff, np.array(share))
+        f = vector_path.factor(eff, *split_share(share, len(kinds)))
         kc = dataclasses.replace(kc, factor=f if kc.factor is None else kc.factor * f)
     floor = None if share is None else step_floor(c, kinds, share)
     if floor is not None:
@@ -188,7 +189,7 @@ def step_floor(c: Ceilings, kinds, share) -> np.ndarray | None:
     floors = c.step_floors_of(kinds)
     if floors is None:
         return None
-    f = np.asarray(share, dtype=np.float64)
+    f = np.asarray(split_share(share, len(kinds))[0], dtype=np.float64)
     return f * floors[0] + (1.0 - f) * floors[1]
 
 

@@ -16,6 +16,10 @@ time past its launches divided by the measured speedup of aligned rows (aligned_
 the cost model's 16-bit figures were fitted on mostly unaligned batches), plus the copy
 (one launch latency and the bytes read and written at the measured copy bandwidth,
 occupancy/ceilings.py, times the copy kernel's measured efficiency); it wins only where that is below the direct plan's prediction.
+Where the kinds have measured figures per copy path (ceilings.json
+``kind_path_factors``, occupancy/vector_path.py), the model prices both plans on their
+own rows and the inner plan's prediction stands as it is (aligned_speedup would count
+the paths twice).
 Before planning again, a bound of a few array sums (staged_bound_ms) rules out batches
 where staging cannot pay: the copy plus the fastest the staged GEMMs could be predicted
 already reach the direct prediction. Batches whose rows are all aligned are never
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..occupancy import vector_path
 from ..occupancy.ceilings import ceilings_for
 from ..plan import Plan, Staging, staged_span
 from ..problem import MAX_SPAN
@@ -85,13 +90,15 @@ def best_rate(dtype: str, ceil) -> float:
                ceil.mfma_flops_per_s(dtype), ceil.flops_per_s(dtype))
 
 
-def staged_bound_ms(direct: Plan, launches_ms: float, ceil) -> float:
+def staged_bound_ms(direct: Plan, launches_ms: float, ceil, paths: float = 1.0) -> float:
     """A lower bound of the staged GEMMs' predicted time: one launch plus the larger of
     the batch's floors (its flops at the fastest rate, its unique bytes at the copy
     bandwidth: cost_model.floors) and the direct plan's time past its launches sped up
     by the most aligned rows can give in the model, the fastest rate over the slowest
-    rate of the direct plan's kinds (the model prices every kind at its aligned rate,
-    so aligned rows add only faster kinds: on sm_90 the wgmma ones)."""
+    rate of the direct plan's kinds (aligned rows add faster kinds: on sm_90 the wgmma
+    ones) times ``paths``, the least ratio of a kind's 16-byte path figure to its
+    slowest (path_gain; 1 where the model prices every kind at one rate whatever its
+    rows)."""
     s = direct.shapes.astype(np.float64)
     M, N, K = s[:, 0], s[:, 1], s[:, 2]
     dt = direct.dtype.name
@@ -101,7 +108,7 @@ def staged_bound_ms(direct: Plan, launches_ms: float, ceil) -> float:
     used = direct.tiles_per_kind()
     slowest = min((ceil.kind_flops_per_s(k, dt) for k in direct.kinds if k.kind in used),
                   default=best)
-    sped_up = max(planned_ms(direct) - launches_ms, 0.0) * slowest / best
+    sped_up = max(planned_ms(direct) - launches_ms, 0.0) * slowest / best * paths
     return 1e3 * ceil.launch_s + max(1e3 * floor, sped_up)
 
 
@@ -149,6 +156,17 @@ def aligned_speedup(p: Plan, lds: np.ndarray) -> float:
     return float(np.dot(work, gain) / total) if total > 0 else 1.0
 
 
+def path_gain(p: Plan) -> float | None:
+    """Where the cost model prices ``p``'s kinds by copy path (their measured three-way
+    figures, occupancy/vector_path.py), the least ratio of a kind's 16-byte figure to its
+    slowest (the most aligned rows can speed a tile in the model: any kind, since the
+    staged plan may choose kinds the direct one did not); else None."""
+    eff = vector_path.efficiencies(p.arch, p.dtype.name, p.kinds)
+    if eff is None or not eff.three_way.any():
+        return None
+    return float((eff.wide / np.maximum(np.maximum(eff.wide, eff.four), eff.two)).min())
+
+
 def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan:
     """``direct`` itself, or a copy carrying the staging (Plan.staging) the cost model
     predicts faster. ``lds``: (batch, 2) leading dimensions of A and B that ``direct``
@@ -169,8 +187,11 @@ def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan
     if not want.any():
         return direct
     ceil = ceilings_for(direct.arch)
-    speed = aligned_speedup(direct, lds)
-    if speed <= 1.0 and not force:   # no figures for this arch: the model sees no gain
+    # the model's own figures per copy path where the kinds have them (then the inner
+    # plan's prediction is on aligned rows already), else the measured speedup
+    paths = path_gain(direct)
+    speed = 1.0 if paths is not None else aligned_speedup(direct, lds)
+    if paths is None and speed <= 1.0 and not force:   # no figures: the model sees no gain
         return direct
     base = planned_ms(direct)
     cp = copy_ms(shapes, want, isz, ceil)
@@ -180,7 +201,8 @@ def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan
         """A plan's predicted time with its time past its launches sped up by ``speed``."""
         return launches_ms + max(ms - launches_ms, 0.0) / speed
     if not force:
-        bound = cp + on_aligned(staged_bound_ms(direct, _launches(direct, ceil), ceil), launch)
+        bound = cp + on_aligned(staged_bound_ms(direct, _launches(direct, ceil), ceil,
+                                                1.0 if paths is None else paths), launch)
         if bound >= base:
             return direct.with_notes(
                 f"staging: not weighed: the copy of {int(want.sum())} unaligned operand(s) "
@@ -189,8 +211,9 @@ def consider(direct: Plan, lds: np.ndarray, replan, force: bool = False) -> Plan
     inner = replan(aligned | want)
     inner_ms = on_aligned(planned_ms(inner), _launches(inner, ceil))
     total = inner_ms + cp
-    how = (f"GEMMs {inner_ms:.4g}: the model's {planned_ms(inner):.4g} past its launches over x{speed:.3g}, "
-           f"what aligned rows measured")
+    how = (f"GEMMs {inner_ms:.4g}: the model's, by its copy-path figures" if paths is not None
+           else f"GEMMs {inner_ms:.4g}: the model's {planned_ms(inner):.4g} past its launches "
+                f"over x{speed:.3g}, what aligned rows measured")
     if not force and total >= base * (1 - 1e-9):
         return direct.with_notes(
             f"staging: weighed: copying {int(want.sum())} unaligned operand(s) to aligned "

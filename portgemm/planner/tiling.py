@@ -30,6 +30,9 @@ class Request:
     # (batch, 2) bool: A's and B's rows are 16-byte aligned (planner/alignment.py);
     # None: dense row-major operands, read from the shapes
     aligned: np.ndarray | None = None
+    # (batch, 2) bool: their rows take the 16-bit kinds' 4-byte copies (alignment.
+    # four_byte_rows); None: dense operands' where ``aligned`` is None, else none do
+    four: np.ndarray | None = None
     # a plan inside another (split-K's virtual GEMMs): only its tiles and prediction
     # are read, so the strategy may take cheaper exact shortcuts (wavefront_tlp.plan_with);
     # a string: the tile family of the plan it is inside (a hint: the likely winner)

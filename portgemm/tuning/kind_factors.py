@@ -13,7 +13,10 @@ factor is the geometric mean over the sizes of measured / modelled tile time
 multiplies with the kind factor, each size's factor is divided by the kind's path
 figure at that size's vector share first (:func:`path_adjusted`): the aligned half of
 the sweep runs the 16-byte path, the odd half the scalar one, and the stored factor is
-what the path figures leave unexplained, not counted twice. Each kind's factor per depth
+what the path figures leave unexplained, not counted twice. The 16-bit kinds copy by
+three paths (16-, 4- and 2-byte: occupancy/vector_path.py), and the sweep has a size of
+each (tuning/space.py); their figures per path are fitted here first (:func:`path_figures`,
+ceilings.json ``kind_path_factors``) and divided out the same way. Each kind's factor per depth
 (the sizes of one K, aligned and odd: K = 32, 256, 1024) goes beside it
 (:func:`depth_factors`, ceilings.json ``kind_depth_factors``), for the cost model to read
 at a batch's K. Unlike ``tune``, the family stays the one the
@@ -95,7 +98,9 @@ def run(args, timer=None) -> int:
                      kinds=kinds, timer=timer or device_timer, deadline=t0 + args.budget,
                      show_progress=False)
     raw = sw.size_factors()
-    per_size = path_adjusted(raw, sw.sizes, kinds, arch, args.dtype)
+    figures = path_figures(raw, sw.sizes, kinds, args.dtype)
+    per_size = path_adjusted(raw, sw.sizes, kinds, args.dtype,
+                             _figures_of(figures, kinds, arch, args.dtype))
     factors = {n: g for n, g in ((n, geometric_mean(fs)) for n, fs in per_size.items())
                if g is not None}
     depths = depth_factors(per_size, sw.sizes)
@@ -111,18 +116,26 @@ def run(args, timer=None) -> int:
         print(f"  {k.kind:16s} factor {factors.get(k.name, float('nan')):.3f}  "
               f"(sizes {len(shown)}, min {min(shown, default=float('nan')):.2f}, "
               f"max {max(shown, default=float('nan')):.2f}; per K "
-              + ", ".join(f"{d}: {f:.3f}" for d, f in depths.get(k.name, ())) + ")")
+              + ", ".join(f"{d}: {f:.3f}" for d, f in depths.get(k.name, ())) + ")"
+              + (" copy paths 16/4/2-byte " + "/".join(f"{f:.3f}" for f in figures[k.name])
+                 if k.name in figures else ""))
+    if _three_paths(args.dtype) and not aligned_rows_only(fam) and not figures:
+        print("  no copy-path figures: too few sizes on each path (every kind needs "
+              f"{MIN_PATH_SIZES}); the factors are fitted over the paths together")
     table = {"arch": arch.name, "device": dev.name(), "family": fam, "dtype": args.dtype,
              "factors": factors, "sizes": names, "ms": sw.ms.tolist(),
              "predicted_ms": sw.predicted_ms.tolist(), "per_size_factors": per_size,
+             "path_factors": figures,
              "per_size_factors_before_path": raw, "depth_factors": depths,
              "excluded": sw.excluded, "kinds": [k.name for k in kinds]}
 
     def write(path):
-        ceilings.write_kind_factors(arch.name, factors, path=path, depth_factors=depths, source=(
+        ceilings.write_kind_factors(arch.name, factors, path=path, depth_factors=depths,
+                                    path_factors=figures, source=(
             f"python -m portgemm.tuning.kind_factors --dtype {args.dtype} on {dev.name()}: "
             f"{fam}'s kinds alone on {len(names)} uniform sizes, geometric mean of measured "
-            "/ modelled, and per K"))
+            "/ modelled, and per K" + (", after the copy paths' figures (kind_path_factors)"
+                                       if figures else "")))
         print(f"wrote {len(factors)} kind factors into {path}")
     return finish(args, dev, table, len(factors) == len(kinds), "a factor", write)
 
@@ -163,25 +176,86 @@ def depth_factors(per_size: dict, sizes) -> dict:
     return out
 
 
-def path_adjusted(per_size: dict, sizes, kinds, arch, dtype: str) -> dict:
+def path_adjusted(per_size: dict, sizes, kinds, dtype: str, eff) -> dict:
     """``per_size`` (kind name -> per size, measured / modelled tile time or None) with
-    each factor divided by the kind's measured path efficiency at the size's vector
-    share (occupancy/vector_path.py), as the cost model will multiply the two; unchanged
-    where the family has no path efficiencies (fp64, other archs)."""
+    each factor divided by the kind's path figure at the size's shares of 16-byte and
+    4-byte loads (occupancy/vector_path.py; ``eff``: a PathFigures, None for none), as
+    the cost model will multiply the two; unchanged where there are no figures (fp64,
+    other archs, 16-bit families without enough sizes per path)."""
     from ..occupancy import vector_path
-    from ..planner.alignment import aligned_rows, vector_share
-    eff = vector_path.efficiencies(arch.name, dtype, kinds)
     if eff is None:
         return per_size
-    tm, tn, tk = ([getattr(k, a) for k in kinds] for a in ("tm", "tn", "tk"))
-    path = []   # per size, the path factor per kind
-    for s in sizes:
-        shapes = s.shapes()
-        path.append(vector_path.factor(eff, vector_share(shapes, aligned_rows(shapes, dtype),
-                                                         tm, tn, tk)))
     index = {k.name: i for i, k in enumerate(kinds)}
+    path = [vector_path.factor(eff, s16, s4 if eff.three_way.any() else None)
+            for s16, s4 in (_path_shares(s, kinds, dtype) for s in sizes)]
     return {name: [None if f is None else f / float(path[j][index[name]])
                    for j, f in enumerate(fs)] for name, fs in per_size.items()}
+
+
+# a copy path's figure is fitted only from at least this many sizes that put most of a
+# kind's loads on it (each path, each kind)
+MIN_PATH_SIZES = 2
+
+
+def _three_paths(dtype: str) -> bool:
+    """Whether the dtype's kinds copy by three paths (16-bit: 16-, 4- and 2-byte)."""
+    from ..tiles import ITEMSIZE
+    return ITEMSIZE[dtype] == 2
+
+
+def _path_shares(size, kinds, dtype: str):
+    """Per kind, the size's shares of staged loads on the 16-byte and the 4-byte path, as
+    the cost model takes them (planner/alignment.share_for): by rows for the 16-bit
+    kinds, inside slices for fp32's 16-byte share (and no 4-byte one)."""
+    import numpy as np
+    from ..planner.alignment import aligned_rows, four_byte_rows, row_share, vector_share
+    shapes = size.shapes()
+    tm, tn, tk = ([getattr(k, a) for k in kinds] for a in ("tm", "tn", "tk"))
+    if not _three_paths(dtype):
+        return vector_share(shapes, aligned_rows(shapes, dtype), tm, tn, tk), np.zeros(len(kinds))
+    return (row_share(shapes, aligned_rows(shapes, dtype), tm, tn, tk),
+            row_share(shapes, four_byte_rows(shapes, dtype), tm, tn, tk))
+
+
+def path_figures(per_size: dict, sizes, kinds, dtype: str) -> dict:
+    """The 16-bit kinds' figures per copy path, {kind name: [16-byte, 4-byte, 2-byte]},
+    the greatest 1 (ceilings.json ``kind_path_factors``): per kind, least squares of
+    log(measured / modelled) over the sizes against a constant per depth (the sizes' K,
+    as depth_factors rounds it) and the size's 16-byte and 4-byte shares, the 2-byte
+    path the rest. {} for other dtypes, and unless every kind has MIN_PATH_SIZES sizes
+    with most of its loads on each path (a family is corrected whole or not at all)."""
+    import numpy as np
+    if not _three_paths(dtype):
+        return {}
+    shares = [_path_shares(s, kinds, dtype) for s in sizes]
+    depth = [2 ** round(math.log2(max(s.k, 1))) for s in sizes]
+    levels = sorted(set(depth))
+    out = {}
+    for i, k in enumerate(kinds):
+        rows = [(j, f) for j, f in enumerate(per_size.get(k.name, ())) if f is not None]
+        s16 = np.array([shares[j][0][i] for j, _ in rows])
+        s4 = np.array([shares[j][1][i] for j, _ in rows])
+        if min(int((s16 > 0.5).sum()), int((s4 > 0.5).sum()),
+               int((1.0 - s16 - s4 > 0.5).sum())) < MIN_PATH_SIZES:
+            return {}
+        X = np.column_stack([[float(depth[j] == d) for j, _ in rows] for d in levels]
+                            + [s16, s4])
+        coef = np.linalg.lstsq(X, np.log([f for _, f in rows]), rcond=None)[0]
+        logs = np.array([coef[-2], coef[-1], 0.0])
+        out[k.name] = [float(x) for x in np.exp(logs - logs.max())]
+    return out
+
+
+def _figures_of(figures: dict, kinds, arch, dtype: str):
+    """The PathFigures the factors are adjusted by: the figures just fitted (16-bit), or
+    none for a 16-bit family without them (not those the ceilings file holds from an
+    earlier fit: the new factors replace them), else the kinds' own (fp32's)."""
+    from ..occupancy import vector_path
+    import numpy as np
+    if figures:
+        rows = np.array([figures[k.name] for k in kinds], dtype=np.float64)
+        return vector_path.PathFigures(rows[:, 0], rows[:, 1], rows[:, 2])
+    return None if _three_paths(dtype) else vector_path.efficiencies(arch, dtype, kinds)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,16 @@ K - 1: partial edge tiles, and leading dimensions that are not a multiple of 16 
 so the kernel's scalar loads). Random batches are mostly the second kind - about 3 in 4
 of their GEMMs have an unaligned leading dimension - and a sweep of aligned sizes alone
 chose a family that ran 0.97x the untuned default on random batches (H100,
-bench/NOTES.md).
+bench/NOTES.md). The 16-bit dtypes get a third, even (S - 2, K - 2): rows of an even
+leading dimension, which their kernels copy by 4-byte chunks where odd ones take 2-byte
+ones (tuning/kind_factors.py fits a figure per path).
 
 Each size gets one batch count for every kind (kinds are compared on the same
 problem): enough GEMMs that a mid-sized tile (64 x 64) fills the device about
 WAVES times over, so every kind runs at least a wave or two, within a memory cap.
-Sizes are visited in a spread order (far-apart sizes first), so a sweep stopped by its
-budget has still seen the corners of the space.
+Sizes are visited in a spread order (far-apart sizes first, each with its aligned, odd
+and even variants together), so a sweep stopped by its budget has still seen the corners
+of the space, on every copy path.
 """
 from __future__ import annotations
 
@@ -79,6 +82,8 @@ def sizes(compute_units: int, dtype: str, quick: bool = False) -> list[Size]:
     """The sweep's sizes for a device of ``compute_units``, in spread order."""
     elem = ITEMSIZE[dtype]
     edges, depths = (QUICK_EDGES, QUICK_DEPTHS) if quick else (EDGES, DEPTHS)
-    grid = [Size(s - odd, s - odd, k - odd, batch_for(s, s, k, compute_units, elem))
-            for s in edges for k in depths for odd in (0, 1)]
-    return spread(grid)
+    offsets = (0, 1, 2) if elem == 2 else (0, 1)   # aligned, odd (and even: 16-bit)
+    # the (S, K) points in spread order, each with its variants together: a sweep stopped
+    # early has every copy path at the points it reached
+    return [Size(s - d, s - d, k - d, batch_for(s, s, k, compute_units, elem))
+            for s, k in spread([(s, k) for s in edges for k in depths]) for d in offsets]
