@@ -264,15 +264,23 @@ def test_too_few_sizes_per_path_fit_no_figures(dry_write, monkeypatch, capsys):
 
 
 def test_the_sweep_has_a_size_per_path_for_16_bit_dtypes():
+    """Per (edge, depth) point, together (a sweep stopped early has every path at the
+    points it reached): aligned and odd; for 16-bit also even (the 4-byte path) and the
+    two mixes of A's and B's rows (a random batch's operands take paths apart)."""
+    from portgemm.planner.alignment import aligned_rows, four_byte_rows
     from portgemm.tuning import space
-    for dtype, n in (("float16", 3), ("float32", 2)):
+    for dtype, n in (("float16", 5), ("float32", 2)):
         sizes = space.sizes(132, dtype)
-        assert len(sizes) == n * len(space.EDGES) * len(space.DEPTHS)
-        even = [s for s in sizes if s.k % 2 == 0 and s.k % 8]
-        assert bool(even) == (n == 3)
-        # each point's variants together: any prefix of whole points has every path
-        assert [s.k % 8 == 0 for s in sizes[:n]] == [True] + [False] * (n - 1)
-        assert sizes[0].k - sizes[n - 1].k == n - 1
+        assert len(sizes) == n * len(space.EDGES) * len(space.DEPTHS) == len(set(sizes))
+        for p in range(0, len(sizes), n):
+            point = sizes[p:p + n]
+            rows = [(aligned_rows(s.shapes()[:1], dtype)[0].tolist(),
+                     four_byte_rows(s.shapes()[:1], dtype)[0].tolist()) for s in point]
+            want = [([True, True], [False, False]), ([False, False], [False, False])]
+            if n == 5:
+                want += [([False, False], [True, True]), ([False, True], [False, False]),
+                         ([True, False], [False, False])]
+            assert rows == want
 
 
 # --- staging -------------------------------------------------------------------------

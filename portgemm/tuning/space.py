@@ -6,7 +6,9 @@ of their GEMMs have an unaligned leading dimension - and a sweep of aligned size
 chose a family that ran 0.97x the untuned default on random batches (H100,
 bench/NOTES.md). The 16-bit dtypes get a third, even (S - 2, K - 2): rows of an even
 leading dimension, which their kernels copy by 4-byte chunks where odd ones take 2-byte
-ones (tuning/kind_factors.py fits a figure per path).
+ones (tuning/kind_factors.py fits a figure per path); and two mixed ones, A's rows odd
+and B's aligned (S, K - 1) and the other way round (S - 1, K), since a random batch's
+operands take their paths independently while the sizes above put both on one.
 
 Each size gets one batch count for every kind (kinds are compared on the same
 problem): enough GEMMs that a mid-sized tile (64 x 64) fills the device about
@@ -82,8 +84,9 @@ def sizes(compute_units: int, dtype: str, quick: bool = False) -> list[Size]:
     """The sweep's sizes for a device of ``compute_units``, in spread order."""
     elem = ITEMSIZE[dtype]
     edges, depths = (QUICK_EDGES, QUICK_DEPTHS) if quick else (EDGES, DEPTHS)
-    offsets = (0, 1, 2) if elem == 2 else (0, 1)   # aligned, odd (and even: 16-bit)
+    # (S, K) offsets: aligned, odd; 16-bit: even, and A odd / B aligned, A aligned / B odd
+    offsets = ((0, 0), (1, 1), (2, 2), (0, 1), (1, 0)) if elem == 2 else ((0, 0), (1, 1))
     # the (S, K) points in spread order, each with its variants together: a sweep stopped
     # early has every copy path at the points it reached
-    return [Size(s - d, s - d, k - d, batch_for(s, s, k, compute_units, elem))
-            for s, k in spread([(s, k) for s in edges for k in depths]) for d in offsets]
+    return [Size(s - ds, s - ds, k - dk, batch_for(s, s, k, compute_units, elem))
+            for s, k in spread([(s, k) for s in edges for k in depths]) for ds, dk in offsets]
