@@ -139,8 +139,11 @@ def test_the_shares_go_on_with_the_four_byte_ones(with_figures):
     s = np.array([[128, 128, 254], [128, 130, 256], [127, 127, 127]])
     share = alignment.share_for(H100, "float16", F16, s)
     n = len(F16)
-    assert len(share) == 2 * n
-    wide, four = alignment.split_share(share, n)
+    assert len(share) == 3 * n
+    floor, wide, four = alignment.split_share(share, n)
+    # the step floors keep the shares they were fitted with (inside slices)
+    ceilings.reload()
+    assert floor == alignment.share_for(H100, "float16", F16, s.copy())
     for i, k in enumerate(F16):
         w = alignment.row_share(s, alignment.aligned_rows(s, "float16"), [k.tm], [k.tn], [k.tk])
         f = alignment.row_share(s, alignment.four_byte_rows(s, "float16"),
@@ -149,8 +152,7 @@ def test_the_shares_go_on_with_the_four_byte_ones(with_figures):
         assert four[i] == pytest.approx(float(f[0]), abs=alignment.SHARE_STEP)
         assert 0.0 < four[i] and wide[i] + four[i] <= 1.0
     # without three-way figures the tuple is the 16-byte shares alone, as before
-    ceilings.reload()
-    assert len(alignment.share_for(H100, "float16", F16, s.copy())) == n
+    assert len(floor) == n
 
 
 def test_the_model_scales_each_kind_by_its_paths(with_figures):
@@ -163,7 +165,7 @@ def test_the_model_scales_each_kind_by_its_paths(with_figures):
     for d in (0, 2, 1):   # aligned, even, odd: every row on one path
         s = np.tile([512 - d, 512 - d, 512 - d], (4, 1)).astype(np.int64)
         share = alignment.share_for(H100, "float16", F16, s)
-        wide, four = alignment.split_share(share, len(F16))
+        _, wide, four = alignment.split_share(share, len(F16))
         kc = kind_costs(H100, F16, table, "float16", share=share)
         fig = np.array([FIGURES[k.name] for k in F16])
         want = plain * fig[:, 0] ** np.array(wide) * fig[:, 1] ** np.array(four) \

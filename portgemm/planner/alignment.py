@@ -130,9 +130,10 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid
     nothing is computed: the model's time stands). Kinds without figures get 0 (their
     factor is 1 whatever the share). Where some kind has a figure of its own for the
     4-byte path (vector_path.PathFigures.three_way: the 16-bit kinds' measured
-    ``kind_path_factors``), those kinds' shares are by rows (row_share of the 16-byte
-    rows), and the tuple goes on with each kind's 4-byte share (row_share of the 4-byte
-    rows; 0 for kinds without), 2 x len(kinds) entries in all (split_share).
+    ``kind_path_factors``), the tuple goes on with the shares its path figures take, by
+    rows (row_share): each kind's of 16-byte rows (the share above for kinds without),
+    then of 4-byte rows (0 for kinds without), 3 x len(kinds) entries in all
+    (split_share); the step floors keep the share above, as they were measured and fitted.
     ``aligned``: aligned_rows of the batch (None: dense row-major operands); ``four``:
     its four_byte_rows (None: dense operands', or none where ``aligned`` is given). A plan
     asks several times about one batch (the rule, its bound, each
@@ -171,12 +172,12 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid
         wide = aligned_rows(s, dtype) if aligned is None else aligned
         rows = four_byte_rows(s, dtype) if four is None and aligned is None else (
             np.zeros((s.shape[0], 2), dtype=bool) if four is None else four)
-        f4 = [0.0] * len(kinds)
+        fw, f4 = list(f), [0.0] * len(kinds)
         for (m, n, k), where in by_four:
             w, v = (float(row_share(s, r, [m], [n], [k])[0]) for r in (wide, rows))
             for i in where:
-                f[i], f4[i] = w, v
-        f = f + f4
+                fw[i], f4[i] = w, v
+        f = f + fw + f4
     # round half to even, as np.round; f x 64 and its multiple of 1/64 are exact
     share = tuple(round(x / SHARE_STEP) * SHARE_STEP for x in f)
     _last[0] = ((arch.name, dtype, ceilings.version()), shapes, aligned, kinds, share, four)
@@ -184,10 +185,13 @@ def share_for(arch, dtype: str, kinds, shapes: np.ndarray, aligned=None, *, grid
 
 
 def split_share(share, n: int):
-    """A share_for tuple of ``n`` kinds as (16-byte shares, 4-byte shares or None)."""
+    """A share_for tuple of ``n`` kinds as (the step floors' 16-byte shares, the path
+    figures' 16-byte shares, their 4-byte shares or None)."""
     if share is None:
-        return None, None
-    return share[:n], (share[n:] if len(share) > n else None)
+        return None, None, None
+    if len(share) == n:
+        return share, share, None
+    return share[:n], share[n:2 * n], share[2 * n:]
 
 
 _shared_memo: dict = {}

@@ -169,7 +169,7 @@ def kind_costs(arch, kinds, table, dtype: str, ceil: Ceilings | None = None,
     eff = None if share is None else vector_path.efficiencies(
         arch, dtype if isinstance(dtype, str) else np.dtype(dtype).name, kinds)
     if eff is not None:
-        f = vector_path.factor(eff, *split_share(share, len(kinds)))
+        f = vector_path.factor(eff, *split_share(share, len(kinds))[1:])
         kc = dataclasses.replace(kc, factor=f if kc.factor is None else kc.factor * f)
     floor = None if share is None else step_floor(c, kinds, share)
     if floor is not None:
