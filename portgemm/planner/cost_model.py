@@ -648,18 +648,20 @@ def planned_ms(plan) -> float:
     return plan.predicted_ms if plan.predicted_ms is not None else predict(plan)
 
 
-def predict(plan, ceil: Ceilings | None = None, aligned: np.ndarray | None = None) -> float:
+def predict(plan, ceil: Ceilings | None = None, aligned: np.ndarray | None = None,
+            four: np.ndarray | None = None) -> float:
     """Predicted milliseconds of one call of any plan (every strategy and mode): its
     blocks as launched (several tiles in a block run one after another; grid-z's
-    early-exit blocks cost one latency each). ``aligned``: the batch's aligned rows
-    (planner/alignment.py; None: dense row-major operands)."""
+    early-exit blocks cost one latency each). ``aligned``, ``four``: the batch's aligned
+    and 4-byte rows (planner/alignment.py; None: dense row-major operands')."""
     from .alignment import share_for
     from .parallelism import kind_table
     if plan.n_tiles == 0:
         return 0.0
     table = kind_table(plan.arch, plan.kinds, plan.mode, plan.dtype.name)
     kc = kind_costs(plan.arch, plan.kinds, table, plan.dtype.name, ceil,
-                    share=share_for(plan.arch, plan.dtype.name, plan.kinds, plan.shapes, aligned),
+                    share=share_for(plan.arch, plan.dtype.name, plan.kinds, plan.shapes, aligned,
+                                    four=four),
                     depth=batch_depth(plan.arch, plan.shapes))
     tiles = plan.tiles
     kind = tiles["kind"].astype(np.int64)
