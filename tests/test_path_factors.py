@@ -50,10 +50,23 @@ def with_figures():
 
 # --- the data ------------------------------------------------------------------------
 
-def test_no_figures_are_committed_yet():
-    assert ceilings_for(H100).path_factors_of(F16) is None
-    eff = vector_path.efficiencies(H100, "float16", F16)
-    assert eff is None
+def test_without_figures_the_16_bit_kinds_keep_one_factor():
+    """No figures for the family: no path factor at all, so the model prices the kinds
+    as it did before the paths were split (kind_costs' factor is the kind factor)."""
+    row = dict(ceilings._load()["measured"]["sm_90"])
+    row.pop(ceilings.KIND_PATH_FACTORS, None)
+    try:
+        ceilings.use_in_memory("sm_90", row)
+        assert ceilings_for(H100).path_factors_of(F16) is None
+        assert vector_path.efficiencies(H100, "float16", F16) is None
+        s = np.tile([255, 254, 256], (8, 1)).astype(np.int64)
+        share = alignment.share_for(H100, "float16", F16, s)
+        assert len(share) == len(F16)   # the step floors' share alone
+        table = kind_table(H100, F16, "per-kind", "float16")
+        assert np.array_equal(kind_costs(H100, F16, table, "float16", share=share).factor,
+                              kind_costs(H100, F16, table, "float16").factor)
+    finally:
+        ceilings.reload()
 
 
 @pytest.mark.parametrize("table,match", [
@@ -141,18 +154,18 @@ def test_the_shares_go_on_with_the_four_byte_ones(with_figures):
     n = len(F16)
     assert len(share) == 3 * n
     floor, wide, four = alignment.split_share(share, n)
-    # the step floors keep the shares they were fitted with (inside slices)
+    # the step floors keep the shares they were fitted with (inside slices): without
+    # three-way figures the tuple is those alone, as before
     ceilings.reload()
-    assert floor == alignment.share_for(H100, "float16", F16, s.copy())
+    plain = alignment.share_for(H100, "float16", F16, s.copy())
+    assert len(plain) == n and floor == plain and wide != plain
     for i, k in enumerate(F16):
         w = alignment.row_share(s, alignment.aligned_rows(s, "float16"), [k.tm], [k.tn], [k.tk])
         f = alignment.row_share(s, alignment.four_byte_rows(s, "float16"),
-                                      [k.tm], [k.tn], [k.tk])
+                                [k.tm], [k.tn], [k.tk])
         assert wide[i] == pytest.approx(float(w[0]), abs=alignment.SHARE_STEP)
         assert four[i] == pytest.approx(float(f[0]), abs=alignment.SHARE_STEP)
         assert 0.0 < four[i] and wide[i] + four[i] <= 1.0
-    # without three-way figures the tuple is the 16-byte shares alone, as before
-    assert len(floor) == n
 
 
 def test_the_model_scales_each_kind_by_its_paths(with_figures):
@@ -227,7 +240,7 @@ def test_the_command_fits_the_paths_then_the_factors(dry_write, monkeypatch, cap
         sh = bound.plan.shapes
         w = alignment.row_share(sh, alignment.aligned_rows(sh, "float16"), [k.tm], [k.tn], [k.tk])[0]
         f = alignment.row_share(sh, alignment.four_byte_rows(sh, "float16"),
-                                      [k.tm], [k.tn], [k.tk])[0]
+                                [k.tm], [k.tn], [k.tk])[0]
         a, b, c = raw[k.name]
         path = a ** w * b ** f * c ** (1.0 - w - f)
         return 1e3 * predicted_seconds(sh, k, "float16", H100, known[k.name] * path)
