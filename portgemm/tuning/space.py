@@ -13,9 +13,9 @@ operands take their paths independently while the sizes above put both on one.
 Each size gets one batch count for every kind (kinds are compared on the same
 problem): enough GEMMs that a mid-sized tile (64 x 64) fills the device about
 WAVES times over, so every kind runs at least a wave or two, within a memory cap.
-Sizes are visited in a spread order (far-apart sizes first, each with its aligned, odd
-and even variants together), so a sweep stopped by its budget has still seen the corners
-of the space, on every copy path.
+Sizes are visited in a spread order (far-apart sizes first, each with all its variants
+together), so a sweep stopped by its budget has still seen the corners of the space, on
+every copy path.
 """
 from __future__ import annotations
 
