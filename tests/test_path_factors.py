@@ -211,13 +211,19 @@ def test_given_lds_and_staged_operands_reach_the_shares(with_figures, monkeypatc
 
 
 def test_lds_that_only_change_the_four_byte_rows_plan_apart(with_figures):
-    """K odd (2-byte rows when dense) but lda even: no 16-byte row either way, yet the
-    plan is priced on 4-byte rows, not those of dense operands."""
-    s = np.tile([128, 127, 255], (64, 1)).astype(np.int64)
-    dense = planner.plan(s, "float16", arch="sm_90", use_cache=False, staging=False)
-    even = planner.plan(s, "float16", arch="sm_90", use_cache=False, staging=False,
-                        lds=np.tile([256, 127], (64, 1)))
-    assert even.predicted_ms < dense.predicted_ms
+    """Two layouts with the same 16-byte rows (none), A's rows even (4-byte) in one and
+    odd (2-byte) in the other: the first is priced faster, and the plan cache keeps them
+    apart (its key holds the 4-byte rows too)."""
+    s = np.tile([128, 128, 255], (64, 1)).astype(np.int64)
+    even, odd = np.tile([258, 130], (64, 1)), np.tile([257, 130], (64, 1))
+    assert (alignment.aligned_rows(s, "float16", even) ==
+            alignment.aligned_rows(s, "float16", odd)).all()
+    fresh = [planner.plan(s, "float16", arch="sm_90", use_cache=False, staging=False, lds=ld)
+             for ld in (even, odd)]
+    assert fresh[0].predicted_ms < fresh[1].predicted_ms
+    cached = [planner.plan(s, "float16", arch="sm_90", staging=False, lds=ld)
+              for ld in (even, odd)]
+    assert [p.predicted_ms for p in cached] == [p.predicted_ms for p in fresh]
 
 
 # --- the command ---------------------------------------------------------------------
