@@ -89,6 +89,15 @@ class CudaBackend:
     def _dev(self) -> int:
         return self.cp.cuda.runtime.getDevice()
 
+    def _current(self, where: str) -> int:
+        """The current device, where arrays on ``where`` ("cuda:N", or anything else for
+        no CUDA device of their own) may run: a ValidationError if N is another."""
+        dev = self._dev()
+        if where.startswith("cuda:") and where != f"cuda:{dev}":
+            raise ValidationError(f"the arrays are on {where}, the current device is "
+                                  f"cuda:{dev}")
+        return dev
+
     def _props(self):
         return self.cp.cuda.runtime.getDeviceProperties(self._dev())
 
@@ -199,10 +208,7 @@ class CudaBackend:
     def _state(self, plan, batch, upload=True):
         """The plan's launch state on the current device (made, with its uploads, when
         missing; with upload=False only looked up: None when missing)."""
-        dev = self._dev()
-        if batch.device.startswith("cuda:") and batch.device != f"cuda:{dev}":
-            raise ValidationError(f"the arrays are on {batch.device}, the current device is "
-                                  f"cuda:{dev}")
+        dev = self._current(batch.device)
         return plan_state(plan, ("cuda", dev), bool(batch.trans_a), bool(batch.trans_b),
                           self._upload if upload else None, self._expand)
 
@@ -229,10 +235,8 @@ class CudaBackend:
             return self.cp.cuda.get_current_stream()
         # the tensors' device must be the current one: CuPy takes a stream it did not
         # make as the current device's, and the launch runs there
-        index, dev = getattr(tdev, "index", None), self._dev()
-        if type(index) is int and index != dev:
-            raise ValidationError(f"the arrays are on cuda:{index}, the current device is "
-                                  f"cuda:{dev}")
+        index = getattr(tdev, "index", None)
+        dev = self._current(f"cuda:{index}" if type(index) is int else "")
         handle = torch_stream(tdev)
         # One CuPy stream per (handle, device), kept (making one costs microseconds a
         # call); it holds only the handle, so one kept past its stream's end names the

@@ -36,22 +36,24 @@ def aligned_rows(shapes: np.ndarray, dtype: str, lds=None) -> np.ndarray:
     leading dimensions of the stored A and B in elements; None: dense row-major
     operands, A M x K (lda = K) and B K x N (ldb = N)."""
     mask = 16 // ITEMSIZE[dtype] - 1   # elements in 16 bytes: a power of two
-    if lds is None:
-        ld = np.asarray(shapes)[:, 2:0:-1]
-    else:
-        ld = np.asarray(lds, dtype=np.int64).reshape(-1, 2)
-    return (ld & mask) == 0
+    return (_leading_dims(shapes, lds) & mask) == 0
 
 
 def four_byte_rows(shapes: np.ndarray, dtype: str, lds=None) -> np.ndarray:
     """(batch, 2) bool: the rows of A and of B take the 16-bit kinds' 4-byte copies (their
     leading dimension is even but rows are not 16-byte aligned); all False for the
     other dtypes, whose narrow path is one. ``lds`` as for aligned_rows."""
-    ld = np.asarray(shapes)[:, 2:0:-1] if lds is None else \
-        np.asarray(lds, dtype=np.int64).reshape(-1, 2)
+    ld = _leading_dims(shapes, lds)
     if ITEMSIZE[dtype] != 2:
         return np.zeros(ld.shape, dtype=bool)
     return ((ld & 1) == 0) & ((ld & 7) != 0)
+
+
+def _leading_dims(shapes: np.ndarray, lds=None) -> np.ndarray:
+    """(batch, 2): ``lds``, or dense row-major operands' (lda = K, ldb = N)."""
+    if lds is None:
+        return np.asarray(shapes)[:, 2:0:-1]
+    return np.asarray(lds, dtype=np.int64).reshape(-1, 2)
 
 
 def row_share(shapes: np.ndarray, rows: np.ndarray, tm, tn, tk) -> np.ndarray:
