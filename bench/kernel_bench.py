@@ -20,8 +20,9 @@ not taking a format yet shows as n/a. Written to half_grid.txt / half_grid.json.
 config overrides render.py's per-kind tables (minimum blocks, BK unroll, pipeline
 stages; the k-major pipeline's set, KPIPE, grows by its entries) before its variants are
 compiled, or plans without some families' measured kind factors (KIND_FACTORS_OFF),
-or with the measured ceilings of another file (``before``: $PG_CEILINGS_BEFORE);
-``base`` is the committed settings.
+or with the measured ceilings of another file (``before``: $PG_CEILINGS_BEFORE), or
+weighs more partner families for batches of unaligned rows (ANY_ROWS: ``wgwin``, with
+the wgmma kinds' aligned windows); ``base`` is the committed settings.
 
     python bench/kernel_bench.py [--config base,occ] [--quick] [--extra] [--out DIR]
     python bench/kernel_bench.py --dtype float16,bfloat16,tf32,3xtf32 [--quick] [--mode cold-l2]
@@ -123,7 +124,7 @@ CONFIGS = {
                          ("portgemm", "128x64/8x8", F32): 1,
                          ("portgemm", "64x128/8x8", F32): 1}},
 }
-TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES", "KPIPE", "LEAN_FAMILIES", "SHIFT16")
+TABLES = ("MIN_BLOCKS", "K_UNROLL", "STAGES", "KPIPE", "LEAN_FAMILIES", "SHIFT16", "WGMMA_WINDOWS")
 # fp64 MMA kinds: the 64x64 kind capped to 128 registers (4 blocks an SM, as its 48 KiB
 # of shared memory allow), and with 3 stages instead of 4
 CONFIGS["dmma-cap4"] = {"MIN_BLOCKS": {("portgemm-f64", "64x64/w32x32", F64): 4}}
@@ -151,6 +152,10 @@ CONFIGS["kf16off"] = {"KIND_FACTORS_OFF": tuple(f for fam, _ in HALF16
 # before a measurement rewrote them: bench/half_factors.sh's floors run sets
 # PG_CEILINGS_BEFORE), to time the plans before and after in one process
 CONFIGS["before"] = {"CEILINGS_FROM": "PG_CEILINGS_BEFORE"}
+# session 20: the 16-bit wgmma kinds with aligned windows for rows not 16-byte aligned
+# (render.WGMMA_WINDOWS), weighed for every batch (tiles.ANY_ROWS), not only aligned ones
+CONFIGS["wgwin"] = {"WGMMA_WINDOWS": set(render.WGMMA_16BIT),
+                    "ANY_ROWS": {f for f, _, _ in render.WGMMA_16BIT}}
 
 # --extra: shapes outside the catalogue timed beside it (family "bench-f64"), with their
 # cp.async stages; a shape that wins goes into tiles.py (64x32/w32x16 did, and the SIMT
@@ -174,6 +179,9 @@ EXTRA_TABLES = {"STAGES": EXTRA_STAGES,
 # fp64's 8x4 / 4x8 kinds back on the register path (before session 14's KPIPE)
 CONFIGS["f64reg"] = {"STAGES": {(fam, k, F64): 0 for fam, kinds in render.F64_KPIPE_KINDS.items()
                                 for k in kinds}}
+
+
+COMMITTED_ANY_ROWS = tiles.ANY_ROWS
 
 
 def merged(base, more):
@@ -209,6 +217,7 @@ def apply_config(name, committed):
     for table, base in committed.items():
         setattr(render, table, merged(base, CONFIGS[name][table]) if table in CONFIGS[name]
                 else base)
+    tiles.ANY_ROWS = COMMITTED_ANY_ROWS | CONFIGS[name].get("ANY_ROWS", set())
     render.render.cache_clear()
     resources._registered.clear()
     portgemm.planner.clear_cache()

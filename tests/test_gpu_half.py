@@ -95,10 +95,12 @@ def test_every_half_kind(be, torch, dtype, kind, trans, odd):
                        f"seed {seed} {dtype} {kind} {ta}{tb} odd={odd}")
 
 
-def run_kind_and_check(be, torch, shapes, A, B, C, alpha, beta, dtype, kind, ta, tb, what):
-    """Every GEMM through one kind (kind_plan), checked against float64 from the very inputs."""
+def run_kind_and_check(be, torch, shapes, A, B, C, alpha, beta, dtype, kind, ta, tb, what,
+                       family=None):
+    """Every GEMM through one kind (kind_plan, of ``family``: default the dtype's), checked
+    against float64 from the very inputs."""
     h = [[host64(x) for x in X] for X in (A, B, C)]
-    plan = kind_plan(shapes, dtype, be.arch(), kind)
+    plan = kind_plan(shapes, dtype, be.arch(), kind, family)
     plan.run(A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, backend=be)
     torch.cuda.synchronize()
     check([host64(c) for c in C], *h, alpha, beta, ta, tb, dtype, what)

@@ -44,22 +44,28 @@ def operand(torch, rng, rows, cols, dtype, ld_mod, off):
 @pytest.mark.parametrize("align", list(ALIGN))
 def test_every_copy_width(be, torch, dtype, kind, trans, align):
     ta, tb = trans
-    ld_mod, off = ALIGN[align]
     seed = stable_seed("half-align", dtype, kind, ta, tb, align)
     rng = np.random.default_rng(seed)
+    A, B, C, alpha, beta = classed_batch(torch, rng, SHAPES, dtype, ta, tb, align, align)
+    run_kind_and_check(be, torch, SHAPES, A, B, C, alpha, beta, dtype, kind, ta, tb,
+                       f"seed {seed} {dtype} {kind} {ta}{tb} {align}")
+
+
+def classed_batch(torch, rng, shapes, dtype, ta, tb, a_class, b_class):
+    """A, B, C (C of B's class) of the ALIGN classes named, per-GEMM alpha, and beta 0
+    (C poisoned with NaN: it must be overwritten, never read) on every other GEMM."""
     A, B, C = [], [], []
-    for m, n, k in SHAPES:
-        A.append(operand(torch, rng, *((k, m) if ta else (m, k)), dtype, ld_mod, off))
-        B.append(operand(torch, rng, *((n, k) if tb else (k, n)), dtype, ld_mod, off))
-        C.append(operand(torch, rng, m, n, dtype, ld_mod, off))
-    batch = len(SHAPES)
+    for m, n, k in shapes:
+        A.append(operand(torch, rng, *((k, m) if ta else (m, k)), dtype, *ALIGN[a_class]))
+        B.append(operand(torch, rng, *((n, k) if tb else (k, n)), dtype, *ALIGN[b_class]))
+        C.append(operand(torch, rng, m, n, dtype, *ALIGN[b_class]))
+    batch = len(shapes)
     alpha = rng.uniform(-2, 2, batch)
     beta = np.where(np.arange(batch) % 2 == 0, 0.0, rng.uniform(-2, 2, batch))
     for c, b in zip(C, beta):
         if b == 0:
-            c.fill_(float("nan"))     # must be overwritten, never read
-    run_kind_and_check(be, torch, SHAPES, A, B, C, alpha, beta, dtype, kind, ta, tb,
-                       f"seed {seed} {dtype} {kind} {ta}{tb} {align}")
+            c.fill_(float("nan"))
+    return A, B, C, alpha, beta
 
 
 def _ragged_cases():
@@ -75,6 +81,11 @@ def test_ragged_entry_every_kind(be, torch, monkeypatch, dtype, kind, trans, K):
     test_grouped_gpu.py): empty groups, groups shorter and longer than a tile, rows past
     the last group left untouched, K a multiple of 8, even, and odd (A's and B^T's
     leading dimension, so every copy width runs)."""
+    check_ragged_entry(be, torch, monkeypatch, dtype, kind, trans, K)
+
+
+def check_ragged_entry(be, torch, monkeypatch, dtype, kind, trans, K):
+    """test_ragged_entry_every_kind's batch through kind ``kind`` on backend ``be``."""
     from portgemm.grouped import gemm_grouped, ragged
     ta, tb = trans
     monkeypatch.setattr(ragged, "choose_kind", lambda *a: kind)

@@ -5,14 +5,16 @@ model takes (occupancy/ceilings.py) can be read off. bench/timing.do_bench (CUDA
 median); prints one JSON line per case and kind.
 
     python tools/wgmma_timing.py [--dtype bfloat16,float16] [--wgmma-only] [--interleaved]
-                                 [--out FILE]
+                                 [--odd-ld] [--windows] [--out FILE]
     python tools/wgmma_timing.py --set-rate FILE
     python tools/wgmma_timing.py --wgmma-only --configs 128x128:64:4,128x256:64:3 [--dtype ...]
 
 --interleaved renders the wgmma kinds with wgmma's no-swizzle layout (render.WGMMA_SWIZZLE
-False) instead of the swizzled one; --set-rate writes the wgmma kinds' rate into
-occupancy/ceilings.json (measured sm_90 wgmma_flops_per_s): the slower of float16 and
-bfloat16 through 128x128/g64x128 alone on the 4 x 4096^3 case of a timing FILE.
+False) instead of the swizzled one; --windows renders the 16-bit ones with aligned windows
+for rows not 16-byte aligned (render.WGMMA_WINDOWS; --odd-ld gives them such rows);
+--set-rate writes the wgmma kinds' rate into occupancy/ceilings.json (measured sm_90
+wgmma_flops_per_s): the slower of float16 and bfloat16 through 128x128/g64x128 alone on
+the 4 x 4096^3 case of a timing FILE.
 --configs adds candidate wgmma kinds for this run only, each BMxBN:BK:STAGES (warpgroups of
 64 x 128, one per 128 threads; named e.g. 128x256/g64x128/k64s3), to compare tile, BK and
 pipeline depth before a kind enters the catalogue (stages past 48 KiB take dynamic shared
@@ -47,6 +49,8 @@ def main() -> int:
     p.add_argument("--set-rate", metavar="FILE", help="write the rate measured in FILE")
     p.add_argument("--configs", default="",
                    help="candidate wgmma kinds BMxBN:BK:STAGES, comma-separated")
+    p.add_argument("--windows", action="store_true",
+                   help="the 16-bit wgmma kinds with aligned windows (render.WGMMA_WINDOWS)")
     p.add_argument("--odd-ld", action="store_true",
                    help="operands with odd leading dimensions (the 2-byte copy path)")
     args = p.parse_args()
@@ -61,6 +65,8 @@ def main() -> int:
     from portgemm.kernels import render
     if args.interleaved:
         render.WGMMA_SWIZZLE = False
+    if args.windows:
+        render.WGMMA_WINDOWS = set(render.WGMMA_16BIT)
     add_candidates(args.configs)
     be = get_backend("cuda")
     arch = be.arch()
@@ -96,7 +102,7 @@ def main() -> int:
                 times["default:" + ",".join(used)] = do_bench(be.cp, bound) * 1e-3
             row = {"dtype": dtype, "batch": batch, "M": M, "N": N, "K": K,
                    "layout": "swizzled" if render.WGMMA_SWIZZLE else "interleaved",
-                   "odd_ld": args.odd_ld,
+                   "odd_ld": args.odd_ld, "windows": args.windows,
                    "tflops": {n: (flops / t / 1e12 if not n.endswith(":relerr") else t)
                               for n, t in times.items()}}
             line = json.dumps(row)

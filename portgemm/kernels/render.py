@@ -179,7 +179,7 @@ def stages(variant: Variant) -> int:
         return 0
     s = STAGES.get(_key(variant), 0)
     elem, limit = ITEMSIZE[variant.dtype], _smem_limit(variant)
-    while s > 2 and smem_elems_async(variant.kinds, variant.dtype, s) * elem > limit:
+    while s > 2 and smem_elems_async(variant.kinds, variant.dtype, s, wg_windows(variant)) * elem > limit:
         s -= 1
     return s
 
@@ -195,7 +195,8 @@ def dynamic_smem(variant) -> int:
     0 for every other variant (a static array)."""
     if not isinstance(variant, Variant) or not _has_wgmma(variant):
         return 0
-    tiles = smem_elems_async(variant.kinds, variant.dtype, stages(variant)) * ITEMSIZE[variant.dtype]
+    tiles = smem_elems_async(variant.kinds, variant.dtype, stages(variant),
+                             wg_windows(variant)) * ITEMSIZE[variant.dtype]
     return tiles + DYNAMIC_SMEM_SLACK if tiles > STATIC_SMEM_BYTES else 0
 
 
@@ -295,6 +296,24 @@ STAGED_C = {
 # bytes with it on sm_90a.
 WGMMA_STAGED_C = {*((fam, "128x128/g64x128", dt) for fam, dt in WGMMA_FAMILIES.items()),
                   ("wgmma-3xtf32", "64x128/g64x128", "float32")}
+
+
+# The 16-bit wgmma kinds that stage rows not 16-byte aligned through aligned windows and a
+# shift pass (PG_WG_WINDOWS, kernel: PgWgWindow, pg_wgmma_windows), by (family, kind,
+# dtype). Empty: those rows take the 4-byte and element copies, 61-68 TFLOP/s on the H100
+# against 338 aligned (bench/NOTES.md, session 8), so the planner weighs these kinds for
+# aligned batches only (planner/alignment.aligned_batch). Compiled and checked on the CPU
+# (session 20), not yet run on a GPU: bench/kernel_bench.py's config "wgwin" turns it on.
+WGMMA_WINDOWS: set[tuple[str, str, str]] = set()
+# every 16-bit wgmma kind's key: WGMMA_WINDOWS with the windows on for all of them
+WGMMA_16BIT = frozenset((fam, k.kind, dt) for fam, dt in WGMMA_FAMILIES.items()
+                        if dt != "float32" for k in FAMILIES[fam])
+
+
+def wg_windows(variant: Variant) -> bool:
+    """Whether ``variant`` takes PG_WG_WINDOWS (WGMMA_WINDOWS above)."""
+    return (isinstance(variant, Variant) and not variant.fused and _has_wgmma(variant)
+            and _key(variant) in WGMMA_WINDOWS)
 
 
 def staged_c(variant: Variant) -> bool:
@@ -465,11 +484,14 @@ def smem_elems(kinds, dtype: str = "float32") -> int:
     return max(2 * _stage_elems(k, p, dtype) for k in kinds)
 
 
-def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
+def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0, windows: bool = False) -> int:
     """Shared-memory elements on the cp.async path (sm_80+) with ``stages`` stages: A's
     stage is k-major (BK rows of BM + pad, A^T) or x-major (BM rows of BK + pad, A), B's
     always k-major (B^T takes the register path); the larger of A's two. The register
-    path's figure when there is no pipeline."""
+    path's figure when there is no pipeline. ``windows`` (the 16-bit wgmma kinds,
+    WGMMA_WINDOWS): at least what their windows' k loop takes (window_elems)."""
+    if windows:
+        return max([smem_elems_async(kinds, dtype, stages)] + [window_elems(k) for k in kinds])
     if stages < 2:
         return smem_elems(kinds, dtype)
     p = pad_elems(dtype)
@@ -484,6 +506,14 @@ def smem_elems_async(kinds, dtype: str = "float32", stages: int = 0) -> int:
     # the MMA kinds pipeline B^T too, where the SIMT kinds of the same entry point take
     # the register path (kernel: PG_SMEM_TILE): cover that as well
     return max(simt + mma + [smem_elems(kinds, dtype)])
+
+
+def window_elems(k) -> int:
+    """Shared-memory elements of a 16-bit wgmma kind's windows (kernel: pg_wgmma_windows):
+    two raw slots, each operand's stored rows of whole 16-byte units plus one (the larger
+    of its two layouts), then two stages 1 KiB aligned."""
+    raw = sum(max(x * (k.tk // 8 + 1), k.tk * (x // 8 + 1)) * 8 for x in (k.tm, k.tn))
+    return -(-2 * raw // 512) * 512 + 2 * mma_stage_elems(k, "float16")
 
 
 @dataclass(frozen=True)
@@ -533,7 +563,8 @@ def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str
         "PG_RAGGED": str(int(variant.layout == "ragged")),
         "PG_SMEM_ELEMS": str(smem_elems(variant.kinds, variant.dtype)),
         "PG_STAGES": str(stages(variant)),
-        "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant))),
+        "PG_SMEM_ELEMS_ASYNC": str(smem_elems_async(variant.kinds, variant.dtype, stages(variant),
+                                                    wg_windows(variant))),
         "PG_PAD": str(pad_elems(variant.dtype)),
         "PG_MMA": str(int(any(k.engine == "mma" for k in variant.kinds))),
         "PG_KINDS(X)": kinds,
@@ -543,6 +574,7 @@ def defines(variant: Variant | TileExpand | SplitReduce | StageCopy) -> dict[str
         **({"PG_LEAN_STEP": "1"} if lean_step(variant) else {}),
         **({"PG_KPIPE": "1"} if kpipe(variant) else {}),
         **({"PG_STAGED_C": "1"} if staged_c(variant) else {}),
+        **({"PG_WG_WINDOWS": "1"} if wg_windows(variant) else {}),
         **({"PG_SHIFT16_CH": str(sh[0]), "PG_SHIFT16_MIN_CONT": str(sh[1])}
            if (sh := shift16(variant))[0] else {}),
         **tf32,

@@ -48,6 +48,9 @@
 //                   2-byte aligned rows copied as shifted words (pg_copy_shift16), chunks
 //                   of that many elements, rows of at least PG_SHIFT16_MIN_CONT elements
 //                   only; 0 or absent: element copies
+//   PG_WG_WINDOWS   1 (the 16-bit wgmma kinds, render.wg_windows): a tile whose A or B rows
+//                   are not 16-byte aligned stages them through aligned windows and a
+//                   shift pass (PgWgWindow); 0 or absent: 4-byte and element copies
 //   PG_TILE_EXPAND  1: render only the tile-list expansion (needs PG_T, PG_NAME)
 //   PG_SPLIT_REDUCE 1: render only the split-K reduction, at the end of this file (needs
 //                   PG_T, PG_NAME, PG_REDUCE_THREADS, PG_REDUCE_CHUNK)
@@ -79,6 +82,9 @@
 #endif
 #ifndef PG_STAGED_C
 #define PG_STAGED_C 0
+#endif
+#ifndef PG_WG_WINDOWS
+#define PG_WG_WINDOWS 0
 #endif
 // Unaligned C staged through shared memory (pg_store_staged) in a PG_STAGED_C variant,
 // where compat.h's vendor and target allow.
@@ -2565,6 +2571,216 @@ struct PgWgStage {
     }
 };
 
+// One k step of a wgmma tile (pg_tile_wgmma, pg_wgmma_windows): this warpgroup's BK / 16
+// wgmmas on stages as (A) and bs (B) issued as one group, then a wait for the group before
+// it, so this one stays in flight while the block goes on.
+template <int BK, int TA, int TB, class SA, class SB>
+__device__ __forceinline__ void pg_wgmma_step(float (&acc)[64], const PG_T* as, const PG_T* bs,
+                                              int wm, int wn)
+{
+#pragma unroll
+    for (int i = 0; i < 64; ++i) pg_wgmma_reg_fence(acc[i]);
+    pg_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16)
+        pg_wgmma_64x128x16<TA, TB>(
+            acc, pg_wgmma_desc(as + SA::at(wm, kk), SA::LBO, SA::SBO, SA::MODE),
+            pg_wgmma_desc(bs + SB::at(wn, kk), SB::LBO, SB::SBO, SB::MODE), PG_T());
+    pg_wgmma_commit();
+    pg_wgmma_wait<1>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) pg_wgmma_reg_fence(acc[i]);
+}
+
+#if PG_WG_WINDOWS
+// A value the compiler must take as new here: what is computed from it is not hoisted out
+// of the loop around (to keep those values out of registers across it).
+__device__ __forceinline__ void pg_opaque(int& x) { asm volatile("" : "+r"(x)); }
+
+// Rows that are not 16-byte aligned reach a wgmma stage (SX, a PgWgStage) in two moves,
+// so that both stay as wide as aligned rows' copies (abdelfattah2020's staging of
+// arbitrary leading dimensions, done per k step inside the tile):
+// - copy: each stored row's CONT elements are fetched as the RU = CONT / 8 + 1 aligned
+//   16-byte units that cover them, from the row's first element rounded down to 16
+//   bytes, by cp.async into a raw slot (RX rows of RU units). A unit's source size stops
+//   at the row's last element (or at the matrix edge, clim): no byte past it is read,
+//   and the rest is zero-filled, as are rows from rlim on. The bytes before a row's
+//   first element are the row's own earlier columns, the row above, or (the matrix's
+//   first element) the start of the same aligned 16 bytes, which lie in the allocation
+//   (allocations start 256-byte aligned), as pg_copy_shift16 argues.
+// - shift: a thread moves Q = 4 output units of one row from raw units g Q .. g Q + Q
+//   (one 16-byte shared load each) into the stage, shifted down by the row's phase b (its
+//   first element's byte offset within 16 bytes: a word select by b / 4, a funnel shift
+//   by (b & 2) * 8 bits), and stores them where SX keeps them (swizzled).
+// Bank conflicts: RU is odd, so 8 consecutive rows' units at the same column (a quarter
+// warp's 16-byte loads: items go rows first) fall on 8 different 16-byte bank groups, and
+// the stores on 8 different lines' swizzled groups; the copies write a row's units from
+// consecutive lanes (2 ways at most where a quarter warp's units span two rows).
+template <class SX>
+struct PgWgWindow {
+    static constexpr int CONT = SX::CONT, NB = CONT / 8, RU = NB + 1;
+    static constexpr int RX = SX::ELEMS / CONT;     // stored rows in a slice
+    static constexpr int ELEMS = RX * RU * 8;       // one raw slot
+    static constexpr int Q = 4;                     // output units a shift item makes
+    static constexpr int ITEMS = RX * (NB / Q);
+    static_assert(NB % Q == 0 && RU % 2 == 1, "whole items, an odd unit stride");
+
+    // The byte offset within 16 bytes of stored row r's element at column c.
+    static __device__ __forceinline__ unsigned phase(const PG_T* X, int ld, int r, int c)
+    {
+        return ((unsigned)(unsigned long long)X + 2u * ((unsigned)r * (unsigned)ld + (unsigned)c)) & 15u;
+    }
+
+    // This thread's cp.async copies of the slice (stored rows rbase.. below rlim, columns
+    // cbase.. below clim) into raw slot `raw`: unit c = tid % NB of rows o + l RS (o = tid /
+    // NB, RS = NT / NB), and the thread of a row's last unit also the unit after it. Rows 8
+    // apart share their phase, so one source pointer and one size per unit serve every
+    // round, stepped by constants (a division and a phase per unit cost ~50 instructions).
+    template <int NT>
+    static __device__ __forceinline__ void copy(PG_T* raw, const PG_T* __restrict__ X, int ld,
+                                                int rbase, int cbase, int rlim, int clim, int tid)
+    {
+        constexpr int RS = NT / NB;
+        static_assert(NT % NB == 0 && RS % 8 == 0 && RX % RS == 0, "rounds of whole rows, 8k apart");
+        pg_opaque(tid);   // recomputed each k step, not held across the loop (registers)
+        const int o = tid / NB, c = tid % NB;
+        const int nc = 2 * max(0, min(CONT, clim - cbase));          // bytes of a live row
+        const int b = (int)phase(X, ld, rbase + o, cbase);
+        const int n = nc > 0 ? max(0, min(16, b + nc - 16 * c)) : 0;
+        const int n2 = c == NB - 1 && nc > 0 ? max(0, min(16, b + nc - 16 * NB)) : 0;
+        const int rows = rlim - rbase - o;                          // round l live: l RS < rows
+        const char* src = reinterpret_cast<const char*>(X + (long long)(rbase + o) * ld + cbase)
+                          - b + 16 * c;
+        const char* none = reinterpret_cast<const char*>(X);
+        const long long step = 2LL * RS * ld;
+        const unsigned d = pg_smem_addr(raw) + 16u * (unsigned)(o * RU + c);
+        constexpr unsigned DSTEP = 16u * RS * RU;
+#pragma unroll
+        for (int l = 0; l < RX / RS; ++l) {
+            const int m = l * RS < rows ? n : 0, m2 = l * RS < rows ? n2 : 0;
+            pg_cp_async16(d + l * DSTEP, m > 0 ? src + l * step : none, m);
+            if (c == NB - 1)
+                pg_cp_async16(d + l * DSTEP + 16, m2 > 0 ? src + l * step + 16 : none, m2);
+        }
+    }
+
+    // Shift item i (row i % RX, output units (i / RX) Q ..) of raw slot `raw` into stage xs.
+    static __device__ __forceinline__ void shift(PG_T* xs, const PG_T* raw, const PG_T* X, int ld,
+                                                 int rbase, int cbase, int i)
+    {
+        pg_opaque(i);
+        const int r = i % RX, g = i / RX;
+        const unsigned b = phase(X, ld, rbase + r, cbase), q = b >> 2, h = (b & 2u) * 8u;
+        const uint4* w = reinterpret_cast<const uint4*>(raw) + r * RU + g * Q;
+        uint4 cur = w[0];
+#pragma unroll
+        for (int m = 0; m < Q; ++m) {
+            const uint4 nxt = w[m + 1];
+            const unsigned v[8] = {cur.x, cur.y, cur.z, cur.w, nxt.x, nxt.y, nxt.z, nxt.w};
+            unsigned t[7], s[5];
+#pragma unroll
+            for (int x = 0; x < 7; ++x) t[x] = (q & 1u) ? v[x + 1] : v[x];
+#pragma unroll
+            for (int x = 0; x < 5; ++x) s[x] = (q & 2u) ? t[x + 2] : t[x];
+            *reinterpret_cast<uint4*>(xs + SX::off(r, 8 * (g * Q + m))) =
+                make_uint4(__funnelshift_r(s[0], s[1], h), __funnelshift_r(s[1], s[2], h),
+                           __funnelshift_r(s[2], s[3], h), __funnelshift_r(s[3], s[4], h));
+            cur = nxt;
+        }
+    }
+};
+#endif  // PG_WG_WINDOWS
+
+#if PG_WG_WINDOWS
+// pg_tile_wgmma's k loop for a tile whose A or B rows are not 16-byte aligned: both
+// operands go through PgWgWindow (an aligned operand beside them too: its phases are 0).
+// Two raw slots (cp.async, one k step ahead of the shift) and two stages (the shift's
+// output, one k step ahead of the wgmmas), after the raw slots, 1 KiB aligned. Step kt:
+// fence the shift's plain stores into the async proxy, barrier; the wgmmas of stage kt
+// (in flight while the block goes on); wait for the previous step's wgmmas and for raw
+// slice kt + 1, barrier (every warpgroup's reads of stage kt - 1 and every thread's
+// copies of slice kt + 1 done); copies of slice kt + 2 into raw slot kt; shift raw slice
+// kt + 1 into stage kt + 1. Raw slot 0 is the only memory a tile writes before its first
+// barrier, and it lies clear of the staged epilogue's parts (pg_wgmma_store: A's and B's
+// last aligned stage), which the tile before may still be writing.
+template <int BM, int BN, int BK, int NT, int WM, int WN, class SA, class SB>
+__device__ __forceinline__ void pg_wgmma_windows(const PG_T* __restrict__ A, const PG_T* __restrict__ B,
+                                                 int lda, int ldb, int M, int N, int K, int m0, int n0,
+                                                 int wm, int wn, float (&acc)[WN / 2], int tid, PG_T* smem)
+{
+    using WA = PgWgWindow<SA>;
+    using WB = PgWgWindow<SB>;
+    constexpr int RAW = WA::ELEMS + WB::ELEMS, FS = SA::ELEMS + SB::ELEMS;
+    constexpr int FIN = (2 * RAW + 511) / 512 * 512;     // the stages, 1 KiB (512 elements) on
+    static_assert(FIN + 2 * FS <= PG_SMEM_TILE, "windows exceed PG_SMEM_TILE (render.smem_elems_async)");
+    static_assert(!PG_STAGED_C || RAW <= (PG_STAGES - 1) * SA::ELEMS,
+                  "raw slot 0 clear of the staged epilogue's parts");
+    constexpr int TA = PG_TRANS_A ? 1 : 0, TB = PG_TRANS_B ? 0 : 1;
+    // (stored rows, columns) of A's and B's slices at k0
+#if PG_TRANS_A
+#define PG_WIN_A(k0) (k0), m0, K, M
+#else
+#define PG_WIN_A(k0) m0, (k0), M, K
+#endif
+#if PG_TRANS_B
+#define PG_WIN_B(k0) n0, (k0), N, K
+#else
+#define PG_WIN_B(k0) (k0), n0, K, N
+#endif
+    auto copy = [&](int slot, int k0) {
+        WA::template copy<NT>(smem + slot * RAW, A, lda, PG_WIN_A(k0), tid);
+        WB::template copy<NT>(smem + slot * RAW + WA::ELEMS, B, ldb, PG_WIN_B(k0), tid);
+    };
+    auto shift = [&](int slot, int k0) {
+        const PG_T* raw = smem + slot * RAW;
+        PG_T* xs = smem + FIN + slot * FS;
+#pragma unroll
+        for (int l = 0; l < (WA::ITEMS + WB::ITEMS + NT - 1) / NT; ++l) {
+            const int i = tid + l * NT;
+#if PG_TRANS_A
+            if (i < WA::ITEMS) WA::shift(xs, raw, A, lda, k0, m0, i);
+#else
+            if (i < WA::ITEMS) WA::shift(xs, raw, A, lda, m0, k0, i);
+#endif
+#if PG_TRANS_B
+            else if (i < WA::ITEMS + WB::ITEMS)
+                WB::shift(xs + SA::ELEMS, raw + WA::ELEMS, B, ldb, n0, k0, i - WA::ITEMS);
+#else
+            else if (i < WA::ITEMS + WB::ITEMS)
+                WB::shift(xs + SA::ELEMS, raw + WA::ELEMS, B, ldb, k0, n0, i - WA::ITEMS);
+#endif
+        }
+    };
+#undef PG_WIN_A
+#undef PG_WIN_B
+    const int nk = (K + BK - 1) / BK;
+    if (nk == 0) return;
+    copy(0, 0);
+    pg_cp_async_commit();
+    pg_cp_async_wait<0>();
+    __syncthreads();
+    if (nk > 1) copy(1, BK);
+    pg_cp_async_commit();
+    shift(0, 0);
+#pragma unroll 1
+    for (int kt = 0; kt < nk; ++kt) {
+        pg_fence_proxy_async();
+        __syncthreads();
+        const PG_T* as = smem + FIN + (kt & 1) * FS;
+        pg_wgmma_step<BK, TA, TB, SA, SB>(acc, as, as + SA::ELEMS, wm, wn);
+        pg_cp_async_wait<0>();
+        __syncthreads();
+        if (kt + 2 < nk) copy(kt & 1, (kt + 2) * BK);
+        pg_cp_async_commit();
+        if (kt + 1 < nk) shift((kt + 1) & 1, (kt + 1) * BK);
+    }
+    pg_wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
+    __syncthreads();
+}
+#endif  // PG_WG_WINDOWS
+
 // The wgmma kinds (families wgmma-f16 / wgmma-bf16, engine E 6, sm_90a): warpgroups of
 // 128 threads in a (BM / WM) x (BN / WN) grid, each a WM x WN = 64 x 128 sub-tile of C as
 // the fp32 accumulators of m64n128k16 wgmmas (compat.h), A and B read by the tensor cores
@@ -2643,6 +2859,12 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
 #endif
     };
     const int nk = (K + BK - 1) / BK;
+#if PG_WG_WINDOWS
+    if (min(align_a, align_b) < 16)      // rows not 16-byte aligned: the windows' k loop
+        pg_wgmma_windows<BM, BN, BK, NT, WM, WN, SA, SB>(A, B, lda, ldb, M, N, K, m0, n0, wm, wn,
+                                                         acc, tid, smem);
+    else
+#endif
     if (nk > 0) {
 #pragma unroll 1
         for (int s = 0; s < ST - 1; ++s) {
@@ -2662,24 +2884,11 @@ __device__ __forceinline__ void pg_tile_wgmma(const PgGemm* __restrict__ gp, int
             // flight for later stages and emptied the pipeline at every step.
             if (min(align_a, align_b) < 4) pg_fence_proxy_async();
             __syncthreads();
-#pragma unroll
-            for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
-            pg_wgmma_fence();
-            const PG_T* as = As + rs * SA::ELEMS;
-            const PG_T* bs = Bs + rs * SB::ELEMS;
-#pragma unroll
-            for (int kk = 0; kk < BK; kk += 16)
-                pg_wgmma_64x128x16<TA, TB>(
-                    acc, pg_wgmma_desc(as + SA::at(wm, kk), SA::LBO, SA::SBO, SA::MODE),
-                    pg_wgmma_desc(bs + SB::at(wn, kk), SB::LBO, SB::SBO, SB::MODE), PG_T());
-            pg_wgmma_commit();
-            // This step's group stays in flight; the previous step's is finished here, in
-            // every warpgroup once the barrier (one warpgroup: its own wait) has passed,
-            // so its stage takes the copies PG_STAGES - 1 steps ahead while the tensor
-            // cores work on this one.
-            pg_wgmma_wait<1>();
-#pragma unroll
-            for (int i = 0; i < WN / 2; ++i) pg_wgmma_reg_fence(acc[i]);
+            // This step's group stays in flight (pg_wgmma_step); the previous step's is
+            // finished here, in every warpgroup once the barrier (one warpgroup: its own
+            // wait) has passed, so its stage takes the copies PG_STAGES - 1 steps ahead
+            // while the tensor cores work on this one.
+            pg_wgmma_step<BK, TA, TB, SA, SB>(acc, As + rs * SA::ELEMS, Bs + rs * SB::ELEMS, wm, wn);
             if (NT > 128) __syncthreads();
             const int ws = rs == 0 ? ST - 1 : rs - 1;
             if (kt + ST - 1 < nk) issue(ws, (kt + ST - 1) * BK, 0);

@@ -54,7 +54,7 @@ from ..errors import ValidationError
 from ..memo import kept_for
 from ..occupancy.archs import has_mfma
 from ..occupancy.tuned import tuned_family
-from ..tiles import (ANY_ROWS, FAMILIES, ZHANG2025, family_dtypes,
+from ..tiles import (FAMILIES, ZHANG2025, aligned_rows_only, family_dtypes,
                      weighed_families, without_superseded)
 from . import register
 from ..occupancy.vector_path import SWITCH_MARGIN
@@ -822,7 +822,7 @@ def _kinds(req, kinds=None) -> tuple:
     name = req.options.get("family")
     fams = weighed_families(name, req.arch.name)
     # the batch's alignment (a pass over it) only where a partner needs aligned rows
-    if any(f not in ANY_ROWS for f in fams[1:]) \
+    if any(aligned_rows_only(f) for f in fams[1:]) \
             and not aligned_batch(req.shapes, req.dtype, req.aligned):
         fams = weighed_families(name, req.arch.name, aligned=False)
     if len(fams) == 1:
